@@ -1,0 +1,19 @@
+//! ksim-apiserver: a Kubernetes-compatible REST API server over ksim-store.
+//!
+//! [`ApiServer`] owns the store and the resource registry; [`ApiServer::router`]
+//! is an axum `Router` that serves it, over a socket ([`serve`]) or in process
+//! as the transport of a `kube::Client`.
+
+pub mod admission;
+mod error;
+pub mod openapi;
+pub mod protobuf;
+pub mod resources;
+mod server;
+pub mod table;
+
+pub use error::{ApiError, StatusCause};
+pub use server::{ApiServer, serve};
+
+/// The Kubernetes version ksim serves (the version of its k8s-openapi types).
+pub const KUBERNETES_VERSION: &str = "v1.33.0";

@@ -1,0 +1,1 @@
+//! Decoding of Kubernetes protobuf request bodies (`application/vnd.kubernetes.protobuf`) into JSON.

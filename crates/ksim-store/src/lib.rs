@@ -1,0 +1,1 @@
+//! ksim-store: the versioned object store behind ksim's API server.

@@ -1,0 +1,1 @@
+//! ksim-testutils: helpers for ksim's tests (builders, harnesses, kubectl driver).
