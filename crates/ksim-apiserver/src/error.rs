@@ -157,7 +157,9 @@ impl ApiError {
         Self::new(
             415,
             "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf, application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (got {content_type:?})"),
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf, application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (got {content_type:?})"
+            ),
         )
     }
 
@@ -201,6 +203,11 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = serde_json::to_vec(&self.to_status()).unwrap_or_default();
-        (code, [(http::header::CONTENT_TYPE, "application/json")], body).into_response()
+        (
+            code,
+            [(http::header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response()
     }
 }

@@ -4,7 +4,11 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "ksim", version, about = "A Kubernetes cluster simulator in one binary")]
+#[command(
+    name = "ksim",
+    version,
+    about = "A Kubernetes cluster simulator in one binary"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -6,6 +6,7 @@
 
 mod error;
 pub mod patch;
+pub mod schema;
 pub mod selector;
 
 pub use error::Error;

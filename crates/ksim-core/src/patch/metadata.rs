@@ -34,17 +34,62 @@ pub struct FieldPatchMeta {
 }
 
 /// (OpenAPI definition name, field name, strategy, merge key).
-type Row = (&'static str, &'static str, PatchStrategy, Option<&'static str>);
+type Row = (
+    &'static str,
+    &'static str,
+    PatchStrategy,
+    Option<&'static str>,
+);
 
 const TABLE: &[Row] = &[
-    ("io.k8s.api.core.v1.PodSpec", "containers", PatchStrategy::Merge, Some("name")),
-    ("io.k8s.api.core.v1.PodSpec", "initContainers", PatchStrategy::Merge, Some("name")),
-    ("io.k8s.api.core.v1.PodSpec", "volumes", PatchStrategy::MergeRetainKeys, Some("name")),
-    ("io.k8s.api.core.v1.Container", "env", PatchStrategy::Merge, Some("name")),
-    ("io.k8s.api.core.v1.Container", "ports", PatchStrategy::Merge, Some("containerPort")),
-    ("io.k8s.api.core.v1.Container", "volumeMounts", PatchStrategy::Merge, Some("mountPath")),
-    ("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", "finalizers", PatchStrategy::Merge, None),
-    ("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", "ownerReferences", PatchStrategy::Merge, Some("uid")),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "containers",
+        PatchStrategy::Merge,
+        Some("name"),
+    ),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "initContainers",
+        PatchStrategy::Merge,
+        Some("name"),
+    ),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "volumes",
+        PatchStrategy::MergeRetainKeys,
+        Some("name"),
+    ),
+    (
+        "io.k8s.api.core.v1.Container",
+        "env",
+        PatchStrategy::Merge,
+        Some("name"),
+    ),
+    (
+        "io.k8s.api.core.v1.Container",
+        "ports",
+        PatchStrategy::Merge,
+        Some("containerPort"),
+    ),
+    (
+        "io.k8s.api.core.v1.Container",
+        "volumeMounts",
+        PatchStrategy::Merge,
+        Some("mountPath"),
+    ),
+    (
+        "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta",
+        "finalizers",
+        PatchStrategy::Merge,
+        None,
+    ),
+    (
+        "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta",
+        "ownerReferences",
+        PatchStrategy::Merge,
+        Some("uid"),
+    ),
 ];
 
 /// The patch metadata of `field` in the OpenAPI definition `definition`
