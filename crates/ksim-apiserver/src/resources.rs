@@ -66,8 +66,8 @@ impl ResourceInfo {
 }
 
 struct BuiltIn {
-    group: &'static str,
-    version: &'static str,
+    /// `v1` or `group/version`.
+    api_version: &'static str,
     kind: &'static str,
     plural: &'static str,
     namespaced: bool,
@@ -77,8 +77,7 @@ struct BuiltIn {
 }
 
 const fn builtin(
-    group: &'static str,
-    version: &'static str,
+    api_version: &'static str,
     kind: &'static str,
     plural: &'static str,
     namespaced: bool,
@@ -87,8 +86,7 @@ const fn builtin(
     subresources: &'static [&'static str],
 ) -> BuiltIn {
     BuiltIn {
-        group,
-        version,
+        api_version,
         kind,
         plural,
         namespaced,
@@ -114,7 +112,7 @@ const BUILT_INS: &[BuiltIn] = &[
         NONE,
         &["status", "finalize"],
     ),
-    builtin("", "v1", "Node", "nodes", false, &["no"], NONE, STATUS),
+    builtin("v1", "Node", "nodes", false, &["no"], NONE, STATUS),
     builtin(
         "",
         "v1",
@@ -125,7 +123,7 @@ const BUILT_INS: &[BuiltIn] = &[
         ALL,
         &["status", "binding", "eviction"],
     ),
-    builtin("", "v1", "Event", "events", true, &["ev"], NONE, NONE),
+    builtin("v1", "Event", "events", true, &["ev"], NONE, NONE),
     builtin(
         "",
         "v1",
@@ -136,8 +134,8 @@ const BUILT_INS: &[BuiltIn] = &[
         NONE,
         NONE,
     ),
-    builtin("", "v1", "Secret", "secrets", true, NONE, NONE, NONE),
-    builtin("", "v1", "Service", "services", true, &["svc"], ALL, STATUS),
+    builtin("v1", "Secret", "secrets", true, NONE, NONE, NONE),
+    builtin("v1", "Service", "services", true, &["svc"], ALL, STATUS),
     builtin(
         "",
         "v1",
@@ -248,7 +246,7 @@ const BUILT_INS: &[BuiltIn] = &[
         NONE,
         NONE,
     ),
-    builtin("batch", "v1", "Job", "jobs", true, NONE, ALL, STATUS),
+    builtin("batch/v1", "Job", "jobs", true, NONE, ALL, STATUS),
     builtin(
         "batch",
         "v1",
@@ -376,9 +374,13 @@ pub fn built_in_resources() -> Vec<Arc<ResourceInfo>> {
     BUILT_INS
         .iter()
         .map(|b| {
+            let (group, version) = b
+                .api_version
+                .rsplit_once('/')
+                .unwrap_or(("", b.api_version));
             Arc::new(ResourceInfo {
-                group: b.group.to_string(),
-                version: b.version.to_string(),
+                group: group.to_string(),
+                version: version.to_string(),
                 kind: b.kind.to_string(),
                 plural: b.plural.to_string(),
                 singular: b.kind.to_lowercase(),
