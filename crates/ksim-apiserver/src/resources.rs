@@ -103,7 +103,6 @@ const STATUS_SCALE: &[&str] = &["status", "scale"];
 
 const BUILT_INS: &[BuiltIn] = &[
     builtin(
-        "",
         "v1",
         "Namespace",
         "namespaces",
@@ -114,7 +113,6 @@ const BUILT_INS: &[BuiltIn] = &[
     ),
     builtin("v1", "Node", "nodes", false, &["no"], NONE, STATUS),
     builtin(
-        "",
         "v1",
         "Pod",
         "pods",
@@ -124,20 +122,10 @@ const BUILT_INS: &[BuiltIn] = &[
         &["status", "binding", "eviction"],
     ),
     builtin("v1", "Event", "events", true, &["ev"], NONE, NONE),
-    builtin(
-        "",
-        "v1",
-        "ConfigMap",
-        "configmaps",
-        true,
-        &["cm"],
-        NONE,
-        NONE,
-    ),
+    builtin("v1", "ConfigMap", "configmaps", true, &["cm"], NONE, NONE),
     builtin("v1", "Secret", "secrets", true, NONE, NONE, NONE),
     builtin("v1", "Service", "services", true, &["svc"], ALL, STATUS),
     builtin(
-        "",
         "v1",
         "ServiceAccount",
         "serviceaccounts",
@@ -146,18 +134,8 @@ const BUILT_INS: &[BuiltIn] = &[
         NONE,
         NONE,
     ),
+    builtin("v1", "Endpoints", "endpoints", true, &["ep"], NONE, NONE),
     builtin(
-        "",
-        "v1",
-        "Endpoints",
-        "endpoints",
-        true,
-        &["ep"],
-        NONE,
-        NONE,
-    ),
-    builtin(
-        "",
         "v1",
         "PersistentVolumeClaim",
         "persistentvolumeclaims",
@@ -167,7 +145,6 @@ const BUILT_INS: &[BuiltIn] = &[
         STATUS,
     ),
     builtin(
-        "",
         "v1",
         "PersistentVolume",
         "persistentvolumes",
@@ -177,7 +154,6 @@ const BUILT_INS: &[BuiltIn] = &[
         STATUS,
     ),
     builtin(
-        "",
         "v1",
         "ResourceQuota",
         "resourcequotas",
@@ -187,7 +163,6 @@ const BUILT_INS: &[BuiltIn] = &[
         STATUS,
     ),
     builtin(
-        "",
         "v1",
         "LimitRange",
         "limitranges",
@@ -197,8 +172,7 @@ const BUILT_INS: &[BuiltIn] = &[
         NONE,
     ),
     builtin(
-        "apps",
-        "v1",
+        "apps/v1",
         "Deployment",
         "deployments",
         true,
@@ -207,8 +181,7 @@ const BUILT_INS: &[BuiltIn] = &[
         STATUS_SCALE,
     ),
     builtin(
-        "apps",
-        "v1",
+        "apps/v1",
         "ReplicaSet",
         "replicasets",
         true,
@@ -217,8 +190,7 @@ const BUILT_INS: &[BuiltIn] = &[
         STATUS_SCALE,
     ),
     builtin(
-        "apps",
-        "v1",
+        "apps/v1",
         "StatefulSet",
         "statefulsets",
         true,
@@ -227,8 +199,7 @@ const BUILT_INS: &[BuiltIn] = &[
         STATUS_SCALE,
     ),
     builtin(
-        "apps",
-        "v1",
+        "apps/v1",
         "DaemonSet",
         "daemonsets",
         true,
@@ -237,8 +208,7 @@ const BUILT_INS: &[BuiltIn] = &[
         STATUS,
     ),
     builtin(
-        "apps",
-        "v1",
+        "apps/v1",
         "ControllerRevision",
         "controllerrevisions",
         true,
@@ -248,8 +218,7 @@ const BUILT_INS: &[BuiltIn] = &[
     ),
     builtin("batch/v1", "Job", "jobs", true, NONE, ALL, STATUS),
     builtin(
-        "batch",
-        "v1",
+        "batch/v1",
         "CronJob",
         "cronjobs",
         true,
@@ -258,8 +227,7 @@ const BUILT_INS: &[BuiltIn] = &[
         STATUS,
     ),
     builtin(
-        "policy",
-        "v1",
+        "policy/v1",
         "PodDisruptionBudget",
         "poddisruptionbudgets",
         true,
@@ -268,8 +236,7 @@ const BUILT_INS: &[BuiltIn] = &[
         STATUS,
     ),
     builtin(
-        "scheduling.k8s.io",
-        "v1",
+        "scheduling.k8s.io/v1",
         "PriorityClass",
         "priorityclasses",
         false,
@@ -278,8 +245,7 @@ const BUILT_INS: &[BuiltIn] = &[
         NONE,
     ),
     builtin(
-        "coordination.k8s.io",
-        "v1",
+        "coordination.k8s.io/v1",
         "Lease",
         "leases",
         true,
@@ -288,8 +254,7 @@ const BUILT_INS: &[BuiltIn] = &[
         NONE,
     ),
     builtin(
-        "events.k8s.io",
-        "v1",
+        "events.k8s.io/v1",
         "Event",
         "events",
         true,
@@ -298,8 +263,7 @@ const BUILT_INS: &[BuiltIn] = &[
         NONE,
     ),
     builtin(
-        "networking.k8s.io",
-        "v1",
+        "networking.k8s.io/v1",
         "Ingress",
         "ingresses",
         true,
@@ -308,8 +272,7 @@ const BUILT_INS: &[BuiltIn] = &[
         STATUS,
     ),
     builtin(
-        "rbac.authorization.k8s.io",
-        "v1",
+        "rbac.authorization.k8s.io/v1",
         "Role",
         "roles",
         true,
@@ -318,8 +281,7 @@ const BUILT_INS: &[BuiltIn] = &[
         NONE,
     ),
     builtin(
-        "rbac.authorization.k8s.io",
-        "v1",
+        "rbac.authorization.k8s.io/v1",
         "RoleBinding",
         "rolebindings",
         true,
@@ -328,8 +290,7 @@ const BUILT_INS: &[BuiltIn] = &[
         NONE,
     ),
     builtin(
-        "rbac.authorization.k8s.io",
-        "v1",
+        "rbac.authorization.k8s.io/v1",
         "ClusterRole",
         "clusterroles",
         false,
@@ -338,8 +299,7 @@ const BUILT_INS: &[BuiltIn] = &[
         NONE,
     ),
     builtin(
-        "rbac.authorization.k8s.io",
-        "v1",
+        "rbac.authorization.k8s.io/v1",
         "ClusterRoleBinding",
         "clusterrolebindings",
         false,
@@ -348,8 +308,7 @@ const BUILT_INS: &[BuiltIn] = &[
         NONE,
     ),
     builtin(
-        "storage.k8s.io",
-        "v1",
+        "storage.k8s.io/v1",
         "StorageClass",
         "storageclasses",
         false,
@@ -358,8 +317,7 @@ const BUILT_INS: &[BuiltIn] = &[
         NONE,
     ),
     builtin(
-        "apiextensions.k8s.io",
-        "v1",
+        "apiextensions.k8s.io/v1",
         "CustomResourceDefinition",
         "customresourcedefinitions",
         false,
