@@ -1,0 +1,645 @@
+//! [`Store`]: collections of objects under one revision counter, their
+//! bounded watch histories, and the reads and writes on them.
+//!
+//! One `std::sync::Mutex` guards everything; it is held only for map
+//! operations (never across an `.await`, never while serializing more than
+//! the one object being written).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Bound;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde_json::Value;
+use tokio::sync::watch;
+
+use crate::StoreError;
+use crate::object::{ObjectKey, StoredObject, key_of, same_content};
+
+/// How many events each collection keeps for watches to resume from.
+pub const DEFAULT_HISTORY_LIMIT: usize = 20_000;
+
+/// The type of a watch event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventKind {
+    /// `ADDED`, `MODIFIED`, `DELETED`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Added => "ADDED",
+            EventKind::Modified => "MODIFIED",
+            EventKind::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change of one object.
+#[derive(Debug, Clone)]
+pub struct WatchEvent {
+    pub kind: EventKind,
+    /// The object after the change (for a deletion: its last version,
+    /// stamped with the deletion's revision).
+    pub object: Arc<StoredObject>,
+    /// The version before the change (for selector transitions).
+    pub previous: Option<Arc<StoredObject>>,
+}
+
+impl WatchEvent {
+    /// The revision of the change.
+    pub fn revision(&self) -> u64 {
+        self.object.revision
+    }
+}
+
+/// What an update did.
+#[derive(Debug, Clone)]
+pub enum UpdateOutcome {
+    /// A new version was written.
+    Updated(Arc<StoredObject>),
+    /// The object was identical to the stored one: nothing was written.
+    Unchanged(Arc<StoredObject>),
+    /// The update removed the last finalizer of a terminating object, which
+    /// is gone now.
+    Deleted(Arc<StoredObject>),
+}
+
+impl UpdateOutcome {
+    /// The resulting object version.
+    pub fn object(&self) -> &Arc<StoredObject> {
+        match self {
+            UpdateOutcome::Updated(o) | UpdateOutcome::Unchanged(o) | UpdateOutcome::Deleted(o) => {
+                o
+            }
+        }
+    }
+}
+
+/// Preconditions of a delete.
+#[derive(Debug, Clone, Default)]
+pub struct Preconditions {
+    pub uid: Option<String>,
+    pub resource_version: Option<u64>,
+}
+
+/// One page of a list.
+#[derive(Debug, Clone)]
+pub struct ListPage {
+    pub items: Vec<Arc<StoredObject>>,
+    /// The store's revision when the page was read.
+    pub revision: u64,
+    /// The key of the last item when more items remain.
+    pub continue_after: Option<ObjectKey>,
+    /// How many matching items remain after this page (when paging).
+    pub remaining: usize,
+}
+
+/// A watch's position in a collection's history.
+#[derive(Debug)]
+pub struct WatchCursor {
+    collection: String,
+    /// The revision of the last event seen (events after it come next).
+    pub revision: u64,
+    changes: watch::Receiver<u64>,
+}
+
+impl WatchCursor {
+    /// Waits until the collection changes. Call [`Store::next_events`] first
+    /// (it returns what is already in history), then this, in a loop: no
+    /// write is missed in between. Returns false if the store is gone.
+    pub async fn changed(&mut self) -> bool {
+        self.changes.changed().await.is_ok()
+    }
+}
+
+struct Collection {
+    objects: BTreeMap<ObjectKey, Arc<StoredObject>>,
+    history: VecDeque<WatchEvent>,
+    /// Watches may resume from any revision >= this one.
+    oldest_resumable: u64,
+    changes: watch::Sender<u64>,
+}
+
+impl Collection {
+    fn new(revision: u64) -> Self {
+        Collection {
+            objects: BTreeMap::new(),
+            history: VecDeque::new(),
+            oldest_resumable: revision,
+            changes: watch::Sender::new(revision),
+        }
+    }
+}
+
+struct Inner {
+    revision: u64,
+    collections: HashMap<String, Collection>,
+}
+
+impl Inner {
+    fn collection(&mut self, name: &str) -> &mut Collection {
+        let revision = self.revision;
+        self.collections
+            .entry(name.to_string())
+            .or_insert_with(|| Collection::new(revision))
+    }
+}
+
+/// The object store. Cheap to share behind an `Arc`.
+pub struct Store {
+    inner: Mutex<Inner>,
+    history_limit: usize,
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Store::new(DEFAULT_HISTORY_LIMIT)
+    }
+}
+
+impl Store {
+    /// An empty store keeping `history_limit` events per collection.
+    pub fn new(history_limit: usize) -> Self {
+        Store {
+            inner: Mutex::new(Inner {
+                revision: 1,
+                collections: HashMap::new(),
+            }),
+            history_limit: history_limit.max(1),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves maps consistent (every
+        // mutation is a single insert/remove), so poisoning is ignored.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The current revision of the whole store.
+    pub fn revision(&self) -> u64 {
+        self.lock().revision
+    }
+
+    fn record(&self, collection: &mut Collection, event: WatchEvent) {
+        let revision = event.revision();
+        collection.history.push_back(event);
+        while collection.history.len() > self.history_limit {
+            if let Some(dropped) = collection.history.pop_front() {
+                collection.oldest_resumable = dropped.revision();
+            }
+        }
+        collection.changes.send_replace(revision);
+    }
+
+    /// Creates an object. `metadata.name` must be set; `resourceVersion` is
+    /// assigned.
+    pub fn create(&self, collection: &str, value: Value) -> Result<Arc<StoredObject>, StoreError> {
+        let key = key_of(&value)
+            .ok_or_else(|| StoreError::InvalidObject("metadata.name is required".into()))?;
+        let mut inner = self.lock();
+        if inner
+            .collections
+            .get(collection)
+            .is_some_and(|c| c.objects.contains_key(&key))
+        {
+            return Err(StoreError::AlreadyExists);
+        }
+        inner.revision += 1;
+        let stored = Arc::new(StoredObject::new(value, inner.revision, key.clone()));
+        let target = inner.collection(collection);
+        target.objects.insert(key, stored.clone());
+        let event = WatchEvent {
+            kind: EventKind::Added,
+            object: stored.clone(),
+            previous: None,
+        };
+        self.record(inner.collection(collection), event);
+        Ok(stored)
+    }
+
+    /// Reads an object.
+    pub fn get(&self, collection: &str, namespace: &str, name: &str) -> Option<Arc<StoredObject>> {
+        let inner = self.lock();
+        inner
+            .collections
+            .get(collection)?
+            .objects
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// Replaces an object. With `expected_revision`, fails with `Conflict`
+    /// unless the stored version has exactly that revision.
+    pub fn update(
+        &self,
+        collection: &str,
+        value: Value,
+        expected_revision: Option<u64>,
+    ) -> Result<UpdateOutcome, StoreError> {
+        let key = key_of(&value)
+            .ok_or_else(|| StoreError::InvalidObject("metadata.name is required".into()))?;
+        let mut inner = self.lock();
+        let current = inner
+            .collections
+            .get(collection)
+            .and_then(|c| c.objects.get(&key))
+            .cloned()
+            .ok_or(StoreError::NotFound)?;
+        if let Some(expected) = expected_revision
+            && expected != current.revision
+        {
+            return Err(StoreError::Conflict(
+                "the object has been modified; please apply your changes to the latest version and try again".into(),
+            ));
+        }
+        if same_content(&current.value, &value) {
+            return Ok(UpdateOutcome::Unchanged(current));
+        }
+        inner.revision += 1;
+        let revision = inner.revision;
+        let finished = is_finished_terminating(&value);
+        let stored = Arc::new(StoredObject::new(value, revision, key.clone()));
+        let target = inner.collection(collection);
+        let kind = if finished {
+            target.objects.remove(&key);
+            EventKind::Deleted
+        } else {
+            target.objects.insert(key, stored.clone());
+            EventKind::Modified
+        };
+        let event = WatchEvent {
+            kind,
+            object: stored.clone(),
+            previous: Some(current),
+        };
+        self.record(inner.collection(collection), event);
+        Ok(if finished {
+            UpdateOutcome::Deleted(stored)
+        } else {
+            UpdateOutcome::Updated(stored)
+        })
+    }
+
+    /// Removes an object now (the API server decides beforehand whether a
+    /// delete only marks it terminating).
+    pub fn delete(
+        &self,
+        collection: &str,
+        namespace: &str,
+        name: &str,
+        preconditions: &Preconditions,
+    ) -> Result<Arc<StoredObject>, StoreError> {
+        let key = (namespace.to_string(), name.to_string());
+        let mut inner = self.lock();
+        let current = inner
+            .collections
+            .get(collection)
+            .and_then(|c| c.objects.get(&key))
+            .cloned()
+            .ok_or(StoreError::NotFound)?;
+        check_preconditions(&current, preconditions)?;
+        inner.revision += 1;
+        let stored = Arc::new(StoredObject::new(
+            current.value.clone(),
+            inner.revision,
+            key.clone(),
+        ));
+        let target = inner.collection(collection);
+        target.objects.remove(&key);
+        let event = WatchEvent {
+            kind: EventKind::Deleted,
+            object: stored.clone(),
+            previous: Some(current),
+        };
+        self.record(inner.collection(collection), event);
+        Ok(stored)
+    }
+
+    /// Lists objects in key order: all of them, or those of one namespace,
+    /// starting after `continue_after`, keeping those `filter` accepts, at
+    /// most `limit` of them.
+    pub fn list(
+        &self,
+        collection: &str,
+        namespace: Option<&str>,
+        continue_after: Option<&ObjectKey>,
+        limit: Option<usize>,
+        filter: impl Fn(&StoredObject) -> bool,
+    ) -> ListPage {
+        let inner = self.lock();
+        let revision = inner.revision;
+        let Some(target) = inner.collections.get(collection) else {
+            return ListPage {
+                items: Vec::new(),
+                revision,
+                continue_after: None,
+                remaining: 0,
+            };
+        };
+        let lower = match (continue_after, namespace) {
+            (Some(key), _) => Bound::Excluded(key.clone()),
+            (None, Some(ns)) => Bound::Included((ns.to_string(), String::new())),
+            (None, None) => Bound::Unbounded,
+        };
+        let candidates = target
+            .objects
+            .range((lower, Bound::Unbounded))
+            .take_while(|(key, _)| namespace.is_none_or(|ns| key.0 == ns))
+            .map(|(_, object)| object)
+            .filter(|object| filter(object));
+        let limit = limit.filter(|l| *l > 0);
+        let mut items = Vec::new();
+        let mut remaining = 0;
+        for object in candidates {
+            if limit.is_some_and(|l| items.len() >= l) {
+                remaining += 1;
+            } else {
+                items.push(object.clone());
+            }
+        }
+        let continue_after = if remaining > 0 {
+            items.last().map(|o| o.key.clone())
+        } else {
+            None
+        };
+        ListPage {
+            items,
+            revision,
+            continue_after,
+            remaining,
+        }
+    }
+
+    /// Starts a watch on a collection after `from_revision` (default: now).
+    /// Fails with `Expired` if that revision is older than the history.
+    pub fn watch(
+        &self,
+        collection: &str,
+        from_revision: Option<u64>,
+    ) -> Result<WatchCursor, StoreError> {
+        let mut inner = self.lock();
+        let now = inner.revision;
+        let target = inner.collection(collection);
+        let revision = match from_revision {
+            Some(requested) if requested < target.oldest_resumable => {
+                return Err(StoreError::Expired {
+                    requested,
+                    oldest: target.oldest_resumable,
+                });
+            }
+            Some(requested) => requested.min(now),
+            None => now,
+        };
+        // Events already in history after `revision` come with the first
+        // `next_events`; the channel only signals writes after this point.
+        let changes = target.changes.subscribe();
+        Ok(WatchCursor {
+            collection: collection.to_string(),
+            revision,
+            changes,
+        })
+    }
+
+    /// The events after the cursor's position (advancing it), or `Expired`
+    /// if the watch fell behind the history.
+    pub fn next_events(&self, cursor: &mut WatchCursor) -> Result<Vec<WatchEvent>, StoreError> {
+        let inner = self.lock();
+        let Some(target) = inner.collections.get(&cursor.collection) else {
+            return Ok(Vec::new());
+        };
+        if cursor.revision < target.oldest_resumable {
+            return Err(StoreError::Expired {
+                requested: cursor.revision,
+                oldest: target.oldest_resumable,
+            });
+        }
+        let start = target
+            .history
+            .partition_point(|event| event.revision() <= cursor.revision);
+        let events: Vec<WatchEvent> = target.history.range(start..).cloned().collect();
+        if let Some(last) = events.last() {
+            cursor.revision = last.revision();
+        }
+        Ok(events)
+    }
+
+    /// Number of objects in a collection.
+    pub fn len(&self, collection: &str) -> usize {
+        self.lock()
+            .collections
+            .get(collection)
+            .map_or(0, |c| c.objects.len())
+    }
+
+    /// Whether a collection holds no object.
+    pub fn is_empty(&self, collection: &str) -> bool {
+        self.len(collection) == 0
+    }
+}
+
+fn check_preconditions(
+    current: &StoredObject,
+    preconditions: &Preconditions,
+) -> Result<(), StoreError> {
+    if let Some(uid) = &preconditions.uid
+        && current.uid() != Some(uid.as_str())
+    {
+        return Err(StoreError::Conflict(format!(
+            "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+            current.uid().unwrap_or_default()
+        )));
+    }
+    if let Some(version) = preconditions.resource_version
+        && version != current.revision
+    {
+        return Err(StoreError::Conflict(format!(
+            "Precondition failed: ResourceVersion in precondition: {version}, ResourceVersion in object meta: {}",
+            current.revision
+        )));
+    }
+    Ok(())
+}
+
+/// A terminating object with no finalizers left and no grace period to wait for.
+fn is_finished_terminating(value: &Value) -> bool {
+    let Some(metadata) = value.get("metadata") else {
+        return false;
+    };
+    let terminating = metadata
+        .get("deletionTimestamp")
+        .is_some_and(|t| !t.is_null());
+    let no_finalizers = metadata
+        .get("finalizers")
+        .and_then(Value::as_array)
+        .is_none_or(|f| f.is_empty());
+    let no_grace = metadata
+        .get("deletionGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .is_none_or(|g| g == 0);
+    terminating && no_finalizers && no_grace
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")}})
+    }
+
+    #[test]
+    fn every_write_gets_a_higher_resource_version() {
+        let store = Store::default();
+        let a = store.create("/pods", pod("a")).expect("create a");
+        let b = store.create("/pods", pod("b")).expect("create b");
+        assert!(b.revision > a.revision);
+        assert_eq!(
+            b.value["metadata"]["resourceVersion"],
+            json!(b.revision.to_string())
+        );
+        assert_eq!(
+            store.create("/pods", pod("a")).err(),
+            Some(StoreError::AlreadyExists)
+        );
+    }
+
+    #[test]
+    fn stale_update_is_a_conflict() {
+        let store = Store::default();
+        let a = store.create("/pods", pod("a")).expect("create");
+        let mut changed = pod("a");
+        changed["metadata"]["labels"] = json!({"x": "1"});
+        let updated = store
+            .update("/pods", changed.clone(), Some(a.revision))
+            .expect("first update");
+        assert!(matches!(updated, UpdateOutcome::Updated(_)));
+        changed["metadata"]["labels"] = json!({"x": "2"});
+        let stale = store.update("/pods", changed, Some(a.revision));
+        assert!(matches!(stale, Err(StoreError::Conflict(_))));
+    }
+
+    #[test]
+    fn identical_update_writes_nothing() {
+        let store = Store::default();
+        let a = store.create("/pods", pod("a")).expect("create");
+        let before = store.revision();
+        let outcome = store
+            .update("/pods", a.value.clone(), None)
+            .expect("update");
+        assert!(matches!(outcome, UpdateOutcome::Unchanged(_)));
+        assert_eq!(store.revision(), before);
+    }
+
+    #[test]
+    fn removing_last_finalizer_of_terminating_object_deletes_it() {
+        let store = Store::default();
+        let mut object = pod("a");
+        object["metadata"]["finalizers"] = json!(["example.com/hold"]);
+        store.create("/pods", object.clone()).expect("create");
+        object["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        object["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        let marked = store.update("/pods", object.clone(), None).expect("mark");
+        assert!(matches!(marked, UpdateOutcome::Updated(_)));
+        assert!(store.get("/pods", "default", "a").is_some());
+        object["metadata"]["finalizers"] = json!([]);
+        let gone = store.update("/pods", object, None).expect("unfinalize");
+        assert!(matches!(gone, UpdateOutcome::Deleted(_)));
+        assert!(store.get("/pods", "default", "a").is_none());
+    }
+
+    #[test]
+    fn delete_preconditions_are_checked() {
+        let store = Store::default();
+        store.create("/pods", pod("a")).expect("create");
+        let wrong_uid = Preconditions {
+            uid: Some("other".into()),
+            resource_version: None,
+        };
+        assert!(matches!(
+            store.delete("/pods", "default", "a", &wrong_uid),
+            Err(StoreError::Conflict(_))
+        ));
+        store
+            .delete("/pods", "default", "a", &Preconditions::default())
+            .expect("delete");
+        assert_eq!(
+            store
+                .delete("/pods", "default", "a", &Preconditions::default())
+                .err(),
+            Some(StoreError::NotFound)
+        );
+    }
+
+    #[test]
+    fn list_pages_in_key_order_within_a_namespace() {
+        let store = Store::default();
+        for name in ["c", "a", "b"] {
+            store.create("/pods", pod(name)).expect("create");
+        }
+        let mut other = pod("z");
+        other["metadata"]["namespace"] = json!("other");
+        store.create("/pods", other).expect("create");
+        let first = store.list("/pods", Some("default"), None, Some(2), |_| true);
+        let names: Vec<&str> = first.items.iter().map(|o| o.name()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(first.remaining, 1);
+        let second = store.list(
+            "/pods",
+            Some("default"),
+            first.continue_after.as_ref(),
+            Some(2),
+            |_| true,
+        );
+        let names: Vec<&str> = second.items.iter().map(|o| o.name()).collect();
+        assert_eq!(names, ["c"]);
+        assert!(second.continue_after.is_none());
+        assert_eq!(
+            store.list("/pods", None, None, None, |_| true).items.len(),
+            4
+        );
+    }
+
+    #[test]
+    fn watch_resumes_from_history_and_expires_past_it() {
+        let store = Store::new(3);
+        let start = store.revision();
+        let mut cursor = store.watch("/pods", Some(start)).expect("watch");
+        for name in ["a", "b", "c", "d"] {
+            store.create("/pods", pod(name)).expect("create");
+        }
+        // history holds the last 3 events; the cursor at `start` fell behind.
+        assert!(matches!(
+            store.next_events(&mut cursor),
+            Err(StoreError::Expired { .. })
+        ));
+        let recent = store.revision() - 2;
+        let mut cursor = store.watch("/pods", Some(recent)).expect("resume");
+        let events = store.next_events(&mut cursor).expect("events");
+        assert_eq!(events.len(), 2);
+        assert!(events.iter().all(|e| e.kind == EventKind::Added));
+        assert!(store.next_events(&mut cursor).expect("none").is_empty());
+        assert!(matches!(
+            store.watch("/pods", Some(start)),
+            Err(StoreError::Expired { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn watch_wakes_on_change() {
+        let store = Arc::new(Store::default());
+        let mut cursor = store.watch("/pods", None).expect("watch");
+        assert!(store.next_events(&mut cursor).expect("empty").is_empty());
+        let writer = store.clone();
+        tokio::spawn(async move {
+            writer.create("/pods", pod("a")).expect("create");
+        });
+        assert!(cursor.changed().await);
+        let events = store.next_events(&mut cursor).expect("events");
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].object.name(), "a");
+    }
+}
