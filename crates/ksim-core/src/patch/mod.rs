@@ -7,5 +7,7 @@
 //! writes `x-kubernetes-patch-strategy` / `x-kubernetes-patch-merge-key`.
 
 mod metadata;
+mod strategic;
 
 pub use metadata::{FieldPatchMeta, PatchStrategy, field_patch_meta};
+pub use strategic::strategic_merge_patch;
