@@ -105,6 +105,24 @@ pub fn field_patch_meta(definition: &str, field: &str) -> Option<FieldPatchMeta>
         })
 }
 
+/// Every row of the table as (definition, field, metadata), for the OpenAPI
+/// generator that writes `x-kubernetes-patch-strategy`/`-merge-key`.
+pub fn all_field_patch_meta() -> impl Iterator<Item = (&'static str, &'static str, FieldPatchMeta)>
+{
+    TABLE
+        .iter()
+        .map(|(definition, field, strategy, merge_key)| {
+            (
+                *definition,
+                *field,
+                FieldPatchMeta {
+                    strategy: *strategy,
+                    merge_key: *merge_key,
+                },
+            )
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,6 +151,15 @@ mod tests {
                 definitions.property(items, merge_key).is_some(),
                 "{items} has no merge key field {merge_key}"
             );
+        }
+    }
+
+    #[test]
+    fn all_rows_are_listed_and_agree_with_the_lookup() {
+        let rows: Vec<_> = all_field_patch_meta().collect();
+        assert_eq!(rows.len(), TABLE.len());
+        for (definition, field, meta) in rows {
+            assert_eq!(field_patch_meta(definition, field), Some(meta));
         }
     }
 

@@ -10,5 +10,5 @@ mod go_format;
 mod metadata;
 mod strategic;
 
-pub use metadata::{FieldPatchMeta, PatchStrategy, field_patch_meta};
+pub use metadata::{FieldPatchMeta, PatchStrategy, all_field_patch_meta, field_patch_meta};
 pub use strategic::strategic_merge_patch;

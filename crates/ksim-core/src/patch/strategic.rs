@@ -1087,6 +1087,20 @@ mod tests {
                 pod_spec(json!({"nodeName": "n1"})),
             ),
             (
+                "an empty list leaves a merging list alone",
+                POD,
+                pod_spec(json!({"containers": [{"name": "a"}]})),
+                json!({"spec": {"containers": []}}),
+                pod_spec(json!({"containers": [{"name": "a"}]})),
+            ),
+            (
+                "an empty list clears a list without strategy",
+                POD,
+                pod_spec(json!({"tolerations": [{"key": "a"}]})),
+                json!({"spec": {"tolerations": []}}),
+                pod_spec(json!({"tolerations": []})),
+            ),
+            (
                 "a null patch changes nothing",
                 POD,
                 pod_spec(json!({"nodeName": "n1"})),
