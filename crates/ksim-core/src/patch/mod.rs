@@ -6,8 +6,9 @@
 //! strategic merge patch reads it, and so does the OpenAPI generator when it
 //! writes `x-kubernetes-patch-strategy` / `x-kubernetes-patch-merge-key`.
 
+mod go_format;
 mod metadata;
 mod strategic;
 
-pub use metadata::{FieldPatchMeta, PatchStrategy, field_patch_meta};
+pub use metadata::{FieldPatchMeta, PatchStrategy, all_field_patch_meta, field_patch_meta};
 pub use strategic::strategic_merge_patch;
