@@ -301,3 +301,41 @@ fn unknown_fields_of_custom_resources_honour_preserve_unknown_fields() {
     };
     assert!(open_api.unknown_fields(&unknown_kind, &invalid).is_empty());
 }
+
+fn collect_refs<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
+    match value {
+        Value::Object(map) => {
+            for (key, v) in map {
+                match (key.as_str(), v) {
+                    ("$ref", Value::String(target)) => out.push(target),
+                    _ => collect_refs(v, out),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_refs(v, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn every_reference_in_every_document_resolves_within_it() {
+    let open_api = open_api();
+    let index: Value = serde_json::from_slice(&open_api.index()).expect("index is JSON");
+    let paths = index["paths"].as_object().expect("paths");
+    assert!(paths.len() >= 10, "{:?}", paths.keys());
+    for path in paths.keys() {
+        let doc = document(&open_api, path);
+        let mut refs = Vec::new();
+        collect_refs(&doc, &mut refs);
+        assert!(!refs.is_empty());
+        for target in refs {
+            let name = target
+                .strip_prefix("#/components/schemas/")
+                .unwrap_or_else(|| panic!("{path}: foreign reference {target}"));
+            assert!(
+                doc["components"]["schemas"].get(name).is_some(),
+                "{path}: {name} referenced but missing"
+            );
+        }
+    }
+}
