@@ -1,53 +1,380 @@
 //! The OpenAPI v3 documents (`/openapi/v3`), generated from the k8s-openapi types and CRDs, and server-side field validation.
 //!
-//! Interim version: an empty index; the documents land next.
+//! [`OpenApi`] is built at start and rebuilt when CRDs change: the documents
+//! of the built-in group-versions are serialized once per process (for a
+//! given set of built-in resources) and shared; only CRD documents are
+//! rebuilt.
 
-use std::sync::Arc;
+mod paths;
+mod schemas;
+mod validation;
+
+pub use validation::{duplicate_fields, strict_error, warning_headers};
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{DefaultHasher, Hasher};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 
-use crate::ApiError;
 use crate::resources::ResourceInfo;
+use paths::{PathResource, add_paths};
+use schemas::{
+    CrdVersion, DELETE_OPTIONS, LIST_META, PATCH, STATUS, built_in_schemas, closure, crd_versions,
+    list_schema, published_crd_schema,
+};
 
-/// The served OpenAPI documents.
-#[derive(Clone, Default)]
-pub struct OpenApi {}
+/// How to answer `GET /openapi/v3/<path>?hash=...`, as kube-apiserver does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DocumentCaching {
+    /// The hash asked for is current: `Cache-Control: public, immutable`
+    /// (and an `Expires` a year ahead).
+    Immutable,
+    /// No hash asked for: `Cache-Control: no-cache, private`.
+    NoCache,
+    /// A stale hash: `301 Moved Permanently` to this URL (the current hash).
+    Redirect(String),
+}
+
+impl DocumentCaching {
+    /// The `Cache-Control` value, if the answer is the document.
+    pub fn cache_control(&self) -> Option<&'static str> {
+        match self {
+            DocumentCaching::Immutable => Some("public, immutable"),
+            DocumentCaching::NoCache => Some("no-cache, private"),
+            DocumentCaching::Redirect(_) => None,
+        }
+    }
+}
+
+/// One serialized document and its hash.
+#[derive(Debug, Clone)]
+struct Document {
+    bytes: Bytes,
+    hash: String,
+}
+
+impl Document {
+    fn new(value: &Value) -> Self {
+        let bytes = Bytes::from(serde_json::to_vec(value).unwrap_or_default());
+        let hash = hash(&bytes);
+        Document { bytes, hash }
+    }
+}
+
+/// 128 bits of hash as 32 upper-case hex digits (kube uses SHA-512; clients
+/// only compare it).
+fn hash(bytes: &[u8]) -> String {
+    let mut first = DefaultHasher::new();
+    first.write(bytes);
+    let mut second = DefaultHasher::new();
+    second.write_u64(0x6b73_696d_6f61_7033);
+    second.write(bytes);
+    format!("{:016X}{:016X}", first.finish(), second.finish())
+}
+
+/// The parts of one group-version document before serialization.
+#[derive(Debug, Clone, Default)]
+struct GroupVersion {
+    paths: Map<String, Value>,
+    /// Component schemas the document starts from (its kinds, lists, meta types).
+    roots: BTreeSet<String>,
+    /// Schemas that are not built-in definitions (lists, CRD schemas).
+    local: BTreeMap<String, Value>,
+}
+
+impl GroupVersion {
+    /// An empty group-version that starts from the meta types every document has.
+    fn with_meta_roots() -> Self {
+        let mut gv = GroupVersion::default();
+        for name in [STATUS, DELETE_OPTIONS, PATCH, LIST_META] {
+            gv.roots.insert(name.to_string());
+        }
+        gv
+    }
+
+    fn to_document(&self) -> Document {
+        let schemas = closure(&self.roots, &self.local);
+        Document::new(&json!({
+            "openapi": "3.0.0",
+            "info": { "title": "Kubernetes", "version": crate::KUBERNETES_VERSION },
+            "paths": self.paths,
+            "components": {
+                "schemas": schemas,
+                "securitySchemes": {
+                    "BearerToken": {
+                        "type": "apiKey",
+                        "description": "Bearer Token authentication",
+                        "name": "authorization",
+                        "in": "header",
+                    }
+                }
+            },
+            "security": [{ "BearerToken": [] }],
+        }))
+    }
+}
+
+/// `api/v1` or `apis/<group>/<version>`.
+fn document_path(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
+}
+
+/// The built-in part, shared by every [`OpenApi`] built from the same built-in resources.
+#[derive(Debug)]
+struct BuiltIns {
+    resources: Vec<ResourceInfo>,
+    group_versions: BTreeMap<String, GroupVersion>,
+    documents: BTreeMap<String, Document>,
+}
+
+impl BuiltIns {
+    fn build(resources: Vec<ResourceInfo>) -> Self {
+        let definitions = ksim_core::schema::definitions();
+        let mut group_versions: BTreeMap<String, GroupVersion> = BTreeMap::new();
+        for r in &resources {
+            let Some(definition) = definitions.definition_for_kind(&r.group, &r.version, &r.kind)
+            else {
+                tracing::debug!(kind = %r.kind, "no OpenAPI schema for built-in kind");
+                continue;
+            };
+            let list_definition = format!("{definition}List");
+            let gv = group_versions
+                .entry(document_path(&r.group, &r.version))
+                .or_insert_with(GroupVersion::with_meta_roots);
+            add_paths(
+                &mut gv.paths,
+                &PathResource {
+                    group: &r.group,
+                    version: &r.version,
+                    kind: &r.kind,
+                    plural: &r.plural,
+                    namespaced: r.namespaced,
+                    subresources: &r.subresources,
+                    definition,
+                    list_definition: &list_definition,
+                    built_in: true,
+                },
+            );
+            gv.roots.insert(definition.to_string());
+            gv.roots.insert(list_definition.clone());
+            for subresource in &r.subresources {
+                let extra = match subresource.as_str() {
+                    "scale" => schemas::SCALE,
+                    "binding" => schemas::BINDING,
+                    "eviction" => schemas::EVICTION,
+                    _ => continue,
+                };
+                gv.roots.insert(extra.to_string());
+            }
+            gv.local.insert(
+                list_definition,
+                list_schema(&r.group, &r.version, &r.kind, definition),
+            );
+        }
+        let documents = group_versions
+            .iter()
+            .map(|(path, gv)| (path.clone(), gv.to_document()))
+            .collect();
+        BuiltIns {
+            resources,
+            group_versions,
+            documents,
+        }
+    }
+
+    /// The shared built-in part for these resources, built on first use.
+    fn shared(resources: Vec<ResourceInfo>) -> Arc<BuiltIns> {
+        static CACHE: Mutex<Option<Arc<BuiltIns>>> = Mutex::new(None);
+        let mut cache = CACHE
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(built) = cache.as_ref().filter(|b| b.resources == resources) {
+            return Arc::clone(built);
+        }
+        let built = Arc::new(BuiltIns::build(resources));
+        *cache = Some(Arc::clone(&built));
+        built
+    }
+}
+
+#[derive(Debug)]
+struct Inner {
+    built_ins: Arc<BuiltIns>,
+    documents: BTreeMap<String, Document>,
+    index: Bytes,
+    /// `openAPIV3Schema` of each served CRD version, by (group, version, kind).
+    crd_schemas: HashMap<(String, String, String), Value>,
+}
+
+/// The `/openapi/v3` documents and field validation of a set of resources.
+/// Cheap to clone (shared).
+#[derive(Debug, Clone)]
+pub struct OpenApi {
+    inner: Arc<Inner>,
+}
 
 impl OpenApi {
-    /// Documents for these resources and CRDs.
-    pub fn new(_resources: &[Arc<ResourceInfo>], _crds: &[Value]) -> Self {
-        OpenApi {}
+    /// Builds the documents of the built-in `resources` (custom ones among
+    /// them are ignored: CRDs describe themselves) and of `crds`
+    /// (CustomResourceDefinitions as JSON). The built-in documents are
+    /// serialized once per process and reused.
+    pub fn new(resources: &[Arc<ResourceInfo>], crds: &[Value]) -> Self {
+        let built_in: Vec<ResourceInfo> = resources
+            .iter()
+            .filter(|r| !r.custom)
+            .map(|r| ResourceInfo::clone(r))
+            .collect();
+        Self::with_built_ins(BuiltIns::shared(built_in), crds)
     }
 
-    /// `GET /openapi/v3`.
+    /// The same built-in documents with another set of CRDs.
+    pub fn with_crds(&self, crds: &[Value]) -> Self {
+        Self::with_built_ins(Arc::clone(&self.inner.built_ins), crds)
+    }
+
+    fn with_built_ins(built_ins: Arc<BuiltIns>, crds: &[Value]) -> Self {
+        let mut documents = built_ins.documents.clone();
+        let mut custom: BTreeMap<String, GroupVersion> = BTreeMap::new();
+        let mut crd_schemas = HashMap::new();
+        for version in crds.iter().flat_map(crd_versions) {
+            let path = version.document_path();
+            let gv = custom.entry(path.clone()).or_insert_with(|| {
+                built_ins
+                    .group_versions
+                    .get(&path)
+                    .cloned()
+                    .unwrap_or_else(GroupVersion::with_meta_roots)
+            });
+            add_crd_version(gv, &version);
+            if let Some(schema) = &version.schema {
+                crd_schemas.insert(
+                    (
+                        version.group.clone(),
+                        version.version.clone(),
+                        version.kind.clone(),
+                    ),
+                    schema.clone(),
+                );
+            }
+        }
+        for (path, gv) in &custom {
+            documents.insert(path.clone(), gv.to_document());
+        }
+        let index: Map<String, Value> = documents
+            .iter()
+            .map(|(path, document)| {
+                (
+                    path.clone(),
+                    json!({ "serverRelativeURL": format!("/openapi/v3/{path}?hash={}", document.hash) }),
+                )
+            })
+            .collect();
+        let index = Bytes::from(serde_json::to_vec(&json!({ "paths": index })).unwrap_or_default());
+        OpenApi {
+            inner: Arc::new(Inner {
+                built_ins,
+                documents,
+                index,
+                crd_schemas,
+            }),
+        }
+    }
+
+    /// `GET /openapi/v3`: `{"paths":{"api/v1":{"serverRelativeURL":"/openapi/v3/api/v1?hash=..."},...}}`.
     pub fn index(&self) -> Bytes {
-        Bytes::from_static(br#"{"paths":{}}"#)
+        self.inner.index.clone()
     }
 
-    /// `GET /openapi/v3/<path>`.
-    pub fn document(&self, _path: &str) -> Option<(Bytes, String)> {
-        None
+    /// `GET /openapi/v3/<path>` (`api/v1`, `apis/apps/v1`): the JSON document and its hash.
+    pub fn document(&self, path: &str) -> Option<(Bytes, String)> {
+        let path = path.trim_matches('/');
+        self.inner
+            .documents
+            .get(path)
+            .map(|d| (d.bytes.clone(), d.hash.clone()))
     }
 
-    /// Unknown fields of `object`.
-    pub fn unknown_fields(&self, _resource: &ResourceInfo, _object: &Value) -> Vec<String> {
-        Vec::new()
+    /// How to answer a request for the document at `path` that asked for
+    /// `requested_hash` (the `hash` query parameter), given its current hash.
+    pub fn caching(
+        path: &str,
+        requested_hash: Option<&str>,
+        current_hash: &str,
+    ) -> DocumentCaching {
+        match requested_hash {
+            None | Some("") => DocumentCaching::NoCache,
+            Some(hash) if hash == current_hash => DocumentCaching::Immutable,
+            Some(_) => DocumentCaching::Redirect(format!(
+                "/openapi/v3/{}?hash={current_hash}",
+                path.trim_matches('/')
+            )),
+        }
+    }
+
+    /// Server-side field validation: the unknown fields of `object` against
+    /// the kind's schema (`unknown field "spec.foo"`,
+    /// `unknown field "spec.template.spec.containers[0].imagePullPolcy"`), in
+    /// document order. Built-ins are checked against their definitions;
+    /// custom resources against their `openAPIV3Schema`, honouring
+    /// `x-kubernetes-preserve-unknown-fields`. Kinds without a schema give none.
+    /// Duplicate fields need the raw body: see [`duplicate_fields`].
+    pub fn unknown_fields(&self, resource: &ResourceInfo, object: &Value) -> Vec<String> {
+        let mut problems = Vec::new();
+        if resource.custom {
+            let key = (
+                resource.group.clone(),
+                resource.version.clone(),
+                resource.kind.clone(),
+            );
+            if let Some(schema) = self.inner.crd_schemas.get(&key) {
+                validation::structural_unknown_fields(schema, object, "", true, 0, &mut problems);
+            }
+        } else if let Some(schema) = ksim_core::schema::definitions()
+            .definition_for_kind(&resource.group, &resource.version, &resource.kind)
+            .and_then(|definition| built_in_schemas().get(definition))
+        {
+            validation::built_in_unknown_fields(schema, object, "", 0, &mut problems);
+        }
+        problems
     }
 }
 
-/// The 400 of `fieldValidation=Strict`.
-pub fn strict_error(resource: &ResourceInfo, problems: &[String]) -> ApiError {
-    ApiError::bad_request(format!(
-        "{} in version \"{}\" cannot be handled as a {}: strict decoding error: {}",
-        resource.kind,
-        resource.version,
-        resource.kind,
-        problems.join(", ")
-    ))
+/// Adds a CRD version's schemas and paths to its group-version.
+fn add_crd_version(gv: &mut GroupVersion, version: &CrdVersion) {
+    let definition = version.definition();
+    let list_definition = format!("{definition}List");
+    add_paths(
+        &mut gv.paths,
+        &PathResource {
+            group: &version.group,
+            version: &version.version,
+            kind: &version.kind,
+            plural: &version.plural,
+            namespaced: version.namespaced,
+            subresources: &version.subresources,
+            definition: &definition,
+            list_definition: &list_definition,
+            built_in: false,
+        },
+    );
+    if version.subresources.iter().any(|s| s == "scale") {
+        gv.roots.insert(schemas::SCALE.to_string());
+    }
+    gv.local
+        .insert(definition.clone(), published_crd_schema(version));
+    gv.local.insert(
+        list_definition.clone(),
+        list_schema(&version.group, &version.version, &version.kind, &definition),
+    );
+    gv.roots.insert(definition);
+    gv.roots.insert(list_definition);
 }
 
-/// The `Warning` headers of `fieldValidation=Warn`.
-pub fn warning_headers(problems: &[String]) -> Vec<String> {
-    problems.iter().map(|p| format!("299 - {:?}", p)).collect()
-}
+#[cfg(test)]
+mod tests;

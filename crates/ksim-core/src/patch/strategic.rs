@@ -202,7 +202,7 @@ impl Patcher {
         if let Some(directive) = patch.get(DIRECTIVE_MARKER) {
             return match directive.as_str() {
                 Some(REPLACE_DIRECTIVE) => {
-                    patch.shift_remove(DIRECTIVE_MARKER);
+                    patch.remove(DIRECTIVE_MARKER);
                     Ok(clean_map(patch))
                 }
                 Some(DELETE_DIRECTIVE) => Ok(Map::new()),
@@ -224,7 +224,7 @@ impl Patcher {
             };
 
             if patch_value.is_null() {
-                original.shift_remove(&key);
+                original.remove(&key);
                 continue;
             }
             let Some(original_value) = original.get_mut(&key) else {
@@ -238,7 +238,7 @@ impl Patcher {
                     match clean_new_value(patch_value) {
                         Some(value) => *original_value = value,
                         None => {
-                            original.shift_remove(&key);
+                            original.remove(&key);
                         }
                     }
                 }
@@ -289,7 +289,7 @@ impl Patcher {
             .cloned()
             .collect();
         for directive in directives {
-            let Some(order) = patch.shift_remove(&directive) else {
+            let Some(order) = patch.remove(&directive) else {
                 continue;
             };
             let Value::Array(order) = order else {
@@ -337,7 +337,7 @@ impl Patcher {
                 kind,
             )?;
             original.insert(key.clone(), Value::Array(ordered));
-            patch.shift_remove(&key);
+            patch.remove(&key);
         }
         Ok(())
     }
@@ -452,7 +452,7 @@ fn apply_retain_keys(
     original: &mut Map<String, Value>,
     patch: &mut Map<String, Value>,
 ) -> Result<(), Error> {
-    let Some(retain) = patch.shift_remove(RETAIN_KEYS_DIRECTIVE) else {
+    let Some(retain) = patch.remove(RETAIN_KEYS_DIRECTIVE) else {
         return Ok(());
     };
     let Value::Array(retain) = retain else {

@@ -1,0 +1,382 @@
+//! Server-side field validation (`fieldValidation=Strict|Warn`): the unknown
+//! and duplicate fields of a request body, and how kube-apiserver reports
+//! them (a BadRequest strict decoding error, or `Warning` headers).
+
+use std::collections::HashSet;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+
+use super::schemas::{OBJECT_META, built_in_schemas};
+use crate::ApiError;
+use crate::resources::ResourceInfo;
+use ksim_core::schema::REF_PREFIX;
+
+/// How deep the walkers go before giving up (bodies are bounded, schemas may recurse).
+const MAX_DEPTH: usize = 128;
+
+fn child(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+fn unknown(path: &str) -> String {
+    format!("unknown field {path:?}")
+}
+
+/// Follows `$ref` and a single-element `allOf` to the built-in definition.
+fn resolve(mut schema: &Value) -> Option<&Value> {
+    for _ in 0..MAX_DEPTH {
+        if let Some(target) = schema.get("$ref").and_then(Value::as_str) {
+            schema = built_in_schemas().get(target.strip_prefix(REF_PREFIX)?)?;
+        } else if let Some(first) = schema
+            .get("allOf")
+            .and_then(Value::as_array)
+            .and_then(|all| all.first())
+        {
+            schema = first;
+        } else {
+            return Some(schema);
+        }
+    }
+    None
+}
+
+/// The unknown fields of `value` against a built-in schema. Objects whose
+/// schema names no properties (`FieldsV1`, `RawExtension`) accept anything.
+pub(super) fn built_in_unknown_fields(
+    schema: &Value,
+    value: &Value,
+    path: &str,
+    depth: usize,
+    problems: &mut Vec<String>,
+) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    let Some(schema) = resolve(schema) else {
+        return;
+    };
+    match value {
+        Value::Object(fields) => {
+            if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+                for (key, field) in fields {
+                    match properties.get(key) {
+                        Some(property) => built_in_unknown_fields(
+                            property,
+                            field,
+                            &child(path, key),
+                            depth + 1,
+                            problems,
+                        ),
+                        None => problems.push(unknown(&child(path, key))),
+                    }
+                }
+            } else if let Some(values) =
+                schema.get("additionalProperties").filter(|v| v.is_object())
+            {
+                for (key, field) in fields {
+                    built_in_unknown_fields(values, field, &child(path, key), depth + 1, problems);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    built_in_unknown_fields(
+                        item_schema,
+                        item,
+                        &format!("{path}[{i}]"),
+                        depth + 1,
+                        problems,
+                    );
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn is_true(schema: &Value, extension: &str) -> bool {
+    schema.get(extension).and_then(Value::as_bool) == Some(true)
+}
+
+/// The unknown fields of `value` against a structural (CRD) schema: what
+/// kube's pruning would drop. `embedded` marks the root and
+/// `x-kubernetes-embedded-resource` objects, where `apiVersion`, `kind` and
+/// `metadata` (checked as ObjectMeta) are always allowed.
+pub(super) fn structural_unknown_fields(
+    schema: &Value,
+    value: &Value,
+    path: &str,
+    embedded: bool,
+    depth: usize,
+    problems: &mut Vec<String>,
+) {
+    if depth > MAX_DEPTH || !schema.is_object() {
+        return;
+    }
+    let preserve = is_true(schema, "x-kubernetes-preserve-unknown-fields");
+    match value {
+        Value::Object(fields) => {
+            let properties = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties");
+            for (key, field) in fields {
+                let field_path = child(path, key);
+                if embedded && (key == "apiVersion" || key == "kind") {
+                    continue;
+                }
+                if embedded && key == "metadata" {
+                    if let Some(meta) = built_in_schemas().get(OBJECT_META) {
+                        built_in_unknown_fields(meta, field, &field_path, depth + 1, problems);
+                    }
+                    continue;
+                }
+                if let Some(property) = properties.and_then(|p| p.get(key)) {
+                    let nested_embedded = is_true(property, "x-kubernetes-embedded-resource");
+                    structural_unknown_fields(
+                        property,
+                        field,
+                        &field_path,
+                        nested_embedded,
+                        depth + 1,
+                        problems,
+                    );
+                } else if let Some(values) = additional.filter(|v| v.is_object()) {
+                    let nested_embedded = is_true(values, "x-kubernetes-embedded-resource");
+                    structural_unknown_fields(
+                        values,
+                        field,
+                        &field_path,
+                        nested_embedded,
+                        depth + 1,
+                        problems,
+                    );
+                } else if preserve || additional.and_then(Value::as_bool) == Some(true) {
+                    continue;
+                } else {
+                    problems.push(unknown(&field_path));
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items").filter(|s| s.is_object()) {
+                let nested_embedded = is_true(item_schema, "x-kubernetes-embedded-resource");
+                for (i, item) in items.iter().enumerate() {
+                    structural_unknown_fields(
+                        item_schema,
+                        item,
+                        &format!("{path}[{i}]"),
+                        nested_embedded,
+                        depth + 1,
+                        problems,
+                    );
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The duplicate fields of a JSON body, as kube's strict decoder reports
+/// them (`duplicate field "spec.replicas"`), in document order. A body that
+/// is not JSON gives none (decoding reports that error).
+pub fn duplicate_fields(body: &[u8]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let seed = DuplicateSeed {
+        path: String::new(),
+        problems: &mut problems,
+        depth: 0,
+    };
+    if seed.deserialize(&mut deserializer).is_err() {
+        return Vec::new();
+    }
+    problems
+}
+
+/// Walks a JSON document, noting keys seen twice in one object.
+struct DuplicateSeed<'p> {
+    path: String,
+    problems: &'p mut Vec<String>,
+    depth: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for DuplicateSeed<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for DuplicateSeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        formatter.write_str("any JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        if self.depth > MAX_DEPTH {
+            return Err(de::Error::custom("too deep"));
+        }
+        let mut i = 0;
+        loop {
+            let seed = DuplicateSeed {
+                path: format!("{}[{i}]", self.path),
+                problems: &mut *self.problems,
+                depth: self.depth + 1,
+            };
+            if seq.next_element_seed(seed)?.is_none() {
+                return Ok(());
+            }
+            i += 1;
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        if self.depth > MAX_DEPTH {
+            return Err(de::Error::custom("too deep"));
+        }
+        let mut seen = HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let path = child(&self.path, &key);
+            if !seen.insert(key) {
+                self.problems.push(format!("duplicate field {path:?}"));
+            }
+            map.next_value_seed(DuplicateSeed {
+                path,
+                problems: &mut *self.problems,
+                depth: self.depth + 1,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// kube-apiserver's answer to a create or update with
+/// `fieldValidation=Strict` and problems: 400 BadRequest
+/// `Deployment in version "v1" cannot be handled as a Deployment: strict decoding error: unknown field "spec.foo"`.
+pub fn strict_error(resource: &ResourceInfo, problems: &[String]) -> ApiError {
+    ApiError::bad_request(format!(
+        "{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: {}",
+        problems.join(", "),
+        kind = resource.kind,
+        version = resource.version,
+    ))
+}
+
+/// The `Warning` header values of `fieldValidation=Warn`, one per problem:
+/// `299 - "unknown field \"spec.foo\""`.
+pub fn warning_headers(problems: &[String]) -> Vec<String> {
+    problems
+        .iter()
+        .map(|problem| {
+            let mut escaped = String::with_capacity(problem.len() + 8);
+            for c in problem.chars() {
+                if c == '"' || c == '\\' {
+                    escaped.push('\\');
+                }
+                escaped.push(c);
+            }
+            format!("299 - \"{escaped}\"")
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn duplicate_fields_are_found_with_their_paths() {
+        let body = br#"{"spec":{"replicas":1,"replicas":2,"template":{"spec":{"containers":[{"name":"a","name":"b"}]}}},"kind":"x"}"#;
+        assert_eq!(
+            duplicate_fields(body),
+            vec![
+                "duplicate field \"spec.replicas\"".to_string(),
+                "duplicate field \"spec.template.spec.containers[0].name\"".to_string(),
+            ]
+        );
+        assert!(duplicate_fields(br#"{"a":1,"b":{"a":1}}"#).is_empty());
+        assert!(duplicate_fields(b"not json").is_empty());
+    }
+
+    #[test]
+    fn warning_headers_quote_the_problem() {
+        assert_eq!(
+            warning_headers(&["unknown field \"spec.foo\"".to_string()]),
+            vec![r#"299 - "unknown field \"spec.foo\"""#.to_string()]
+        );
+    }
+
+    #[test]
+    fn strict_error_is_a_bad_request_naming_kind_and_version() {
+        let resource = crate::resources::built_in_resources()
+            .into_iter()
+            .find(|r| r.kind == "Deployment")
+            .expect("deployments are built in");
+        let error = strict_error(
+            &resource,
+            &[
+                "unknown field \"spec.foo\"".to_string(),
+                "unknown field \"spec.bar\"".to_string(),
+            ],
+        );
+        assert_eq!(error.code, 400);
+        assert_eq!(error.reason, "BadRequest");
+        assert_eq!(
+            error.message,
+            r#"Deployment in version "v1" cannot be handled as a Deployment: strict decoding error: unknown field "spec.foo", unknown field "spec.bar""#
+        );
+    }
+
+    #[test]
+    fn structural_schema_reports_fields_it_does_not_declare() {
+        let schema = json!({"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {
+            "items": {"type": "array", "items": {"type": "object", "properties": {"a": {"type": "string"}}}},
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        }}}});
+        let object = json!({"apiVersion": "x/v1", "kind": "X", "metadata": {"name": "a", "bogus": 1},
+            "spec": {"items": [{"a": "x", "b": 1}], "free": {"anything": {"goes": 1}},
+                "labels": {"k": "v"}, "extra": 1}, "top": 1});
+        let mut problems = Vec::new();
+        structural_unknown_fields(&schema, &object, "", true, 0, &mut problems);
+        assert_eq!(
+            problems,
+            vec![
+                "unknown field \"metadata.bogus\"",
+                "unknown field \"spec.extra\"",
+                "unknown field \"spec.items[0].b\"",
+                "unknown field \"top\"",
+            ]
+        );
+    }
+}
