@@ -57,7 +57,7 @@ pub(super) fn message_to_json(
         } else {
             let converted =
                 value_to_json(field.kind, value, depth).map_err(|e| in_field(e, &context))?;
-            if field.is(OMIT) && is_go_zero(&converted) {
+            if field.is(OMIT) && is_scalar(field.kind) && is_go_zero(&converted) {
                 out.remove(field.json_name);
             } else {
                 out.insert(field.json_name.to_string(), converted);
@@ -87,6 +87,15 @@ pub(super) fn user_message(error: String) -> String {
         Some(rest) => rest.to_string(),
         None => error,
     }
+}
+
+/// Go's `omitempty` applies to scalars only: a struct such as `IntOrString` or `Quantity` is
+/// always written.
+fn is_scalar(kind: Kind) -> bool {
+    matches!(
+        kind,
+        Kind::String | Kind::Bytes | Kind::Bool | Kind::Int32 | Kind::Int64 | Kind::Double
+    )
 }
 
 /// A scalar that Go's `omitempty` drops: "", 0, false (messages are never dropped).

@@ -54,15 +54,25 @@ fn captured_kubectl_bodies_decode_to_their_dry_run_json() {
 }
 
 #[test]
-fn token_request_and_access_reviews_decode() {
-    let token = decode(WITHOUT_EXPECTED[0]).expect("TokenRequest decodes");
-    assert_eq!(token["kind"], "TokenRequest");
-    assert_eq!(token["apiVersion"], "authentication.k8s.io/v1");
-    assert!(token["spec"]["audiences"].is_array() || token["spec"].is_object());
-    for body in &WITHOUT_EXPECTED[1..] {
-        let review = decode(body).expect("SelfSubjectAccessReview decodes");
-        assert_eq!(review["kind"], "SelfSubjectAccessReview");
-        assert!(review["spec"].is_object(), "{review}");
+fn token_request_and_access_reviews_decode_as_go_would_print_them() {
+    let expected = [
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "metadata": {"creationTimestamp": null},
+            "spec": {"audiences": ["api"], "expirationSeconds": 600},
+            "status": {"token": "", "expirationTimestamp": null}}),
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+            "metadata": {"creationTimestamp": null},
+            "spec": {"resourceAttributes": {"namespace": "default", "verb": "get",
+                "resource": "pods", "subresource": "log"}},
+            "status": {"allowed": false}}),
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+            "metadata": {"creationTimestamp": null},
+            "spec": {"resourceAttributes": {"namespace": "kube-system", "verb": "create",
+                "group": "apps", "resource": "deployments"}},
+            "status": {"allowed": false}}),
+    ];
+    for (body, expected) in WITHOUT_EXPECTED.iter().zip(expected) {
+        assert_eq!(decode(body).expect("decodes"), expected);
     }
 }
 
@@ -237,4 +247,50 @@ fn deep_nesting_is_refused() {
         inner = body("apps/v1", "ControllerRevision", &revision);
     }
     assert_bad_request(&inner, "nesting");
+}
+
+#[test]
+fn special_types_take_their_go_json_forms() {
+    // Service port: IntOrString 0 is a struct and stays; nodePort 0 (omitempty int32) goes.
+    let port = [
+        varint_field(3, 80),
+        bytes_field(4, &[varint_field(1, 0), varint_field(2, 0)].concat()),
+        varint_field(5, 0),
+    ]
+    .concat();
+    let service = bytes_field(2, &bytes_field(1, &port));
+    assert_eq!(
+        decode(&body("v1", "Service", &service)).expect("service decodes")["spec"],
+        json!({"ports": [{"port": 80, "targetPort": 0}]})
+    );
+    // ControllerRevision: data is embedded JSON, revision an int64 kept at any value.
+    let revision = [
+        bytes_field(2, &bytes_field(1, br#"{"spec":{"x":1}}"#)),
+        varint_field(3, 7),
+    ]
+    .concat();
+    let decoded = decode(&body("apps/v1", "ControllerRevision", &revision)).expect("decodes");
+    assert_eq!(decoded["data"], json!({"spec": {"x": 1}}));
+    assert_eq!(decoded["revision"], 7);
+    // Node capacity: map<string, Quantity>; PDB disruptedPods: map<string, Time>.
+    let capacity = [
+        bytes_field(1, b"cpu"),
+        bytes_field(2, &bytes_field(1, b"4")),
+    ]
+    .concat();
+    let node = bytes_field(3, &bytes_field(1, &capacity));
+    assert_eq!(
+        decode(&body("v1", "Node", &node)).expect("node decodes")["status"],
+        json!({"capacity": {"cpu": "4"}})
+    );
+    let when = [
+        bytes_field(1, b"p1"),
+        bytes_field(2, &varint_field(1, 86_400)),
+    ]
+    .concat();
+    let pdb = bytes_field(3, &bytes_field(2, &when));
+    assert_eq!(
+        decode(&body("policy/v1", "PodDisruptionBudget", &pdb)).expect("pdb decodes")["status"],
+        json!({"disruptedPods": {"p1": "1970-01-02T00:00:00Z"}})
+    );
 }
