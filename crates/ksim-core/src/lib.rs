@@ -4,6 +4,7 @@
 //! patch metadata and strategic merge patch live here once, and the API
 //! server, scheduler, controllers and kubelet simulator all call them.
 
+pub mod apply;
 mod error;
 pub mod patch;
 pub mod schema;
