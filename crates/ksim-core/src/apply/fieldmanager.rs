@@ -57,15 +57,24 @@ pub struct FieldConflict {
     /// their apiVersion (`"kubectl-edit" using apps/v1`).
     pub operation: Operation,
     pub api_version: String,
+    /// The subresource the owner wrote through (`status`), or empty.
+    pub subresource: String,
     /// The field, e.g. `.spec.replicas`.
     pub field: String,
 }
 
 impl FieldConflict {
     /// The owner as kube-apiserver prints it: `"name"`, or
-    /// `"name" using apps/v1` for an Update entry.
+    /// `"name" using apps/v1` for an Update entry, with
+    /// ` with subresource "status"` after the name for subresource writes.
     pub fn printed_manager(&self) -> String {
-        let name = Value::String(self.manager.clone()).to_string();
+        let mut name = Value::String(self.manager.clone()).to_string();
+        if !self.subresource.is_empty() {
+            name = format!(
+                "{name} with subresource {}",
+                Value::String(self.subresource.clone())
+            );
+        }
         match self.operation {
             Operation::Apply => name,
             Operation::Update => format!("{name} using {}", self.api_version),
@@ -262,6 +271,7 @@ impl ApplyStep<'_> {
                     manager: entry.manager.clone(),
                     operation: entry.operation,
                     api_version: entry.api_version.clone(),
+                    subresource: entry.subresource.clone(),
                     field: path_string(&path),
                 });
             }
@@ -386,6 +396,20 @@ pub fn track_update(
     api_version: &str,
     now: &str,
 ) {
+    track_subresource_update(definition, old, new, manager, "", api_version, now);
+}
+
+/// [`track_update`] for a write through a subresource (`status`): the entry
+/// records `subresource` and is kept apart from the manager's other entries.
+pub fn track_subresource_update(
+    definition: Option<&str>,
+    old: Option<&Value>,
+    new: &mut Value,
+    manager: &str,
+    subresource: &str,
+    api_version: &str,
+    now: &str,
+) {
     if !new.is_object() {
         return;
     }
@@ -418,7 +442,7 @@ pub fn track_update(
             operation: Operation::Update,
             api_version: api_version.to_owned(),
             time: Some(now.to_owned()),
-            subresource: String::new(),
+            subresource: subresource.to_owned(),
             set: changed,
         };
         match entries.iter_mut().find(|e| e.same_manager(&updater)) {
@@ -584,6 +608,7 @@ mod tests {
                 manager: "kubectl-client-side-apply".into(),
                 operation: Operation::Update,
                 api_version: "apps/v1".into(),
+                subresource: String::new(),
                 field: ".spec.replicas".into(),
             }]
         );
@@ -682,6 +707,31 @@ mod tests {
     }
 
     #[test]
+    fn status_writes_get_their_own_entry() {
+        let live = created_by_update("kubectl-create", 1);
+        let mut with_status = live.clone();
+        with_status["status"] = json!({"replicas": 1});
+        track_subresource_update(
+            DEPLOYMENT,
+            Some(&live),
+            &mut with_status,
+            "kubectl-create",
+            "status",
+            "apps/v1",
+            "t2",
+        );
+        let entries = with_status["metadata"]["managedFields"]
+            .as_array()
+            .expect("entries");
+        assert_eq!(entries.len(), 2);
+        assert_eq!(entries[1]["subresource"], "status");
+        assert_eq!(
+            entries[1]["fieldsV1"],
+            json!({"f:status": {".": {}, "f:replicas": {}}})
+        );
+    }
+
+    #[test]
     fn update_that_changes_nothing_keeps_managed_fields() {
         let live = created_by_update("kubectl-create", 1);
         let mut same = live.clone();
@@ -747,20 +797,24 @@ mod tests {
 
     #[test]
     fn many_conflicts_are_grouped_by_manager() {
-        let conflict = |manager: &str, operation, field: &str| FieldConflict {
+        let conflict = |manager: &str, operation, subresource: &str, field: &str| FieldConflict {
             manager: manager.into(),
             operation,
             api_version: "v1".into(),
+            subresource: subresource.into(),
             field: field.into(),
         };
         let found = vec![
-            conflict("b", Operation::Apply, ".spec.x"),
-            conflict("a", Operation::Update, ".spec.y"),
-            conflict("b", Operation::Apply, ".spec.z"),
+            conflict("b", Operation::Apply, "", ".spec.x"),
+            conflict("a", Operation::Update, "", ".spec.y"),
+            conflict("b", Operation::Apply, "", ".spec.z"),
+            conflict("c", Operation::Update, "status", ".status.phase"),
         ];
         assert_eq!(
             conflict_message(&found),
-            "Apply failed with 3 conflicts: conflicts with \"a\" using v1:\n- .spec.y\nconflicts with \"b\":\n- .spec.x\n- .spec.z"
+            "Apply failed with 4 conflicts: conflicts with \"a\" using v1:\n- .spec.y\n\
+             conflicts with \"b\":\n- .spec.x\n- .spec.z\n\
+             conflicts with \"c\" with subresource \"status\" using v1:\n- .status.phase"
         );
     }
 
