@@ -11,7 +11,7 @@ use super::managed::{
     ManagedEntry, Operation, decode, managed_fields_of, remove_managed_fields, set_managed_fields,
 };
 use super::types::TypeRef;
-use super::walk::{Comparison, compare, merge, prune, to_field_set};
+use super::walk::{Comparison, compare, drop_typed_nulls, merge, prune, to_field_set};
 use crate::Error;
 
 /// The annotation kubectl client-side apply keeps the last configuration in.
@@ -183,8 +183,10 @@ pub fn server_side_apply(request: &ApplyRequest) -> Result<ApplyOutcome, Error> 
     let config_set = to_field_set(applied, &ty)
         .map_err(Error::InvalidPatch)?
         .difference(&ignored_fields());
-    let merged = merge(&live, applied, &ty)
+    let mut merged = merge(&live, applied, &ty)
         .map_err(|e| Error::InvalidPatch(format!("failed to merge config: {e}")))?;
+    drop_typed_nulls(&mut merged, &ty);
+    keep_system_metadata(&live, &mut merged);
 
     let step = ApplyStep {
         ty: &ty,
@@ -222,6 +224,32 @@ pub fn server_side_apply(request: &ApplyRequest) -> Result<ApplyOutcome, Error> 
     }
     set_managed_fields(&mut object, &entries);
     Ok(ApplyOutcome::Applied(object))
+}
+
+/// Metadata the server sets and an apply configuration cannot change.
+fn keep_system_metadata(live: &Value, merged: &mut Value) {
+    let (Some(live_meta), Some(merged_meta)) = (
+        live.get("metadata").and_then(Value::as_object),
+        merged.get_mut("metadata").and_then(Value::as_object_mut),
+    ) else {
+        return;
+    };
+    for field in [
+        "creationTimestamp",
+        "uid",
+        "generation",
+        "selfLink",
+        "deletionTimestamp",
+    ] {
+        match live_meta.get(field) {
+            Some(value) => {
+                merged_meta.insert(field.to_owned(), value.clone());
+            }
+            None => {
+                merged_meta.remove(field);
+            }
+        }
+    }
 }
 
 struct ApplyStep<'s> {
@@ -565,6 +593,27 @@ mod tests {
             }}
         }]);
         assert_eq!(object, expected);
+    }
+
+    #[test]
+    fn nulls_and_system_metadata_in_the_config_do_not_reach_the_object() {
+        let mut live = deployment(1, json!({}));
+        live["metadata"]["uid"] = json!("u-1");
+        live["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
+        let mut config = deployment(1, json!({}));
+        config["metadata"]["creationTimestamp"] = Value::Null;
+        config["metadata"]["uid"] = json!("forged");
+        config["spec"]["template"]["metadata"]["creationTimestamp"] = Value::Null;
+        let object = applied(apply(Some(&live), &config, "kubectl", false, "t1"));
+        assert_eq!(object["metadata"]["uid"], "u-1");
+        assert_eq!(
+            object["metadata"]["creationTimestamp"],
+            "2026-01-01T00:00:00Z"
+        );
+        assert_eq!(
+            object["spec"]["template"]["metadata"],
+            json!({"labels": {"app": "web"}})
+        );
     }
 
     #[test]

@@ -333,6 +333,12 @@ impl TypeRef {
         TypeRef::default()
     }
 
+    /// Whether the node has a schema (typed objects drop null fields, as
+    /// decoding them into Kubernetes types does).
+    pub fn is_typed(&self) -> bool {
+        self.schema.is_some()
+    }
+
     /// The resolved schema and its definition name.
     fn resolved(&self) -> Option<(&'static Value, Option<&'static str>)> {
         let mut schema = self.schema?;

@@ -223,6 +223,34 @@ fn merge_at(
     }
 }
 
+/// Removes fields set to null where the schema declares them: a typed
+/// object cannot hold null (`creationTimestamp: null` means unset).
+pub fn drop_typed_nulls(value: &mut Value, ty: &TypeRef) {
+    match walk_of(ty, value) {
+        Walk::Object(ty, _) => {
+            let Value::Object(fields) = value else {
+                return;
+            };
+            fields.retain(|name, child| {
+                let (child_ty, _) = ty.child(name);
+                if child.is_null() && child_ty.is_typed() {
+                    return false;
+                }
+                drop_typed_nulls(child, &child_ty);
+                true
+            });
+        }
+        Walk::List(_, items) => {
+            if let Value::Array(list) = value {
+                for item in list {
+                    drop_typed_nulls(item, &items);
+                }
+            }
+        }
+        Walk::Leaf => {}
+    }
+}
+
 /// What changed from one version of an object to the next.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Comparison {
@@ -471,6 +499,19 @@ mod tests {
             .map(|c| c["image"].as_str().expect("image"))
             .collect();
         assert_eq!(names, vec!["s", "b:2", "a:2", "c"]);
+    }
+
+    #[test]
+    fn typed_nulls_are_dropped_and_untyped_kept() {
+        let mut value = json!({
+            "metadata": {"creationTimestamp": null, "labels": {"a": null}},
+            "spec": {"template": {"metadata": {"creationTimestamp": null}}, "x": null}
+        });
+        drop_typed_nulls(&mut value, &TypeRef::root(Some(DEPLOYMENT)));
+        assert_eq!(
+            value,
+            json!({"metadata": {"labels": {}}, "spec": {"template": {"metadata": {}}, "x": null}})
+        );
     }
 
     #[test]
