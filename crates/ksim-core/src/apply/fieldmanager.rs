@@ -388,11 +388,12 @@ fn sync_last_applied(object: &mut Value, applied: &Value) {
 fn sorted(value: &Value) -> Value {
     match value {
         Value::Object(fields) => {
-            let mut keys: Vec<&String> = fields.keys().collect();
-            keys.sort();
+            let mut pairs: Vec<(&String, &Value)> = fields.iter().collect();
+            pairs.sort_by(|a, b| a.0.cmp(b.0));
             Value::Object(
-                keys.into_iter()
-                    .map(|k| (k.clone(), sorted(&fields[k])))
+                pairs
+                    .into_iter()
+                    .map(|(k, v)| (k.clone(), sorted(v)))
                     .collect(),
             )
         }
@@ -929,6 +930,28 @@ mod tests {
         ));
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].field, ".spec.replicas");
+    }
+
+    #[test]
+    fn odd_shapes_never_panic() {
+        let odd = [
+            json!({"spec": "text"}),
+            json!({"spec": {"template": {"spec": {"containers": "nginx"}}}}),
+            json!({"spec": {"template": {"spec": {"containers": [1, null, []]}}}}),
+            json!({"metadata": {"labels": ["a"], "finalizers": [{"x": 1}, {"x": 1}]}}),
+            json!({"metadata": 7, "spec": {"replicas": {"deep": [{"a": null}]}}}),
+            json!({"metadata": {"managedFields": [{"fieldsType": "FieldsV1", "fieldsV1": "x"}]}}),
+        ];
+        for live in &odd {
+            for config in &odd {
+                let _ = apply(Some(live), config, "kubectl", false, "t");
+                let _ = apply(Some(live), config, "m", true, "t");
+                let mut new = config.clone();
+                track_update(DEPLOYMENT, Some(live), &mut new, "m", "apps/v1", "t");
+                let mut new = config.clone();
+                track_update(None, Some(live), &mut new, "m", "v1", "t");
+            }
+        }
     }
 
     #[test]
