@@ -17,6 +17,7 @@ mod printers;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
+use crate::ApiError;
 use crate::resources::ResourceInfo;
 
 pub use duration::human_duration;
@@ -47,6 +48,36 @@ impl IncludeObject {
             "None" => Some(IncludeObject::None),
             "Object" => Some(IncludeObject::Object),
             _ => None,
+        }
+    }
+
+    /// The `includeObject` query parameter, or kube-apiserver's 400 for an
+    /// unknown value.
+    pub fn from_query(value: Option<&str>) -> Result<Self, ApiError> {
+        let value = value.unwrap_or_default();
+        Self::parse(value).ok_or_else(|| {
+            ApiError::bad_request(format!("unrecognized includeObject value: {value:?}"))
+        })
+    }
+}
+
+/// The `meta.k8s.io` versions kube-apiserver serves Tables in (kubectl asks
+/// for `v1` and falls back to `v1beta1`).
+pub const TABLE_VERSIONS: &[&str] = &["meta.k8s.io/v1", "meta.k8s.io/v1beta1"];
+
+/// Re-labels a table from [`build_table`] as another `meta.k8s.io` version
+/// (e.g. `meta.k8s.io/v1beta1`): the Table and its rows'
+/// `PartialObjectMetadata` take the requested version, as upstream does.
+pub fn set_table_version(table: &mut Value, api_version: &str) {
+    table["apiVersion"] = json!(api_version);
+    if let Some(rows) = table.get_mut("rows").and_then(Value::as_array_mut) {
+        for row in rows {
+            if let Some(object) = row
+                .get_mut("object")
+                .filter(|o| o.get("kind").and_then(Value::as_str) == Some("PartialObjectMetadata"))
+            {
+                object["apiVersion"] = json!(api_version);
+            }
         }
     }
 }

@@ -238,6 +238,34 @@ fn include_object_controls_row_object() {
     assert_eq!(IncludeObject::parse("Object"), Some(IncludeObject::Object));
     assert_eq!(IncludeObject::parse("None"), Some(IncludeObject::None));
     assert_eq!(IncludeObject::parse("all"), None);
+    assert_eq!(
+        IncludeObject::from_query(None).ok(),
+        Some(IncludeObject::Metadata)
+    );
+    let error = IncludeObject::from_query(Some("all")).expect_err("unknown value");
+    assert_eq!(error.to_status()["code"], json!(400));
+    assert_eq!(
+        error.to_status()["message"],
+        json!("unrecognized includeObject value: \"all\"")
+    );
+}
+
+#[test]
+fn set_table_version_relabels_table_and_partial_metadata() {
+    let object = object();
+    let mut t = build_table(
+        &resource("", "ConfigMap"),
+        None,
+        &[&object],
+        &TableOptions::default(),
+        now(),
+    );
+    set_table_version(&mut t, "meta.k8s.io/v1beta1");
+    assert_eq!(t["apiVersion"], json!("meta.k8s.io/v1beta1"));
+    assert_eq!(
+        t["rows"][0]["object"]["apiVersion"],
+        json!("meta.k8s.io/v1beta1")
+    );
 }
 
 #[test]
