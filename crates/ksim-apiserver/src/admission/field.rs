@@ -143,12 +143,11 @@ impl FieldError {
 
     /// `Too long: may not be more than N bytes`.
     pub(crate) fn too_long(field: &str, max_bytes: usize) -> Self {
-        let unit = if max_bytes == 1 { "byte" } else { "bytes" };
         Self::plain(
             "FieldValueTooLong",
             "Too long",
             field,
-            &format!("may not be more than {max_bytes} {unit}"),
+            &format!("may not be more than {max_bytes} bytes"),
         )
     }
 

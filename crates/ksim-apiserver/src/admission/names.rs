@@ -62,6 +62,11 @@ pub(crate) fn is_dns1123_label(value: &str) -> Vec<String> {
         errs.push(max_len_error(DNS1123_LABEL_MAX));
     }
     if !matches_dns1123_label(value) {
+        if value.split('.').all(matches_dns1123_label) {
+            // a valid subdomain of the right length: only the dots are wrong
+            errs.push("must not contain dots".to_string());
+            return errs;
+        }
         errs.push(regex_error(
             DNS1123_LABEL_MSG,
             DNS1123_LABEL_FMT,
@@ -232,7 +237,7 @@ mod tests {
     #[test]
     fn dns1123_label_message_has_kubes_double_space() {
         assert_eq!(
-            is_dns1123_label("a.b"),
+            is_dns1123_label("a_b"),
             vec!["a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')".to_string()]
         );
     }
@@ -261,6 +266,10 @@ mod tests {
             assert_eq!(check(value).len(), *errors, "{value:?}");
         }
         assert_eq!(is_dns1123_label(&"a".repeat(64)), vec![max_len_error(63)]);
+        assert_eq!(
+            is_dns1123_label("a.b"),
+            vec!["must not contain dots".to_string()]
+        );
         assert_eq!(
             is_qualified_name(&"a".repeat(64)),
             vec!["name part must be no more than 63 characters".to_string()]

@@ -29,7 +29,9 @@ impl NameRule {
     fn check(self, name: &str, prefix: bool) -> Vec<String> {
         let masked;
         let name = if prefix && name.len() > 1 && name.ends_with('-') {
-            masked = format!("{}a", &name[..name.len() - 1]);
+            // kube's maskTrailingDash drops the last two bytes before adding `a`
+            let cut = name.len() - 2;
+            masked = format!("{}a", name.get(..cut).unwrap_or_default());
             masked.as_str()
         } else {
             name
@@ -139,7 +141,8 @@ fn go_time(text: &str) -> String {
         .unwrap_or_else(|_| text.to_string())
 }
 
-/// `ValidateObjectMetaUpdate`: name, namespace, uid and creationTimestamp are immutable.
+/// `ValidateObjectMetaUpdate`: name, namespace, uid and creationTimestamp are
+/// immutable; labels and annotations are checked again (names are not).
 pub(crate) fn validate_object_meta_update(old: &Value, new: &Value, errors: &mut FieldErrors) {
     let null = Value::Null;
     let old_meta = old.get("metadata").unwrap_or(&null);
@@ -160,6 +163,8 @@ pub(crate) fn validate_object_meta_update(old: &Value, new: &Value, errors: &mut
             ));
         }
     }
+    validate_labels(new_meta.get("labels"), "metadata.labels", errors);
+    validate_annotations(new_meta.get("annotations"), "metadata.annotations", errors);
 }
 
 #[cfg(test)]
@@ -194,10 +199,10 @@ mod tests {
                 ],
             ),
             (
-                json!({"metadata": {"name": "a.b"}}),
+                json!({"metadata": {"name": "a_b"}}),
                 NameRule::Label,
                 vec![
-                    "metadata.name: Invalid value: \"a.b\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+                    "metadata.name: Invalid value: \"a_b\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
                 ],
             ),
             (

@@ -82,7 +82,6 @@ pub fn validate_create(resource: &ResourceInfo, object: &Value) -> Result<(), Ap
 /// after defaulting): everything [`validate_create`] checks plus immutable fields.
 pub fn validate_update(resource: &ResourceInfo, old: &Value, new: &Value) -> Result<(), ApiError> {
     let mut errors = FieldErrors::new();
-    metadata::validate_object_meta(new, name_rule(resource), &mut errors);
     metadata::validate_object_meta_update(old, new, &mut errors);
     if !resource.custom {
         validate_kind(resource, new, &mut errors);

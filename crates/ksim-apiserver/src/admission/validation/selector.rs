@@ -20,6 +20,11 @@ pub(crate) fn validate_label_selector(
     let Some(selector) = selector.filter(|s| !s.is_null()) else {
         return;
     };
+    validate_labels(
+        selector.get("matchLabels"),
+        &child(path, "matchLabels"),
+        errors,
+    );
     let expressions_path = child(path, "matchExpressions");
     for (i, requirement) in array_of(selector, "matchExpressions").iter().enumerate() {
         let requirement_path = index(&expressions_path, i);
@@ -68,11 +73,6 @@ pub(crate) fn validate_label_selector(
             }
         }
     }
-    validate_labels(
-        selector.get("matchLabels"),
-        &child(path, "matchLabels"),
-        errors,
-    );
 }
 
 /// Whether a selector has neither matchLabels nor matchExpressions.
