@@ -103,3 +103,133 @@ pub fn validate_update(resource: &ResourceInfo, old: &Value, new: &Value) -> Res
     }
     result(resource, new, errors)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::default_object;
+    use crate::resources::built_in_resources;
+    use serde_json::json;
+
+    fn built_in(kind: &str) -> ResourceInfo {
+        built_in_resources()
+            .into_iter()
+            .find(|r| r.kind == kind)
+            .map(|r| (*r).clone())
+            .expect("a built-in kind")
+    }
+
+    fn create(kind: &str, mut object: Value) -> Result<(), ApiError> {
+        let resource = built_in(kind);
+        default_object(&resource, &mut object);
+        validate_create(&resource, &object)
+    }
+
+    #[test]
+    fn defaulted_objects_pass_validation() {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "nginx", "ports": [{"containerPort": 80}]}]}});
+        let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+        let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "pi", "uid": "3f6e"},
+            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "perl"}]}}}});
+        let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+            "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}});
+        for (kind, object) in [
+            ("Pod", pod),
+            ("Deployment", deployment),
+            ("Job", job),
+            ("Service", service),
+        ] {
+            assert!(create(kind, object).is_ok(), "{kind}");
+        }
+    }
+
+    #[test]
+    fn invalid_messages_are_kubes_word_for_word() {
+        let cases = [
+            (
+                "Pod",
+                json!({"metadata": {"name": "p"}, "spec": {"containers": []}}),
+                "Pod \"p\" is invalid: spec.containers: Required value",
+            ),
+            (
+                "Pod",
+                json!({"metadata": {"name": "p"}, "spec": {"restartPolicy": "Sometimes", "containers": [{"name": "c"}]}}),
+                "Pod \"p\" is invalid: [spec.containers[0].image: Required value, spec.restartPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnFailure\", \"Never\"]",
+            ),
+            (
+                "Deployment",
+                json!({"metadata": {"name": "web"}, "spec": {"selector": {"matchLabels": {"app": "x"}},
+                "template": {"metadata": {"labels": {"app": "y"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}}),
+                "Deployment.apps \"web\" is invalid: spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"y\"}: `selector` does not match template `labels`",
+            ),
+            (
+                "Job",
+                json!({"metadata": {"name": "pi", "uid": "u"}, "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}}),
+                "Job.batch \"pi\" is invalid: spec.template.spec.restartPolicy: Unsupported value: \"Always\": supported values: \"OnFailure\", \"Never\"",
+            ),
+            (
+                "Namespace",
+                json!({"metadata": {"name": "Team"}}),
+                "Namespace \"Team\" is invalid: metadata.name: Invalid value: \"Team\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+            ),
+        ];
+        for (kind, object, want) in cases {
+            let error = create(kind, object).expect_err(kind);
+            assert_eq!(error.code, 422);
+            assert_eq!(error.reason, "Invalid");
+            assert_eq!(error.message, want);
+        }
+    }
+
+    #[test]
+    fn causes_carry_reason_field_and_body() {
+        let error = create("ConfigMap", json!({"metadata": {"name": "Foo_Bar"}}))
+            .expect_err("invalid name");
+        let details = error.details.expect("details");
+        assert_eq!(details["name"], "Foo_Bar");
+        assert_eq!(details["kind"], "ConfigMap");
+        assert_eq!(details["causes"][0]["reason"], "FieldValueInvalid");
+        assert_eq!(details["causes"][0]["field"], "metadata.name");
+        assert!(
+            details["causes"][0]["message"]
+                .as_str()
+                .expect("message")
+                .starts_with("Invalid value: \"Foo_Bar\": a lowercase RFC 1123 subdomain")
+        );
+    }
+
+    #[test]
+    fn updates_check_immutable_fields() {
+        let resource = built_in("Pod");
+        let mut old = json!({"metadata": {"name": "p", "uid": "1"}, "spec": {"containers": [{"name": "c", "image": "a"}]}});
+        default_object(&resource, &mut old);
+        let mut new = old.clone();
+        new["spec"]["containers"][0]["image"] = json!("b");
+        assert!(validate_update(&resource, &old, &new).is_ok());
+        new["spec"]["restartPolicy"] = json!("Never");
+        let error = validate_update(&resource, &old, &new).expect_err("restartPolicy is immutable");
+        assert!(error.message.starts_with("Pod \"p\" is invalid: spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`"), "{}", error.message);
+
+        let config_map = built_in("ConfigMap");
+        let old = json!({"metadata": {"name": "c"}, "immutable": true, "data": {"a": "1"}});
+        let new = json!({"metadata": {"name": "c"}, "immutable": true, "data": {"a": "2"}});
+        let error = validate_update(&config_map, &old, &new).expect_err("immutable data");
+        assert_eq!(
+            error.message,
+            "ConfigMap \"c\" is invalid: data: Forbidden: field is immutable when `immutable` is set"
+        );
+    }
+
+    #[test]
+    fn custom_resources_get_metadata_checks_only() {
+        let mut resource = built_in("Deployment");
+        resource.custom = true;
+        assert!(
+            validate_create(&resource, &json!({"metadata": {"name": "x"}, "spec": {}})).is_ok()
+        );
+        assert!(validate_create(&resource, &json!({"metadata": {}})).is_err());
+    }
+}

@@ -72,7 +72,7 @@ pub(crate) fn validate_pod_spec(spec: &Value, path: &str, errors: &mut FieldErro
         other => errors.push(FieldError::not_supported(
             &dns_path,
             BadValue::str(other),
-            &["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"],
+            &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"],
         )),
     }
     validate_labels(
