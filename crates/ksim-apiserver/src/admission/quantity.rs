@@ -50,23 +50,23 @@ impl Quantity {
             "Pi" => mul2 = 1 << 50,
             "Ei" => mul2 = 1 << 60,
             s if s.starts_with(['e', 'E']) => {
-                exp10 += s[1..].parse::<i32>().ok()?;
+                exp10 = exp10.saturating_add(s[1..].parse::<i32>().ok()?);
             }
             _ => return None,
         }
         let mut value = mantissa.saturating_mul(mul2);
-        let scale = exp10 + 9;
+        let scale = exp10.saturating_add(9);
         if scale >= 0 {
             for _ in 0..scale.min(40) {
                 value = value.saturating_mul(10);
             }
         } else {
             let mut divisor: i128 = 1;
-            for _ in 0..(-scale).min(38) {
+            for _ in 0..scale.saturating_neg().min(38) {
                 divisor = divisor.saturating_mul(10);
             }
             // kube rounds up fractions it cannot hold
-            value = (value + divisor - 1) / divisor;
+            value = value.saturating_add(divisor - 1) / divisor;
         }
         Some(Quantity(if negative { -value } else { value }))
     }
@@ -91,7 +91,9 @@ mod tests {
         assert!(q("1Gi") > q("1G"));
         assert!(q("-1").is_negative());
         assert_eq!(q("0"), q("0m"));
-        for bad in ["", "abc", "1.2.3", "1x", "."] {
+        assert!(q("1e2147483647") > q("1E"));
+        assert!(!q("1e-2147483648").is_negative());
+        for bad in ["", "abc", "1.2.3", "1x", ".", "1e99999999999"] {
             assert_eq!(Quantity::parse(bad), None, "{bad:?}");
         }
     }
