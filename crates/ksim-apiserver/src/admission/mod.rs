@@ -1,25 +1,14 @@
 //! Defaulting and validation of objects on create and update, as kube-apiserver does them.
 //!
-//! Interim version: no defaults, no checks; the real ones land next.
+//! The server calls [`default_object`] then [`validate_create`] on create, and
+//! [`default_object`] then [`validate_update`] on update.
 
-use serde_json::Value;
+mod defaults;
+mod field;
+mod json;
+mod names;
+mod quantity;
+mod validation;
 
-use crate::ApiError;
-use crate::resources::ResourceInfo;
-
-/// Fills defaults as kube-apiserver does for the built-in kinds.
-pub fn default_object(_resource: &ResourceInfo, _object: &mut Value) {}
-
-/// Validation of a new object.
-pub fn validate_create(_resource: &ResourceInfo, _object: &Value) -> Result<(), ApiError> {
-    Ok(())
-}
-
-/// Validation of an update.
-pub fn validate_update(
-    _resource: &ResourceInfo,
-    _old: &Value,
-    _new: &Value,
-) -> Result<(), ApiError> {
-    Ok(())
-}
+pub use defaults::default_object;
+pub use validation::{validate_create, validate_update};
