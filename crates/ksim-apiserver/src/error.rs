@@ -59,6 +59,15 @@ impl ApiError {
         .with_details(group, resource, name)
     }
 
+    /// 404 for a path nothing is served at.
+    pub fn not_found_path() -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+    }
+
     /// 409: `pods "x" already exists`.
     pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
         Self::new(
@@ -122,6 +131,11 @@ impl ApiError {
         error
     }
 
+    /// 422 for a patch that cannot be applied.
+    pub fn invalid_patch(message: impl Into<String>) -> Self {
+        Self::new(422, "Invalid", message)
+    }
+
     /// 400 BadRequest with a message.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
@@ -130,6 +144,13 @@ impl ApiError {
     /// 403 Forbidden with a message.
     pub fn forbidden(message: impl Into<String>) -> Self {
         Self::new(403, "Forbidden", message)
+    }
+
+    /// 429 TooManyRequests (an eviction refused by a disruption budget).
+    pub fn too_many_requests(message: impl Into<String>, causes: Value) -> Self {
+        let mut error = Self::new(429, "TooManyRequests", message);
+        error.details = Some(json!({ "causes": causes }));
+        error
     }
 
     /// 405 MethodNotAllowed.

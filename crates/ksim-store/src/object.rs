@@ -39,6 +39,19 @@ impl StoredObject {
         }
     }
 
+    /// An object that is not stored (the answer of a dry run): revision 0,
+    /// no resourceVersion.
+    pub fn dry_run(value: Value) -> Self {
+        let key = key_of(&value).unwrap_or_default();
+        let json = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
+        StoredObject {
+            value,
+            json,
+            revision: 0,
+            key,
+        }
+    }
+
     /// The namespace (`""` when cluster-scoped).
     pub fn namespace(&self) -> &str {
         &self.key.0

@@ -1,17 +1,134 @@
-//! The HTTP server: the axum router, health and version endpoints, and the
-//! REST handlers over the store.
+//! The HTTP server: the axum router, health and version endpoints,
+//! discovery, OpenAPI, and the REST handlers over the store.
+//!
+//! Every `/api` and `/apis` request goes through one handler that parses the
+//! path against the current [`registry::Registry`] snapshot and dispatches
+//! on the verb; the per-kind rules live in [`strategy`].
 
-use axum::{Json, Router, routing::get};
-use serde_json::json;
+mod bootstrap;
+mod codec;
+mod discovery;
+mod handlers;
+mod path;
+mod registry;
+mod strategy;
+mod watch;
+
+use std::sync::{Arc, Mutex, RwLock};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State as AxumState};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use bytes::Bytes;
+use http::{HeaderValue, StatusCode, header};
+use serde_json::{Value, json};
+
+use crate::openapi::OpenApi;
+use ksim_store::Store;
+use registry::Registry;
+
+/// Shared state of one API server.
+pub(crate) struct State {
+    pub(crate) store: Store,
+    registry: RwLock<Arc<Registry>>,
+    openapi: RwLock<OpenApi>,
+    /// The next ClusterIP and NodePort to hand out.
+    allocations: Mutex<Allocations>,
+}
+
+struct Allocations {
+    next_cluster_ip: u32,
+    next_node_port: u16,
+}
+
+impl State {
+    /// The current registry snapshot.
+    pub(crate) fn registry(&self) -> Arc<Registry> {
+        self.registry
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The current OpenAPI documents.
+    pub(crate) fn openapi(&self) -> OpenApi {
+        self.openapi
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Rebuilds the registry and OpenAPI documents from the stored CRDs.
+    pub(crate) fn reload_custom_resources(&self) {
+        let crds: Vec<Value> = self
+            .store
+            .list(
+                "apiextensions.k8s.io/customresourcedefinitions",
+                None,
+                None,
+                None,
+                |_| true,
+            )
+            .items
+            .iter()
+            .map(|o| o.value.clone())
+            .collect();
+        let registry = Arc::new(Registry::new(crds));
+        let openapi = self.openapi().with_crds(registry.crds());
+        *self.registry.write().unwrap_or_else(|e| e.into_inner()) = registry;
+        *self.openapi.write().unwrap_or_else(|e| e.into_inner()) = openapi;
+    }
+
+    /// The next free ClusterIP (from 10.96.0.0/12; 10.96.0.1 is the
+    /// `kubernetes` service's).
+    pub(crate) fn allocate_cluster_ip(&self) -> String {
+        let mut allocations = self.allocations.lock().unwrap_or_else(|e| e.into_inner());
+        let n = allocations.next_cluster_ip;
+        allocations.next_cluster_ip += 1;
+        let base: u32 = (10 << 24) | (96 << 16);
+        std::net::Ipv4Addr::from(base + n).to_string()
+    }
+
+    /// The next free NodePort (30000-32767).
+    pub(crate) fn allocate_node_port(&self) -> u16 {
+        let mut allocations = self.allocations.lock().unwrap_or_else(|e| e.into_inner());
+        let port = allocations.next_node_port;
+        allocations.next_node_port = if port >= 32767 { 30000 } else { port + 1 };
+        port
+    }
+}
 
 /// A ksim API server: its store and registry. Cheap to clone.
-#[derive(Clone, Default)]
-pub struct ApiServer {}
+#[derive(Clone)]
+pub struct ApiServer {
+    state: Arc<State>,
+}
+
+impl Default for ApiServer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 impl ApiServer {
-    /// A new, empty cluster with the built-in namespaces.
+    /// A new cluster with the built-in namespaces, priority classes and the
+    /// `kubernetes` service.
     pub fn new() -> Self {
-        ApiServer {}
+        let registry = Arc::new(Registry::new(Vec::new()));
+        let openapi = OpenApi::new(registry.resources(), &[]);
+        let state = Arc::new(State {
+            store: Store::default(),
+            registry: RwLock::new(registry),
+            openapi: RwLock::new(openapi),
+            allocations: Mutex::new(Allocations {
+                next_cluster_ip: 1,
+                next_node_port: 30000,
+            }),
+        });
+        bootstrap::create_initial_objects(&state);
+        ApiServer { state }
     }
 
     /// The axum router serving the whole API. Usable as a `kube::Client`
@@ -22,11 +139,20 @@ impl ApiServer {
             .route("/livez", get(|| async { "ok" }))
             .route("/readyz", get(|| async { "ok" }))
             .route("/version", get(version))
+            .route("/openapi/v3", get(openapi_index))
+            .route("/openapi/v3/{*path}", get(openapi_document))
+            .route("/openapi/v2", get(openapi_v2))
+            .route("/api", any(handlers::handle))
+            .route("/api/{*rest}", any(handlers::handle))
+            .route("/apis", any(handlers::handle))
+            .route("/apis/{*rest}", any(handlers::handle))
+            .fallback(not_found)
+            .with_state(self.state.clone())
     }
 }
 
-async fn version() -> Json<serde_json::Value> {
-    Json(json!({
+async fn version() -> Response {
+    let body = json!({
         "major": "1",
         "minor": "33",
         "gitVersion": crate::KUBERNETES_VERSION,
@@ -36,7 +162,74 @@ async fn version() -> Json<serde_json::Value> {
         "goVersion": "go1.24",
         "compiler": "gc",
         "platform": "linux/amd64",
-    }))
+    });
+    codec::respond_value(StatusCode::OK, codec::Output::Json, &body)
+}
+
+async fn not_found() -> Response {
+    crate::ApiError::not_found_path().into_response()
+}
+
+async fn openapi_index(AxumState(state): AxumState<Arc<State>>) -> Response {
+    let mut response = codec::respond(StatusCode::OK, "application/json", state.openapi().index());
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
+    response
+}
+
+async fn openapi_document(AxumState(state): AxumState<Arc<State>>, request: Request) -> Response {
+    let path = request
+        .uri()
+        .path()
+        .trim_start_matches("/openapi/v3/")
+        .to_string();
+    let requested_hash = request.uri().query().and_then(|q| {
+        q.split('&')
+            .find_map(|kv| kv.strip_prefix("hash="))
+            .map(str::to_string)
+    });
+    let Some((bytes, hash)) = state.openapi().document(&path) else {
+        return crate::ApiError::not_found_path().into_response();
+    };
+    match OpenApi::caching(&path, requested_hash.as_deref(), &hash) {
+        crate::openapi::DocumentCaching::Redirect(location) => {
+            let mut response = Response::new(Body::empty());
+            *response.status_mut() = StatusCode::MOVED_PERMANENTLY;
+            if let Ok(value) = HeaderValue::from_str(&location) {
+                response.headers_mut().insert(header::LOCATION, value);
+            }
+            response
+        }
+        caching => {
+            let mut response = codec::respond(StatusCode::OK, "application/json", bytes);
+            if let Some(control) = caching.cache_control() {
+                response
+                    .headers_mut()
+                    .insert(header::CACHE_CONTROL, HeaderValue::from_static(control));
+            }
+            if caching == crate::openapi::DocumentCaching::Immutable {
+                let expires = (chrono::Utc::now() + chrono::Duration::days(365))
+                    .format("%a, %d %b %Y %H:%M:%S GMT")
+                    .to_string();
+                if let Ok(value) = HeaderValue::from_str(&expires) {
+                    response.headers_mut().insert(header::EXPIRES, value);
+                }
+            }
+            response
+        }
+    }
+}
+
+async fn openapi_v2() -> Response {
+    codec::respond(
+        StatusCode::NOT_FOUND,
+        "application/json",
+        Bytes::from(
+            serde_json::to_vec(&crate::ApiError::not_found_path().to_status()).unwrap_or_default(),
+        ),
+    )
 }
 
 /// Serves `server` on `listener` until the process ends.

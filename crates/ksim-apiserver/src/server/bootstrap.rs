@@ -1,0 +1,68 @@
+//! The objects every cluster starts with: the four system namespaces, the
+//! two system priority classes and the `kubernetes` service.
+
+use serde_json::{Value, json};
+
+use crate::resources::ResourceInfo;
+
+use super::State;
+use super::handlers::create_object;
+
+/// The namespaces kube-apiserver creates and never lets anyone delete.
+pub(crate) const SYSTEM_NAMESPACES: &[&str] =
+    &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+pub(crate) fn create_initial_objects(state: &State) {
+    let registry = state.registry();
+    let find = |group: &str, plural: &str| -> Option<std::sync::Arc<ResourceInfo>> {
+        registry
+            .resources()
+            .iter()
+            .find(|r| r.group == group && r.plural == plural)
+            .cloned()
+    };
+    let mut objects: Vec<(&str, &str, Value)> = SYSTEM_NAMESPACES
+        .iter()
+        .map(|name| {
+            (
+                "",
+                "namespaces",
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
+            )
+        })
+        .collect();
+    for (name, value) in [
+        ("system-node-critical", 2_000_001_000),
+        ("system-cluster-critical", 2_000_000_000),
+    ] {
+        objects.push((
+            "scheduling.k8s.io",
+            "priorityclasses",
+            json!({
+                "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+                "description": "Used for system critical pods that must not be moved from their current node.",
+            }),
+        ));
+    }
+    objects.push((
+        "",
+        "services",
+        json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "kubernetes", "namespace": "default",
+                         "labels": {"component": "apiserver", "provider": "kubernetes"}},
+            "spec": {"clusterIP": "10.96.0.1", "clusterIPs": ["10.96.0.1"],
+                     "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]},
+        }),
+    ));
+    for (group, plural, object) in objects {
+        let Some(resource) = find(group, plural) else {
+            continue;
+        };
+        if let Err(error) = create_object(state, &resource, object, "kube-apiserver") {
+            tracing::error!(%error, plural, "cannot create an initial object");
+        }
+    }
+}
