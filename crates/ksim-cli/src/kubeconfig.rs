@@ -118,7 +118,7 @@ impl Kubeconfig {
         std::fs::write(&tmp, yaml)
             .and_then(|()| std::fs::set_permissions(&tmp, permissions))
             .and_then(|()| std::fs::rename(&tmp, path))
-            .inspect_err(|_e| {
+            .inspect_err(|_| {
                 let _ = std::fs::remove_file(&tmp);
             })
             .with_context(|| format!("cannot write {}", path.display()))
