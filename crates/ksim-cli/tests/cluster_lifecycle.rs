@@ -348,3 +348,47 @@ fn bad_arguments_fail_with_one_line() {
     assert!(stderr(&bad_name).starts_with("error: invalid cluster name \"../etc\""));
     assert_eq!(clusters(&env), "");
 }
+
+#[test]
+fn a_recycled_pid_does_not_keep_a_cluster_alive() {
+    let env = KsimEnv::new(ksim_binary());
+    let mut other = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .expect("start sleep");
+    let dir = env.cluster_dir("ksim");
+    std::fs::create_dir_all(&dir).expect("cluster dir");
+    std::fs::write(dir.join("pid"), format!("{}\n", other.id())).expect("pid");
+    std::fs::write(dir.join("port"), "1\n").expect("port");
+
+    assert_eq!(clusters(&env), "");
+    create(&env, "ksim");
+    env.kubectl(&["version"]).success();
+    ok(env.ksim(&["delete", "cluster"]));
+    assert!(
+        other.try_wait().expect("try_wait").is_none(),
+        "sleep untouched"
+    );
+    let _ = other.kill();
+    let _ = other.wait();
+}
+
+#[test]
+fn a_relative_kubeconfig_path_is_cleaned_from_another_directory() {
+    let env = KsimEnv::new(ksim_binary());
+    let created = env
+        .ksim_command(&["create", "cluster", "--kubeconfig", "rel/config"])
+        .current_dir(env.root())
+        .output()
+        .expect("run ksim");
+    ok(created);
+    let path = env.root().join("rel").join("config");
+    assert!(
+        std::fs::read_to_string(&path)
+            .expect("written")
+            .contains("ksim-ksim")
+    );
+    ok(env.ksim(&["delete", "cluster"]));
+    let cleaned = std::fs::read_to_string(&path).expect("still there");
+    assert!(!cleaned.contains("ksim-ksim"), "{cleaned}");
+}

@@ -37,6 +37,22 @@ pub fn is_alive(pid: i32) -> bool {
     }
 }
 
+/// Whether process `pid` runs `serve` (its arguments include `serve`); true
+/// when `/proc` cannot tell.
+pub fn is_serve_process(pid: i32) -> bool {
+    match std::fs::read(format!("/proc/{pid}/cmdline")) {
+        Ok(cmdline) => cmdline_has_serve(&cmdline),
+        Err(_) => true,
+    }
+}
+
+fn cmdline_has_serve(cmdline: &[u8]) -> bool {
+    cmdline
+        .split(|b| *b == 0)
+        .skip(1)
+        .any(|arg| arg == b"serve")
+}
+
 /// Whether a `/proc/<pid>/stat` line says the process is a zombie or dead.
 /// The state follows the command name, which is in parentheses and may itself
 /// hold spaces and parentheses.
@@ -221,6 +237,16 @@ mod tests {
         assert!(!is_alive(pid));
         child.wait().expect("reap");
         assert!(!is_alive(pid));
+    }
+
+    #[test]
+    fn only_serve_command_lines_are_cluster_processes() {
+        assert!(cmdline_has_serve(b"/bin/ksim\0serve\0--name\0a\0"));
+        assert!(!cmdline_has_serve(b"/bin/serve\0--name\0a\0"));
+        assert!(!cmdline_has_serve(b"/usr/bin/sleep\0infinity\0"));
+        assert!(!cmdline_has_serve(b""));
+        let me = i32::try_from(std::process::id()).expect("pid fits i32");
+        assert!(!is_serve_process(me), "the test binary is not serving");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 
-use super::process::is_alive;
+use super::process::{is_alive, is_serve_process};
 
 const PID_FILE: &str = "pid";
 const PORT_FILE: &str = "port";
@@ -159,9 +159,11 @@ impl ClusterDir {
         self.read(PORT_FILE)?.parse().ok().filter(|port| *port > 0)
     }
 
-    /// The pid of the cluster's process if it is alive.
+    /// The pid of the cluster's process if it is alive (and, where `/proc`
+    /// tells, still a `serve` process: a recycled pid does not count).
     pub fn running_pid(&self) -> Option<i32> {
-        self.pid().filter(|pid| is_alive(*pid))
+        self.pid()
+            .filter(|pid| is_alive(*pid) && is_serve_process(*pid))
     }
 
     /// Records that process `pid` serves the cluster on `port`. The port is

@@ -43,6 +43,9 @@ pub fn create_cluster(home: &KsimHome, options: &CreateCluster) -> anyhow::Resul
         cluster.remove()?;
     }
     let kubeconfig_path = resolve_path(options.kubeconfig.as_deref())?;
+    // Recorded for `delete cluster`, which may run from another directory.
+    let kubeconfig_path = std::path::absolute(&kubeconfig_path)
+        .with_context(|| format!("invalid kubeconfig path {}", kubeconfig_path.display()))?;
     cluster.create()?;
 
     let exe = std::env::current_exe().context("cannot find the ksim executable")?;

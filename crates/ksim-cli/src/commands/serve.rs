@@ -1,6 +1,8 @@
 //! `ksim serve`: runs a cluster in the foreground, records its pid and port
 //! in the cluster's state directory, and forgets them on SIGINT/SIGTERM.
 
+use std::time::Duration;
+
 use anyhow::{Context, bail};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -21,7 +23,7 @@ pub fn serve(home: &KsimHome, name: &str, port: u16) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(async {
+    let result = runtime.block_on(async {
         let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
         let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
@@ -44,5 +46,8 @@ pub fn serve(home: &KsimHome, name: &str, port: u16) -> anyhow::Result<()> {
         };
         cluster.clear_serving(own_pid);
         result
-    })
+    });
+    // Tasks still running (open watches, blocking work) must not hold the exit.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    result
 }
