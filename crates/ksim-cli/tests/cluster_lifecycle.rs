@@ -392,3 +392,33 @@ fn a_relative_kubeconfig_path_is_cleaned_from_another_directory() {
     let cleaned = std::fs::read_to_string(&path).expect("still there");
     assert!(!cleaned.contains("ksim-ksim"), "{cleaned}");
 }
+
+#[test]
+fn concurrent_creates_of_one_name_start_one_cluster() {
+    let env = KsimEnv::new(ksim_binary());
+    let racers: Vec<_> = (0..3)
+        .map(|_| {
+            env.ksim_command(&["create", "cluster"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("start ksim create")
+        })
+        .collect();
+    let outputs: Vec<_> = racers
+        .into_iter()
+        .map(|r| r.wait_with_output().expect("wait"))
+        .collect();
+    let winners = outputs.iter().filter(|o| o.status.success()).count();
+    assert_eq!(winners, 1, "{outputs:?}");
+    for loser in outputs.iter().filter(|o| !o.status.success()) {
+        assert!(
+            stderr(loser).contains("already exists"),
+            "{}",
+            stderr(loser)
+        );
+    }
+    assert_eq!(clusters(&env), "ksim\n");
+    env.kubectl(&["version"]).success();
+    assert_eq!(contexts(&env), "ksim-ksim\n");
+}

@@ -119,12 +119,16 @@ pub fn probe_readyz(port: u16) -> bool {
 }
 
 /// Starts `<exe> serve --name <name> --port <port>` in its own process group,
-/// stdin closed, stdout and stderr appended to the cluster's log.
+/// stdin closed, stdout and stderr appended to the cluster's log (appended,
+/// not truncated: a losing racer must not wipe the winner's log).
 pub fn spawn_serve(exe: &Path, cluster: &ClusterDir, port: u16) -> anyhow::Result<Child> {
     use std::os::unix::process::CommandExt;
 
     let log_path = cluster.log_path();
-    let log = std::fs::File::create(&log_path)
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
         .with_context(|| format!("cannot create {}", log_path.display()))?;
     let log_err = log
         .try_clone()
@@ -171,7 +175,7 @@ pub fn wait_until_ready(
         if Instant::now() >= deadline {
             let _ = child.kill();
             let _ = child.wait();
-            cluster.clear_stale();
+            cluster.clear_serving(child.id());
             bail!(
                 "cluster {:?} was not ready after {timeout:?}; {}",
                 cluster.name(),

@@ -13,6 +13,7 @@ const PID_FILE: &str = "pid";
 const PORT_FILE: &str = "port";
 const KUBECONFIG_FILE: &str = "kubeconfig";
 const LOG_FILE: &str = "ksim.log";
+const LOCK_FILE: &str = "lock";
 
 /// Checks that `name` can name a cluster: a DNS-1123 label (it becomes a
 /// directory name and part of kubeconfig entry names).
@@ -149,6 +150,35 @@ impl ClusterDir {
             .with_context(|| format!("cannot write {}", path.display()))
     }
 
+    /// Takes the cluster's lock, which its serving process holds for its whole
+    /// life (so two processes never serve one name). `None` if another
+    /// process holds it. The lock is released when the file is dropped.
+    pub fn lock(&self) -> anyhow::Result<Option<std::fs::File>> {
+        self.create()?;
+        let path = self.dir.join(LOCK_FILE);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(file)),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => {
+                Err(e).with_context(|| format!("cannot lock {}", path.display()))
+            }
+        }
+    }
+
+    /// Whether a process holds the cluster's lock (it is serving or starting).
+    pub fn is_locked(&self) -> bool {
+        let Ok(file) = std::fs::File::open(self.dir.join(LOCK_FILE)) else {
+            return false;
+        };
+        matches!(file.try_lock(), Err(std::fs::TryLockError::WouldBlock))
+    }
+
     /// The pid recorded by the serving process, if any.
     pub fn pid(&self) -> Option<i32> {
         self.read(PID_FILE)?.parse().ok().filter(|pid| *pid > 1)
@@ -183,10 +213,12 @@ impl ClusterDir {
         }
     }
 
-    /// Forgets any serving process (its state is stale).
+    /// Forgets any serving process and the kubeconfig it wrote into (its
+    /// state is stale).
     pub fn clear_stale(&self) {
-        let _ = std::fs::remove_file(self.dir.join(PID_FILE));
-        let _ = std::fs::remove_file(self.dir.join(PORT_FILE));
+        for file in [PID_FILE, PORT_FILE, KUBECONFIG_FILE] {
+            let _ = std::fs::remove_file(self.dir.join(file));
+        }
     }
 
     /// Records the kubeconfig file `create cluster` wrote its entries into.
@@ -243,6 +275,22 @@ mod tests {
         assert_eq!(cluster.pid(), Some(4242), "another pid must not clear it");
         cluster.clear_serving(4242);
         assert_eq!((cluster.pid(), cluster.port()), (None, None));
+    }
+
+    #[test]
+    fn the_lock_is_exclusive_until_dropped() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let cluster = KsimHome::at(tmp.path()).cluster("ksim");
+        assert!(!cluster.is_locked());
+        let held = cluster.lock().expect("lock").expect("free");
+        assert!(cluster.is_locked());
+        assert!(
+            cluster.lock().expect("lock").is_none(),
+            "held by another handle"
+        );
+        drop(held);
+        assert!(!cluster.is_locked());
+        assert!(cluster.lock().expect("lock").is_some());
     }
 
     #[test]

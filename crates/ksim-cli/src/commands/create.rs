@@ -34,13 +34,15 @@ pub fn create_cluster(home: &KsimHome, options: &CreateCluster) -> anyhow::Resul
         );
     }
     let cluster = home.cluster(name);
-    if cluster.running_pid().is_some() {
+    if cluster.running_pid().is_some() || cluster.is_locked() {
         bail!("cluster {name:?} already exists");
     }
     if cluster.exists() {
+        // The directory stays: a racing `create` of the same name may be
+        // starting in it (its server's lock decides who wins).
         tracing::info!(cluster = name, "removing stale cluster state");
         remove_kubeconfig_entries(&cluster);
-        cluster.remove()?;
+        cluster.clear_stale();
     }
     let kubeconfig_path = resolve_path(options.kubeconfig.as_deref())?;
     // Recorded for `delete cluster`, which may run from another directory.
@@ -53,7 +55,10 @@ pub fn create_cluster(home: &KsimHome, options: &CreateCluster) -> anyhow::Resul
     let port = match cluster::wait_until_ready(&mut child, &cluster, READY_TIMEOUT) {
         Ok(port) => port,
         Err(e) => {
-            let _ = cluster.remove();
+            // Unless another process serves the name (a racing create won).
+            if !cluster.is_locked() {
+                let _ = cluster.remove();
+            }
             return Err(e);
         }
     };

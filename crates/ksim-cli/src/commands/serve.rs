@@ -14,11 +14,10 @@ pub fn serve(home: &KsimHome, name: &str, port: u16) -> anyhow::Result<()> {
     validate_cluster_name(name)?;
     let cluster = home.cluster(name);
     let own_pid = std::process::id();
-    if let Some(pid) = cluster.running_pid()
-        && i32::try_from(own_pid).ok() != Some(pid)
-    {
+    // Held until the process exits.
+    let Some(_lock) = cluster.lock()? else {
         bail!("cluster {name:?} already exists");
-    }
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
