@@ -62,7 +62,16 @@ impl Kubeconfig {
         if yaml.trim().is_empty() {
             return Ok(Self::default());
         }
-        let value: Value = serde_saphyr::from_str(yaml).context("invalid kubeconfig YAML")?;
+        let value: Value = serde_saphyr::from_str(yaml).map_err(|e| {
+            // The parser's message continues with a source snippet: keep its
+            // first line only.
+            let message = e.to_string();
+            let first = message.lines().next().unwrap_or_default();
+            anyhow::anyhow!(
+                "invalid kubeconfig YAML: {}",
+                first.strip_prefix("error: ").unwrap_or(first)
+            )
+        })?;
         match value {
             Value::Null => Ok(Self::default()),
             Value::Object(doc) => Ok(Kubeconfig { doc }),
@@ -285,7 +294,13 @@ extensions:
             );
         }
         assert!(Kubeconfig::parse("- a\n- b\n").is_err());
-        assert!(Kubeconfig::parse("a: [").is_err());
+        let error = Kubeconfig::parse("a: [\n  - b\n").expect_err("invalid");
+        let message = format!("{error:#}");
+        assert!(
+            message.starts_with("invalid kubeconfig YAML: line 2"),
+            "{message}"
+        );
+        assert!(!message.contains('\n'), "{message}");
     }
 
     #[test]

@@ -422,3 +422,19 @@ fn concurrent_creates_of_one_name_start_one_cluster() {
     env.kubectl(&["version"]).success();
     assert_eq!(contexts(&env), "ksim-ksim\n");
 }
+
+#[test]
+fn an_unreadable_kubeconfig_fails_before_starting_anything() {
+    let env = KsimEnv::new(ksim_binary());
+    std::fs::write(env.kubeconfig(), "clusters: [\n  - a: b\n").expect("write");
+    let created = env.ksim(&["create", "cluster"]);
+    assert_eq!(created.status.code(), Some(1));
+    let message = stderr(&created);
+    assert!(
+        message.contains("invalid kubeconfig YAML: line 2"),
+        "{message}"
+    );
+    assert_eq!(message.lines().count(), 1, "{message}");
+    assert!(!env.cluster_dir("ksim").exists());
+    assert_eq!(clusters(&env), "");
+}

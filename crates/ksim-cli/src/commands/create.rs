@@ -48,6 +48,8 @@ pub fn create_cluster(home: &KsimHome, options: &CreateCluster) -> anyhow::Resul
     // Recorded for `delete cluster`, which may run from another directory.
     let kubeconfig_path = std::path::absolute(&kubeconfig_path)
         .with_context(|| format!("invalid kubeconfig path {}", kubeconfig_path.display()))?;
+    // Fail before starting anything if the kubeconfig cannot be read.
+    Kubeconfig::load(&kubeconfig_path)?;
     cluster.create()?;
 
     let exe = std::env::current_exe().context("cannot find the ksim executable")?;
