@@ -71,10 +71,7 @@ pub fn create_cluster(home: &KsimHome, options: &CreateCluster) -> anyhow::Resul
         config.save(&kubeconfig_path)
     });
     if let Err(e) = written {
-        let _ = cluster::stop(
-            i32::try_from(child.id()).unwrap_or(0),
-            Duration::from_secs(5),
-        );
+        let _ = child.kill();
         let _ = child.wait();
         let _ = cluster.remove();
         return Err(e);
