@@ -1,7 +1,20 @@
-//! The `ksim` binary: wires a cluster together and owns process life.
+//! The `ksim` binary: parses the command line, sets up logging, runs the
+//! command, and turns any error into one `error: ...` line and exit code 1.
 
-use anyhow::Context;
+mod cluster;
+mod commands;
+mod kubeconfig;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
 use clap::{Parser, Subcommand};
+
+use cluster::KsimHome;
+
+/// The cluster name when `--name` is not given.
+const DEFAULT_CLUSTER_NAME: &str = "ksim";
 
 #[derive(Parser)]
 #[command(
@@ -16,30 +29,130 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Create resources (a cluster).
+    #[command(subcommand)]
+    Create(CreateCommand),
+    /// Delete resources (a cluster).
+    #[command(subcommand)]
+    Delete(DeleteCommand),
+    /// Show resources (clusters, a kubeconfig).
+    #[command(subcommand)]
+    Get(GetCommand),
     /// Run a cluster in the foreground.
     Serve {
+        /// Cluster name.
+        #[arg(long, default_value = DEFAULT_CLUSTER_NAME)]
+        name: String,
         /// Port to listen on (127.0.0.1); 0 picks a free one.
         #[arg(long, default_value_t = 0)]
         port: u16,
     },
+    /// Benchmarks of ksim itself.
+    #[command(subcommand, hide = true)]
+    Bench(BenchCommand),
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+#[derive(Subcommand)]
+enum CreateCommand {
+    /// Start a cluster in the background and write its kubeconfig context.
+    Cluster {
+        /// Cluster name.
+        #[arg(long, default_value = DEFAULT_CLUSTER_NAME)]
+        name: String,
+        /// Port to listen on (127.0.0.1); 0 picks a free one.
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+        /// Kubeconfig to write (default: first path of $KUBECONFIG, else ~/.kube/config).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// Cluster configuration file (not supported yet).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum DeleteCommand {
+    /// Stop a cluster and remove its state and kubeconfig entries.
+    Cluster {
+        /// Cluster name.
+        #[arg(long, default_value = DEFAULT_CLUSTER_NAME, conflicts_with = "all")]
+        name: String,
+        /// Delete every cluster.
+        #[arg(long)]
+        all: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum GetCommand {
+    /// List running clusters.
+    Clusters,
+    /// Print a kubeconfig for a cluster.
+    Kubeconfig {
+        /// Cluster name.
+        #[arg(long, default_value = DEFAULT_CLUSTER_NAME)]
+        name: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Time from `ksim serve` start to /readyz, and its idle RSS.
+    Startup {
+        /// How many times to start the server.
+        #[arg(long, default_value_t = 20)]
+        runs: usize,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let default_level = match cli.command {
+        Command::Serve { .. } => "info",
+        _ => "warn",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
-    match cli.command {
-        Command::Serve { port } => {
-            let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
-                .await
-                .with_context(|| format!("cannot listen on 127.0.0.1:{port}"))?;
-            let address = listener.local_addr()?;
-            tracing::info!(%address, "serving");
-            ksim_apiserver::serve(listener, ksim_apiserver::ApiServer::new()).await?;
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            use std::io::Write;
+            let message = format!("{e:#}").replace('\n', " ");
+            let _ = writeln!(std::io::stderr(), "error: {message}");
+            ExitCode::FAILURE
         }
     }
-    Ok(())
+}
+
+fn run(command: Command) -> anyhow::Result<()> {
+    let home = || KsimHome::from_env();
+    match command {
+        Command::Create(CreateCommand::Cluster {
+            name,
+            port,
+            kubeconfig,
+            config,
+        }) => commands::create_cluster(
+            &home()?,
+            &commands::CreateCluster {
+                name,
+                port,
+                kubeconfig,
+                config,
+            },
+        ),
+        Command::Delete(DeleteCommand::Cluster { name, all }) => {
+            commands::delete_cluster(&home()?, &commands::DeleteCluster { name, all })
+        }
+        Command::Get(GetCommand::Clusters) => commands::get_clusters(&home()?),
+        Command::Get(GetCommand::Kubeconfig { name }) => commands::get_kubeconfig(&home()?, &name),
+        Command::Serve { name, port } => commands::serve(&home()?, &name, port),
+        Command::Bench(BenchCommand::Startup { runs }) => commands::bench_startup(runs),
+    }
 }

@@ -1,0 +1,104 @@
+//! `ksim create cluster`: starts `ksim serve` in the background, waits for
+//! `/readyz`, and writes the cluster's kubeconfig context.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+
+use super::print_line;
+use crate::cluster::{self, KsimHome, validate_cluster_name};
+use crate::kubeconfig::{Kubeconfig, context_name, resolve_path, server_url};
+
+/// How long a new cluster may take to answer `/readyz`.
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Options of `ksim create cluster`.
+#[derive(Debug, Clone)]
+pub struct CreateCluster {
+    pub name: String,
+    /// 0 picks a free port.
+    pub port: u16,
+    pub kubeconfig: Option<PathBuf>,
+    pub config: Option<PathBuf>,
+}
+
+/// Creates cluster `options.name` and makes its context current.
+pub fn create_cluster(home: &KsimHome, options: &CreateCluster) -> anyhow::Result<()> {
+    let name = options.name.as_str();
+    validate_cluster_name(name)?;
+    if let Some(config) = &options.config {
+        bail!(
+            "--config {}: cluster configuration files are not supported yet",
+            config.display()
+        );
+    }
+    let cluster = home.cluster(name);
+    if cluster.running_pid().is_some() || cluster.is_locked() {
+        bail!("cluster {name:?} already exists");
+    }
+    if cluster.exists() {
+        // The directory stays: a racing `create` of the same name may be
+        // starting in it (its server's lock decides who wins).
+        tracing::info!(cluster = name, "removing stale cluster state");
+        remove_kubeconfig_entries(&cluster);
+        cluster.clear_stale();
+    }
+    let kubeconfig_path = resolve_path(options.kubeconfig.as_deref())?;
+    // Recorded for `delete cluster`, which may run from another directory.
+    let kubeconfig_path = std::path::absolute(&kubeconfig_path)
+        .with_context(|| format!("invalid kubeconfig path {}", kubeconfig_path.display()))?;
+    // Fail before starting anything if the kubeconfig cannot be read.
+    Kubeconfig::load(&kubeconfig_path)?;
+    cluster.create()?;
+
+    let exe = std::env::current_exe().context("cannot find the ksim executable")?;
+    let mut child = cluster::spawn_serve(&exe, &cluster, options.port)?;
+    let port = match cluster::wait_until_ready(&mut child, &cluster, READY_TIMEOUT) {
+        Ok(port) => port,
+        Err(e) => {
+            // Unless another process serves the name (a racing create won).
+            if !cluster.is_locked() {
+                let _ = cluster.remove();
+            }
+            return Err(e);
+        }
+    };
+
+    let written = cluster.record_kubeconfig(&kubeconfig_path).and_then(|()| {
+        let mut config = Kubeconfig::load(&kubeconfig_path)?;
+        config.set_cluster(name, &server_url(port));
+        config.save(&kubeconfig_path)
+    });
+    if let Err(e) = written {
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = cluster.remove();
+        return Err(e);
+    }
+    print_line(format_args!(
+        "Cluster {name:?} is ready. kubectl context {:?} written to {}.",
+        context_name(name),
+        kubeconfig_path.display()
+    ))
+}
+
+/// Removes the entries a cluster wrote into its kubeconfig, if any.
+pub(super) fn remove_kubeconfig_entries(cluster: &cluster::ClusterDir) {
+    let Some(path) = cluster.kubeconfig() else {
+        return;
+    };
+    let result = Kubeconfig::load(&path).and_then(|mut config| {
+        if config.remove_cluster(cluster.name()) {
+            config.save(&path)
+        } else {
+            Ok(())
+        }
+    });
+    if let Err(e) = result {
+        tracing::warn!(
+            cluster = cluster.name(),
+            "cannot clean the kubeconfig: {e:#}"
+        );
+    }
+}

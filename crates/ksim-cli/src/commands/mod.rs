@@ -1,0 +1,24 @@
+//! The subcommands of `ksim` that own cluster life: `create cluster`,
+//! `delete cluster`, `get clusters`, `get kubeconfig`, `serve`, and the
+//! `bench startup` benchmark.
+
+mod bench;
+mod create;
+mod delete;
+mod get;
+mod serve;
+
+pub use bench::bench_startup;
+pub use create::{CreateCluster, create_cluster};
+pub use delete::{DeleteCluster, delete_cluster};
+pub use get::{get_clusters, get_kubeconfig};
+pub use serve::serve;
+
+/// Writes one line to stdout; a closed stdout is an error, not a panic.
+fn print_line(line: impl std::fmt::Display) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{line}")
+        .and_then(|()| stdout.flush())
+        .map_err(|e| anyhow::anyhow!("cannot write to stdout: {e}"))
+}

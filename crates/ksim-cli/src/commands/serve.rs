@@ -1,0 +1,52 @@
+//! `ksim serve`: runs a cluster in the foreground, records its pid and port
+//! in the cluster's state directory, and forgets them on SIGINT/SIGTERM.
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::cluster::{KsimHome, validate_cluster_name};
+
+/// Serves cluster `name` on 127.0.0.1:`port` (0 picks a free port) until
+/// SIGINT or SIGTERM.
+pub fn serve(home: &KsimHome, name: &str, port: u16) -> anyhow::Result<()> {
+    validate_cluster_name(name)?;
+    let cluster = home.cluster(name);
+    let own_pid = std::process::id();
+    // Held until the process exits.
+    let Some(_lock) = cluster.lock()? else {
+        bail!("cluster {name:?} already exists");
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let result = runtime.block_on(async {
+        let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+        let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .with_context(|| format!("cannot listen on 127.0.0.1:{port}"))?;
+        let address = listener.local_addr().context("cannot read the listen address")?;
+        cluster.record_serving(own_pid, address.port())?;
+        tracing::info!(cluster = name, %address, pid = own_pid, "serving");
+        let server = ksim_apiserver::ApiServer::new();
+        let result = tokio::select! {
+            result = ksim_apiserver::serve(listener, server) => result.context("the API server failed"),
+            _ = terminate.recv() => {
+                tracing::info!(cluster = name, "SIGTERM: shutting down");
+                Ok(())
+            }
+            _ = interrupt.recv() => {
+                tracing::info!(cluster = name, "SIGINT: shutting down");
+                Ok(())
+            }
+        };
+        cluster.clear_serving(own_pid);
+        result
+    });
+    // Tasks still running (open watches, blocking work) must not hold the exit.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    result
+}

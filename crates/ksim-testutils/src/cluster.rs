@@ -1,0 +1,291 @@
+//! End-to-end harness: runs `ksim` and `/usr/bin/kubectl` in a private
+//! environment, so tests never touch the real `~/.kube` or `~/.ksim`.
+//! Helpers panic with the full output when something fails: they are for tests.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// The kubectl the tests drive.
+const KUBECTL: &str = "/usr/bin/kubectl";
+
+/// The name `TestCluster::start` gives its cluster (ksim's default).
+pub const KSIM_CLUSTER_NAME: &str = "ksim";
+
+/// The result of one kubectl run.
+#[derive(Debug, Clone)]
+pub struct KubectlOutput {
+    /// Exit code (-1 if killed by a signal).
+    pub status: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl KubectlOutput {
+    fn from_output(output: Output) -> Self {
+        KubectlOutput {
+            status: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    /// `self` if kubectl exited 0; panics with its stdout and stderr otherwise.
+    #[track_caller]
+    pub fn success(&self) -> &Self {
+        assert!(
+            self.status == 0,
+            "kubectl failed with exit code {}\nstdout:\n{}\nstderr:\n{}",
+            self.status,
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+
+    /// `self` if kubectl failed; panics with its stdout otherwise.
+    #[track_caller]
+    pub fn failure(&self) -> &Self {
+        assert!(
+            self.status != 0,
+            "kubectl unexpectedly succeeded\nstdout:\n{}",
+            self.stdout
+        );
+        self
+    }
+}
+
+/// A private environment for `ksim` and `kubectl`: a temporary directory
+/// holding `KSIM_HOME` (`ksim-home/`), `KUBECONFIG` (`kubeconfig`) and `HOME`
+/// (`home/`, where kubectl caches discovery). Deletes every cluster in it on drop.
+pub struct KsimEnv {
+    dir: tempfile::TempDir,
+    ksim: PathBuf,
+    ksim_home: PathBuf,
+    kubeconfig: PathBuf,
+    home: PathBuf,
+}
+
+impl KsimEnv {
+    /// A fresh environment for the `ksim` binary at `ksim_binary`.
+    pub fn new(ksim_binary: &Path) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("ksim-test-")
+            .tempdir()
+            .expect("cannot create a temporary directory");
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).expect("cannot create HOME");
+        KsimEnv {
+            ksim: ksim_binary.to_path_buf(),
+            ksim_home: dir.path().join("ksim-home"),
+            kubeconfig: dir.path().join("kubeconfig"),
+            home,
+            dir,
+        }
+    }
+
+    /// The temporary directory holding everything.
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `KSIM_HOME`.
+    pub fn ksim_home(&self) -> &Path {
+        &self.ksim_home
+    }
+
+    /// The state directory of cluster `name`.
+    pub fn cluster_dir(&self, name: &str) -> PathBuf {
+        self.ksim_home().join("clusters").join(name)
+    }
+
+    /// `KUBECONFIG`.
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// `HOME`.
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
+    /// The pid recorded for cluster `name`, if any.
+    pub fn pid(&self, name: &str) -> Option<i32> {
+        std::fs::read_to_string(self.cluster_dir(name).join("pid"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// The port recorded for cluster `name`, if any.
+    pub fn port(&self, name: &str) -> Option<u16> {
+        std::fs::read_to_string(self.cluster_dir(name).join("port"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    fn command(&self, program: &Path) -> Command {
+        let mut command = Command::new(program);
+        command
+            .env("KSIM_HOME", self.ksim_home())
+            .env("KUBECONFIG", self.kubeconfig())
+            .env("HOME", self.home())
+            .stdin(Stdio::null());
+        command
+    }
+
+    /// A `ksim <args>` command set up with this environment, to run as the
+    /// test sees fit (in the background, with more variables...).
+    pub fn ksim_command(&self, args: &[&str]) -> Command {
+        let mut command = self.command(&self.ksim);
+        command.args(args);
+        command
+    }
+
+    /// Runs `ksim <args>` in this environment.
+    pub fn ksim(&self, args: &[&str]) -> Output {
+        self.ksim_command(args).output().expect("cannot run ksim")
+    }
+
+    /// Runs `kubectl --request-timeout=20s <args>` in this environment.
+    pub fn kubectl(&self, args: &[&str]) -> KubectlOutput {
+        let output = self
+            .command(Path::new(KUBECTL))
+            .arg("--request-timeout=20s")
+            .args(args)
+            .output()
+            .expect("cannot run kubectl");
+        KubectlOutput::from_output(output)
+    }
+
+    /// Like [`KsimEnv::kubectl`], with `stdin` as kubectl's standard input.
+    pub fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> KubectlOutput {
+        let mut child = self
+            .command(Path::new(KUBECTL))
+            .arg("--request-timeout=20s")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("cannot run kubectl");
+        let mut pipe = child.stdin.take().expect("stdin was piped");
+        let input = stdin.to_string();
+        // Written from a thread so that a large input cannot deadlock against
+        // a full stdout pipe.
+        let writer = std::thread::spawn(move || {
+            let _ = pipe.write_all(input.as_bytes());
+        });
+        let output = child.wait_with_output().expect("cannot wait for kubectl");
+        let _ = writer.join();
+        KubectlOutput::from_output(output)
+    }
+
+    /// Kills cluster `name`'s process without letting it clean up (SIGKILL),
+    /// leaving stale state behind.
+    pub fn kill_cluster_process(&self, name: &str) {
+        let pid = self.pid(name).expect("cluster has no pid file");
+        let status = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .expect("cannot run kill");
+        assert!(status.success(), "kill -KILL {pid} failed");
+    }
+}
+
+impl Drop for KsimEnv {
+    fn drop(&mut self) {
+        let deleted = self.ksim(&["delete", "cluster", "--all"]);
+        if !deleted.status.success() {
+            // Last resort: never leave a server behind.
+            if let Ok(entries) = std::fs::read_dir(self.ksim_home().join("clusters")) {
+                for entry in entries.flatten() {
+                    let name = entry.file_name().to_string_lossy().into_owned();
+                    if let Some(pid) = self.pid(&name) {
+                        let _ = Command::new("kill")
+                            .args(["-KILL", &pid.to_string()])
+                            .status();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A cluster made by `ksim create cluster` in its own [`KsimEnv`], deleted on drop.
+pub struct TestCluster {
+    env: KsimEnv,
+    name: String,
+}
+
+impl TestCluster {
+    /// Runs `<ksim_binary> create cluster --name ksim` in a fresh environment.
+    pub fn start(ksim_binary: &Path) -> Self {
+        Self::start_named(ksim_binary, KSIM_CLUSTER_NAME)
+    }
+
+    /// Runs `<ksim_binary> create cluster --name <name>` in a fresh environment.
+    pub fn start_named(ksim_binary: &Path, name: &str) -> Self {
+        let env = KsimEnv::new(ksim_binary);
+        let output = env.ksim(&["create", "cluster", "--name", name]);
+        assert!(
+            output.status.success(),
+            "ksim create cluster --name {name} failed ({})\nstdout:\n{}\nstderr:\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr),
+        );
+        TestCluster {
+            env,
+            name: name.to_string(),
+        }
+    }
+
+    /// The environment the cluster lives in.
+    pub fn env(&self) -> &KsimEnv {
+        &self.env
+    }
+
+    /// The cluster's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The kubeconfig holding the cluster's context (the current one).
+    pub fn kubeconfig(&self) -> &Path {
+        self.env.kubeconfig()
+    }
+
+    /// The cluster's URL, `http://127.0.0.1:PORT`.
+    pub fn server(&self) -> String {
+        let port = self
+            .env
+            .port(&self.name)
+            .expect("the cluster has no port file");
+        format!("http://127.0.0.1:{port}")
+    }
+
+    /// Runs `kubectl --request-timeout=20s <args>` against the cluster.
+    pub fn kubectl(&self, args: &[&str]) -> KubectlOutput {
+        self.env.kubectl(args)
+    }
+
+    /// Like [`TestCluster::kubectl`], with `stdin` as kubectl's standard input.
+    pub fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> KubectlOutput {
+        self.env.kubectl_stdin(args, stdin)
+    }
+
+    /// Runs `ksim <args>` in the cluster's environment.
+    pub fn ksim(&self, args: &[&str]) -> Output {
+        self.env.ksim(args)
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        let _ = self.env.ksim(&["delete", "cluster", "--name", &self.name]);
+    }
+}
