@@ -738,7 +738,12 @@ impl ResourceRequest {
                     StoreError::Conflict("the object has been modified; please apply your changes to the latest version and try again".into()),
                 ));
             }
-            match self.write(output, &current, new, Some(current.revision)) {
+            let written = if self.target.subresource.as_deref() == Some("scale") {
+                self.write_scale(output, new, Some(current.revision))
+            } else {
+                self.write(output, &current, new, Some(current.revision))
+            };
+            match written {
                 Err(error) if error.reason == "Conflict" && sent_version.is_none() => continue,
                 other => return other,
             }
@@ -948,6 +953,17 @@ impl ResourceRequest {
             _ => None,
         };
         let new = self.with_scale(&current, &scale)?;
+        self.write_scale(output, new, expected)
+    }
+
+    /// Writes an object changed through its scale subresource and answers
+    /// the resulting Scale.
+    fn write_scale(
+        &self,
+        output: Output,
+        new: Value,
+        expected: Option<u64>,
+    ) -> Result<Response, ApiError> {
         if self.query.dry_run() {
             let scale = self.scale_of(&new)?;
             return Ok(codec::respond_value(StatusCode::OK, plain(output), &scale));

@@ -123,7 +123,7 @@ impl ApiServer {
             registry: RwLock::new(registry),
             openapi: RwLock::new(openapi),
             allocations: Mutex::new(Allocations {
-                next_cluster_ip: 1,
+                next_cluster_ip: 2,
                 next_node_port: 30000,
             }),
         });
