@@ -1,0 +1,200 @@
+//! kube-rs against ksim: CRUD, watcher and reflector through the
+//! in-process client and over HTTP, as every ksim component uses them.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use ksim_apiserver::ApiServer;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use serde_json::json;
+
+fn pod(name: &str, app: &str) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": app}},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]}
+    }))
+    .expect("valid pod")
+}
+
+async fn http_client(server: &ApiServer) -> kube::Client {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .expect("bind loopback");
+    let address = listener.local_addr().expect("local address");
+    tokio::spawn(ksim_apiserver::serve(listener, server.clone()));
+    let url: http::Uri = format!("http://{address}").parse().expect("url");
+    let config = kube::Config::new(url);
+    kube::Client::try_from(config).expect("client")
+}
+
+async fn crud_and_conflicts(client: kube::Client) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let created = pods
+        .create(&PostParams::default(), &pod("a", "web"))
+        .await
+        .expect("create");
+    let uid = created.metadata.uid.clone().expect("uid set");
+    assert_eq!(
+        created.status.clone().and_then(|s| s.phase).as_deref(),
+        Some("Pending")
+    );
+    let error = pods
+        .create(&PostParams::default(), &pod("a", "web"))
+        .await
+        .expect_err("duplicate");
+    assert!(
+        matches!(error, kube::Error::Api(ref s) if s.code == 409 && s.reason == "AlreadyExists")
+    );
+
+    let mut stale = created.clone();
+    let patched = pods
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"tier": "front"}}})),
+        )
+        .await
+        .expect("merge patch");
+    assert_eq!(patched.metadata.uid.as_deref(), Some(uid.as_str()));
+    stale.metadata.labels = None;
+    let conflict = pods
+        .replace("a", &PostParams::default(), &stale)
+        .await
+        .expect_err("stale update");
+    assert!(matches!(conflict, kube::Error::Api(ref s) if s.code == 409 && s.reason == "Conflict"));
+
+    let listed = pods
+        .list(&ListParams::default().labels("tier=front"))
+        .await
+        .expect("list");
+    assert_eq!(listed.items.len(), 1);
+    pods.delete("a", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let missing = pods.get("a").await.expect_err("deleted");
+    assert!(matches!(missing, kube::Error::Api(ref s) if s.code == 404));
+}
+
+async fn reflector_follows_changes(client: kube::Client) {
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let (reader, writer) = reflector::store::<ConfigMap>();
+    let stream = reflector(
+        writer,
+        watcher(config_maps.clone(), watcher::Config::default()),
+    )
+    .applied_objects()
+    .boxed();
+    let task = tokio::spawn(async move {
+        let mut stream = stream;
+        while let Some(item) = stream.next().await {
+            item.expect("watch event");
+        }
+    });
+    reader.wait_until_ready().await.expect("initial list");
+    for i in 0..5 {
+        let cm: ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": format!("cm-{i}")}, "data": {"i": i.to_string()}
+        }))
+        .expect("valid");
+        config_maps
+            .create(&PostParams::default(), &cm)
+            .await
+            .expect("create configmap");
+    }
+    config_maps
+        .delete("cm-0", &DeleteParams::default())
+        .await
+        .expect("delete configmap");
+    let settled = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let names: Vec<String> = reader
+                .state()
+                .iter()
+                .filter_map(|cm| cm.metadata.name.clone())
+                .collect();
+            if names.len() == 4 && !names.contains(&"cm-0".to_string()) {
+                break names;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the reflector sees every create and the delete");
+    assert!(settled.contains(&"cm-4".to_string()));
+    task.abort();
+}
+
+async fn watcher_uses_streaming_lists(client: kube::Client) {
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    pods.create(&PostParams::default(), &pod("existing", "x"))
+        .await
+        .expect("create");
+    let config = watcher::Config::default().streaming_lists();
+    let mut stream = watcher(pods.clone(), config).boxed();
+    let mut initial = Vec::new();
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(10), stream.next())
+            .await
+            .expect("event in time")
+            .expect("stream open")
+            .expect("no error");
+        match event {
+            watcher::Event::InitApply(pod) => initial.push(pod.metadata.name.unwrap_or_default()),
+            watcher::Event::InitDone => break,
+            _ => {}
+        }
+    }
+    assert_eq!(initial, ["existing"]);
+    pods.create(&PostParams::default(), &pod("later", "x"))
+        .await
+        .expect("create");
+    let applied = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if let Some(Ok(watcher::Event::Apply(pod))) = stream.next().await {
+                break pod.metadata.name.unwrap_or_default();
+            }
+        }
+    })
+    .await
+    .expect("apply event");
+    assert_eq!(applied, "later");
+}
+
+#[tokio::test]
+async fn in_process_client_crud_and_conflicts() {
+    let server = ApiServer::new();
+    crud_and_conflicts(ksim_runtime::client::in_process(&server)).await;
+}
+
+#[tokio::test]
+async fn http_client_crud_and_conflicts() {
+    let server = ApiServer::new();
+    crud_and_conflicts(http_client(&server).await).await;
+}
+
+#[tokio::test]
+async fn in_process_reflector_follows_changes() {
+    let server = ApiServer::new();
+    reflector_follows_changes(ksim_runtime::client::in_process(&server)).await;
+}
+
+#[tokio::test]
+async fn http_reflector_follows_changes() {
+    let server = ApiServer::new();
+    reflector_follows_changes(http_client(&server).await).await;
+}
+
+#[tokio::test]
+async fn in_process_watcher_with_streaming_lists() {
+    let server = ApiServer::new();
+    watcher_uses_streaming_lists(ksim_runtime::client::in_process(&server)).await;
+}
+
+#[tokio::test]
+async fn http_watcher_with_streaming_lists() {
+    let server = ApiServer::new();
+    watcher_uses_streaming_lists(http_client(&server).await).await;
+}
