@@ -1,0 +1,1 @@
+//! Pod lifecycle helpers: IP allocation.

@@ -1,0 +1,1 @@
+//! The stage sets ksim ships.
