@@ -199,3 +199,57 @@ fn rendered_status_feeds_the_next_stage() {
     pod["status"] = first["statusPatch"]["data"]["status"].clone();
     assert_eq!(play(&stages, &pod), Value::Null);
 }
+
+#[test]
+fn every_shipped_stage_renders_for_matching_kinds() {
+    use super::StageSet;
+    let mut chaos_pod = pending_pod();
+    chaos_pod["metadata"]["annotations"] = json!({
+        "pod-init-container-running-failed.stage.kwok.x-k8s.io/container-name": "init",
+        "pod-init-container-running-failed.stage.kwok.x-k8s.io/exit-code": "2"
+    });
+    let mut chaos_node = ready_node();
+    chaos_node["metadata"]["annotations"] =
+        json!({"node-not-ready.stage.kwok.x-k8s.io/type": "DiskPressure"});
+    let renderer = Renderer::new();
+    for set in StageSet::ALL {
+        for stage in set.stages().expect("decodes") {
+            let compiled = CompiledStage::new(stage).expect("compiles");
+            for object in [
+                pending_pod(),
+                running_job_pod(),
+                chaos_pod.clone(),
+                ready_node(),
+                chaos_node.clone(),
+            ] {
+                if !compiled.applies_to("", object["kind"].as_str().unwrap_or_default()) {
+                    continue;
+                }
+                next_action(&compiled, &object, &renderer, &env()).unwrap_or_else(|e| {
+                    panic!("{} on {}: {e}", compiled.name(), object["metadata"]["name"])
+                });
+            }
+        }
+    }
+    // Spot checks of the chaos set's annotations.
+    let chaos = StageSet::Chaos.stages().expect("decodes");
+    let failing = CompiledStage::new(chaos[2].clone()).expect("compiles");
+    let action = next_action(&failing, &chaos_pod, &renderer, &env()).expect("renders");
+    let status = &action.status_patch.expect("status").data["status"];
+    assert_eq!(status["phase"], json!("Failed"));
+    assert_eq!(
+        status["initContainerStatuses"][0]["state"]["terminated"]["exitCode"],
+        json!(2)
+    );
+    assert_eq!(
+        status["initContainerStatuses"][1]["state"]["terminated"]["exitCode"],
+        json!(0)
+    );
+    let not_ready = CompiledStage::new(chaos[0].clone()).expect("compiles");
+    let action = next_action(&not_ready, &chaos_node, &renderer, &env()).expect("renders");
+    let conditions = action.status_patch.expect("status").data["status"]["conditions"].clone();
+    assert_eq!(conditions[0]["status"], json!("False"));
+    assert_eq!(conditions[0]["reason"], json!("nodeFailed"));
+    assert_eq!(conditions[2]["type"], json!("DiskPressure"));
+    assert_eq!(conditions[2]["status"], json!("True"));
+}
