@@ -1,0 +1,168 @@
+//! jq queries over objects (jaq): compiled once per Stage, run on an object converted once per event.
+
+use std::fmt;
+use std::sync::Arc;
+
+use jaq_core::load::{Arena, File, Loader};
+use jaq_core::{Compiler, Ctx, Vars, data};
+use jaq_json::Val;
+use serde::Deserialize;
+
+use crate::error::KubeletError;
+
+type JqFilter = jaq_core::Filter<data::JustLut<Val>>;
+
+/// A compiled jq program.
+#[derive(Clone)]
+pub struct JqQuery {
+    source: String,
+    filter: Arc<JqFilter>,
+}
+
+impl fmt::Debug for JqQuery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("JqQuery").field(&self.source).finish()
+    }
+}
+
+/// An object converted to jaq's value type, shared by every query of one event.
+#[derive(Clone, Debug)]
+pub struct JqInput(Val);
+
+impl JqInput {
+    /// Converts a JSON object once.
+    pub fn new(object: &serde_json::Value) -> Self {
+        // serde_json::Value always deserializes into a JSON value.
+        Self(Val::deserialize(object).unwrap_or(Val::Null))
+    }
+}
+
+/// One output of a query, reduced to what stage rules look at.
+#[derive(Clone, Debug, PartialEq)]
+pub enum JqOutput {
+    /// A string.
+    String(String),
+    /// A boolean.
+    Bool(bool),
+    /// A number, as jq prints it.
+    Number(String),
+    /// An array or object.
+    Composite,
+}
+
+impl JqQuery {
+    /// Parses and compiles `source`.
+    pub fn compile(source: &str) -> Result<Self, KubeletError> {
+        let invalid = |reason: String| KubeletError::InvalidExpression {
+            expression: source.to_owned(),
+            reason,
+        };
+        let defs = jaq_core::defs()
+            .chain(jaq_std::defs())
+            .chain(jaq_json::defs());
+        let funs = jaq_core::funs()
+            .chain(jaq_std::funs())
+            .chain(jaq_json::funs());
+        let loader = Loader::new(defs);
+        let arena = Arena::default();
+        let program = File {
+            code: source,
+            path: (),
+        };
+        let modules = loader
+            .load(&arena, program)
+            .map_err(|errs| invalid(format!("parse error ({} errors)", errs.len())))?;
+        let filter = Compiler::default()
+            .with_funs(funs)
+            .compile(modules)
+            .map_err(|errs| invalid(format!("compile error ({} errors)", errs.len())))?;
+        Ok(Self {
+            source: source.to_owned(),
+            filter: Arc::new(filter),
+        })
+    }
+
+    /// The expression as written.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Runs the query. As in KWOK, `null` outputs are skipped and an error
+    /// anywhere makes the whole result empty.
+    pub fn execute(&self, input: &JqInput) -> Vec<JqOutput> {
+        let ctx = Ctx::<data::JustLut<Val>>::new(&self.filter.lut, Vars::new([]));
+        let mut out = Vec::new();
+        for item in self.filter.id.run((ctx, input.0.clone())) {
+            match jaq_core::unwrap_valr(item) {
+                Ok(Val::Null) => {}
+                Ok(Val::Bool(b)) => out.push(JqOutput::Bool(b)),
+                Ok(Val::Num(n)) => out.push(JqOutput::Number(n.to_string())),
+                Ok(Val::TStr(s) | Val::BStr(s)) => {
+                    out.push(JqOutput::String(String::from_utf8_lossy(&s).into_owned()))
+                }
+                Ok(Val::Arr(_) | Val::Obj(_)) => out.push(JqOutput::Composite),
+                Err(_) => return Vec::new(),
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn run(expr: &str, object: serde_json::Value) -> Vec<JqOutput> {
+        JqQuery::compile(expr)
+            .expect("compiles")
+            .execute(&JqInput::new(&object))
+    }
+
+    #[test]
+    fn paths_kwok_ships_evaluate() {
+        let node = json!({"status": {"phase": "Running", "conditions": [
+            {"type": "MemoryPressure", "status": "False"},
+            {"type": "Ready", "status": "True"}
+        ]}, "metadata": {"labels": {"a.b/c": "x"}, "ownerReferences": [{"kind": "Job"}]}});
+        let cases: &[(&str, Vec<JqOutput>)] = &[
+            (".status.phase", vec![JqOutput::String("Running".into())]),
+            (
+                r#".status.conditions.[] | select( .type == "Ready" ) | .status"#,
+                vec![JqOutput::String("True".into())],
+            ),
+            (
+                r#".metadata.labels["a.b/c"]"#,
+                vec![JqOutput::String("x".into())],
+            ),
+            (
+                ".metadata.ownerReferences.[].kind",
+                vec![JqOutput::String("Job".into())],
+            ),
+            (".metadata.deletionTimestamp", vec![]),
+            (".status.conditions", vec![JqOutput::Composite]),
+        ];
+        for (expr, want) in cases {
+            assert_eq!(&run(expr, node.clone()), want, "{expr}");
+        }
+    }
+
+    #[test]
+    fn runtime_error_gives_empty_result() {
+        assert_eq!(run(".a.b", json!({"a": "string"})), vec![]);
+    }
+
+    #[test]
+    fn numbers_and_bools_come_out_typed() {
+        assert_eq!(
+            run(".a, .b", json!({"a": 3, "b": true})),
+            vec![JqOutput::Number("3".into()), JqOutput::Bool(true)]
+        );
+    }
+
+    #[test]
+    fn syntax_error_is_reported() {
+        let err = JqQuery::compile(".status.[").expect_err("bad syntax");
+        assert!(err.to_string().contains(".status.["), "{err}");
+    }
+}
