@@ -20,7 +20,27 @@ fn subresource_shape(
         "binding" => ("Binding".into(), "", "v1", &["create"]),
         "eviction" => ("Eviction".into(), "policy", "v1", &["create"]),
         "finalize" => (resource.kind.clone(), "", "", &["update"]),
+        "log" => (resource.kind.clone(), "", "", &["get"]),
+        "exec" | "attach" | "portforward" => (
+            format!("Pod{}Options", capitalized(subresource)),
+            "",
+            "",
+            &["create", "get"],
+        ),
         _ => (resource.kind.clone(), "", "", GET_UPDATE),
+    }
+}
+
+fn capitalized(word: &str) -> String {
+    match word {
+        "portforward" => "PortForward".to_string(),
+        other => {
+            let mut chars = other.chars();
+            chars
+                .next()
+                .map(|c| c.to_ascii_uppercase().to_string() + chars.as_str())
+                .unwrap_or_default()
+        }
     }
 }
 

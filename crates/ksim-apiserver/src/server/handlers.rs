@@ -28,6 +28,7 @@ use crate::table::{IncludeObject, TableOptions, build_table, set_table_version};
 use super::State;
 use super::bootstrap::SYSTEM_NAMESPACES;
 use super::codec::{self, Output};
+use super::conversion;
 use super::discovery;
 use super::path::{self, ResourcePath, Target};
 use super::registry::{Registry, collection_of, crd_scale_paths};
@@ -247,23 +248,18 @@ impl ResourceRequest {
                 let body = read_body(body).await?;
                 self.delete_collection(output, &body)
             }
+            (_, true, Some(sub @ ("log" | "exec" | "attach" | "portforward"))) => Err(
+                ApiError::bad_request(simulated_pod_message(self.name(), sub)),
+            ),
             (method, _, _) => Err(ApiError::method_not_allowed(format!(
                 "the server does not allow this method on the requested resource ({method})"
             ))),
         }
     }
 
-    /// The object for the client: a custom resource stored in another
-    /// version is relabelled with the requested one.
+    /// The object as the client of this resource reads it.
     fn for_version<'a>(&self, object: &'a StoredObject) -> std::borrow::Cow<'a, Value> {
-        let api_version = self.resource().api_version();
-        if object.value["apiVersion"].as_str() == Some(api_version.as_str()) {
-            std::borrow::Cow::Borrowed(&object.value)
-        } else {
-            let mut value = object.value.clone();
-            value["apiVersion"] = json!(api_version);
-            std::borrow::Cow::Owned(value)
-        }
+        conversion::from_storage(self.resource(), &object.value)
     }
 
     /// An object answered in the negotiated form.
@@ -333,11 +329,14 @@ impl ResourceRequest {
                 .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?,
             None => LabelSelectorRequirements::default(),
         };
-        let fields = match self.query.get("fieldSelector") {
+        let mut fields = match self.query.get("fieldSelector") {
             Some(s) => FieldSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?,
             None => FieldSelector::default(),
         };
         strategy::check_field_selector(self.resource(), &fields)?;
+        for requirement in &mut fields.requirements {
+            requirement.field = conversion::storage_field(self.resource(), &requirement.field);
+        }
         Ok(ObjectFilter { labels, fields })
     }
 
@@ -428,7 +427,7 @@ impl ResourceRequest {
                     if i > 0 {
                         body.put_u8(b',');
                     }
-                    if object.value["apiVersion"].as_str() == Some(api_version.as_str()) {
+                    if conversion::is_identity(self.resource(), &object.value) {
                         body.put_slice(&object.json);
                     } else {
                         let value = self.for_version(object);
@@ -538,6 +537,7 @@ impl ResourceRequest {
         self.check_body(&mut object, false)?;
         let raw = (codec::content_type(&self.headers) == "application/json").then_some(body);
         let warnings = self.validate_fields(&object, raw)?;
+        let object = conversion::to_storage(self.resource(), object);
         let manager = self.field_manager("unknown");
         let created = if self.query.dry_run() {
             let object = prepare_new_object(&self.state, self.resource(), object, &manager)?;
@@ -555,6 +555,7 @@ impl ResourceRequest {
         self.check_body(&mut object, true)?;
         let raw = (codec::content_type(&self.headers) == "application/json").then_some(body);
         let warnings = self.validate_fields(&object, raw)?;
+        let object = conversion::to_storage(self.resource(), object);
         let expected = match object["metadata"]["resourceVersion"].as_str() {
             Some(v) if !v.is_empty() => Some(parse_revision(v)?),
             _ => None,
@@ -699,10 +700,11 @@ impl ResourceRequest {
             let new = if self.target.subresource.as_deref() == Some("scale") {
                 self.patch_scale(&current, &patch_type, &patch)?
             } else {
+                let live = self.for_version(&current);
                 let mut patched = if apply {
-                    self.apply_patch(Some(&current.value), &patch, &manager)?
+                    self.apply_patch(Some(live.as_ref()), &patch, &manager)?
                 } else {
-                    apply_patch(&resource, &patch_type, &current.value, &patch)?
+                    apply_patch(&resource, &patch_type, live.as_ref(), &patch)?
                 };
                 let mut check = patched.clone();
                 self.check_body(&mut check, true)?;
@@ -711,6 +713,7 @@ impl ResourceRequest {
                     map.insert("kind".into(), check["kind"].clone());
                 }
                 let _ = self.validate_fields(&patched, None)?;
+                let mut patched = conversion::to_storage(&resource, patched);
                 if apply {
                     match self.target.subresource.as_deref() {
                         Some("status") => {
@@ -811,6 +814,7 @@ impl ResourceRequest {
     ) -> Result<Response, ApiError> {
         let applied = self.apply_patch(None, patch, manager)?;
         let _ = self.validate_fields(&applied, None)?;
+        let applied = conversion::to_storage(self.resource(), applied);
         let created = if self.query.dry_run() {
             Arc::new(StoredObject::dry_run(prepare_new_object(
                 &self.state,
@@ -1218,6 +1222,17 @@ impl ResourceRequest {
         };
         Ok(self.respond_list(output, &result))
     }
+}
+
+/// What `kubectl logs/exec/attach/port-forward` get for a simulated pod.
+fn simulated_pod_message(pod: &str, subresource: &str) -> String {
+    let what = match subresource {
+        "log" => "has no logs",
+        "exec" => "cannot run commands",
+        "attach" => "cannot be attached to",
+        _ => "has no ports to forward",
+    };
+    format!("pod \"{pod}\" is simulated by ksim: its containers do not run, so it {what}")
 }
 
 /// The OpenAPI definition of a built-in kind.

@@ -7,6 +7,7 @@
 
 mod bootstrap;
 mod codec;
+mod conversion;
 mod discovery;
 mod handlers;
 mod path;

@@ -96,7 +96,11 @@ impl Registry {
 }
 
 /// The storage collection of a resource: all versions of a resource share it.
+/// `events.k8s.io` Events are stored as core Events (see `conversion`).
 pub(crate) fn collection_of(resource: &ResourceInfo) -> String {
+    if resource.group == "events.k8s.io" && resource.plural == "events" {
+        return "/events".to_string();
+    }
     format!("{}/{}", resource.group, resource.plural)
 }
 

@@ -10,7 +10,7 @@ use axum::body::Body;
 use axum::response::Response;
 use bytes::{BufMut, Bytes, BytesMut};
 use http::{HeaderValue, StatusCode, header};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
@@ -19,6 +19,7 @@ use ksim_store::{EventKind, StoreError, StoredObject, WatchEvent};
 use crate::ApiError;
 
 use super::codec::Output;
+use super::conversion;
 use super::handlers::ObjectFilter;
 use super::handlers::ResourceRequest;
 use super::registry::collection_of;
@@ -215,11 +216,10 @@ impl WatchSpec {
     }
 
     fn event_line(&self, kind: &str, object: &StoredObject, first_table: &mut bool) -> Bytes {
-        let api_version = self.view.target.resource.api_version();
         match self.output {
             Output::Table { v1beta1 } => {
-                let value = relabel(&object.value, &api_version);
-                let table = self.view.table(&[&value], !*first_table, v1beta1);
+                let value = conversion::from_storage(&self.view.target.resource, &object.value);
+                let table = self.view.table(&[value.as_ref()], !*first_table, v1beta1);
                 *first_table = false;
                 line(kind, &serde_json::to_vec(&table).unwrap_or_default())
             }
@@ -231,12 +231,15 @@ impl WatchSpec {
                 });
                 line(kind, &serde_json::to_vec(&metadata).unwrap_or_default())
             }
-            _ if object.value["apiVersion"].as_str() == Some(api_version.as_str()) => {
+            _ if conversion::is_identity(&self.view.target.resource, &object.value) => {
                 line(kind, &object.json)
             }
             _ => {
-                let value = relabel(&object.value, &api_version);
-                line(kind, &serde_json::to_vec(&value).unwrap_or_default())
+                let value = conversion::from_storage(&self.view.target.resource, &object.value);
+                line(
+                    kind,
+                    &serde_json::to_vec(value.as_ref()).unwrap_or_default(),
+                )
             }
         }
     }
@@ -253,10 +256,4 @@ impl WatchSpec {
         });
         line("BOOKMARK", &serde_json::to_vec(&object).unwrap_or_default())
     }
-}
-
-fn relabel(value: &Value, api_version: &str) -> Value {
-    let mut value = value.clone();
-    value["apiVersion"] = json!(api_version);
-    value
 }

@@ -1,0 +1,130 @@
+//! Conversion between what a client reads and writes and what is stored.
+//!
+//! Two resources can share one storage collection: `events.k8s.io/v1`
+//! Events are stored as core/v1 Events (as in kube-apiserver, both APIs see
+//! the same objects), and every version of a custom resource shares its
+//! CRD's collection (conversion strategy `None`: only `apiVersion` changes).
+
+use std::borrow::Cow;
+
+use serde_json::{Map, Value, json};
+
+use crate::resources::ResourceInfo;
+
+/// Field renames between `events.k8s.io/v1` (left) and core/v1 (right).
+const EVENT_FIELDS: &[(&str, &str)] = &[
+    ("regarding", "involvedObject"),
+    ("note", "message"),
+    ("reportingController", "reportingComponent"),
+    ("deprecatedSource", "source"),
+    ("deprecatedFirstTimestamp", "firstTimestamp"),
+    ("deprecatedLastTimestamp", "lastTimestamp"),
+    ("deprecatedCount", "count"),
+];
+
+fn is_events_v1(resource: &ResourceInfo) -> bool {
+    resource.group == "events.k8s.io" && resource.kind == "Event"
+}
+
+fn rename(object: &Value, api_version: &str, to_core: bool) -> Value {
+    let Some(map) = object.as_object() else {
+        return object.clone();
+    };
+    let mut out = Map::with_capacity(map.len());
+    for (key, value) in map {
+        let renamed = EVENT_FIELDS.iter().find_map(|(events, core)| {
+            let (from, to) = if to_core {
+                (events, core)
+            } else {
+                (core, events)
+            };
+            (key == from).then_some(*to)
+        });
+        out.insert(renamed.unwrap_or(key).to_string(), value.clone());
+    }
+    out.insert("apiVersion".into(), json!(api_version));
+    Value::Object(out)
+}
+
+/// The stored form of an object a client sent for `resource`.
+pub(crate) fn to_storage(resource: &ResourceInfo, object: Value) -> Value {
+    if is_events_v1(resource) {
+        rename(&object, "v1", true)
+    } else {
+        object
+    }
+}
+
+/// The form a client of `resource` reads of a stored object.
+pub(crate) fn from_storage<'a>(resource: &ResourceInfo, stored: &'a Value) -> Cow<'a, Value> {
+    if is_events_v1(resource) {
+        return Cow::Owned(rename(stored, "events.k8s.io/v1", false));
+    }
+    let api_version = resource.api_version();
+    if stored["apiVersion"].as_str() == Some(api_version.as_str()) {
+        Cow::Borrowed(stored)
+    } else {
+        let mut value = stored.clone();
+        value["apiVersion"] = json!(api_version);
+        Cow::Owned(value)
+    }
+}
+
+/// Whether stored objects are served to `resource` as they are (their
+/// serialized bytes can be sent unchanged).
+pub(crate) fn is_identity(resource: &ResourceInfo, stored: &Value) -> bool {
+    !is_events_v1(resource)
+        && stored["apiVersion"].as_str() == Some(resource.api_version().as_str())
+}
+
+/// A field selector's field, as named in the stored form.
+pub(crate) fn storage_field(resource: &ResourceInfo, field: &str) -> String {
+    if is_events_v1(resource) {
+        for (events, core) in EVENT_FIELDS {
+            if field == *events {
+                return (*core).to_string();
+            }
+            if let Some(rest) = field.strip_prefix(&format!("{events}.")) {
+                return format!("{core}.{rest}");
+            }
+        }
+    }
+    field.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::built_in_resources;
+
+    fn events_v1() -> std::sync::Arc<ResourceInfo> {
+        built_in_resources()
+            .into_iter()
+            .find(|r| r.group == "events.k8s.io")
+            .expect("events.k8s.io is served")
+    }
+
+    #[test]
+    fn events_v1_round_trips_through_core_events() {
+        let resource = events_v1();
+        let sent = json!({
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": "e", "namespace": "default"},
+            "regarding": {"kind": "Pod", "name": "p"},
+            "note": "Successfully assigned default/p to n1",
+            "reason": "Scheduled", "type": "Normal",
+            "reportingController": "default-scheduler",
+        });
+        let stored = to_storage(&resource, sent.clone());
+        assert_eq!(stored["apiVersion"], "v1");
+        assert_eq!(stored["involvedObject"]["name"], "p");
+        assert_eq!(stored["message"], "Successfully assigned default/p to n1");
+        assert_eq!(stored["reportingComponent"], "default-scheduler");
+        assert_eq!(from_storage(&resource, &stored).into_owned(), sent);
+        assert_eq!(
+            storage_field(&resource, "regarding.name"),
+            "involvedObject.name"
+        );
+        assert!(!is_identity(&resource, &stored));
+    }
+}
