@@ -144,7 +144,7 @@ mod tests {
             "/api/v2/pods",
             "/apis/apps/v1/widgets",
             "/api/v1/namespaces/default/pods/a/b/c",
-            "/api/v1/namespaces/default/pods/a/log",
+            "/api/v1/namespaces/default/pods/a/nope",
             "/api/v1/pods/a",
             "/nope",
         ] {
