@@ -503,18 +503,34 @@ impl ResourceRequest {
         Ok(())
     }
 
-    /// Server-side field validation; returns the warnings to send.
-    fn validate_fields(&self, object: &Value, raw: Option<&[u8]>) -> Result<Vec<String>, ApiError> {
+    /// Server-side field validation (`fieldValidation=Strict|Warn|Ignore`):
+    /// Strict refuses unknown and duplicate fields, Warn returns them as
+    /// warnings to send; unless refused, unknown fields are dropped from the
+    /// object, as kube-apiserver's decoding drops them.
+    fn validate_fields(
+        &self,
+        object: &mut Value,
+        raw: Option<&[u8]>,
+    ) -> Result<Vec<String>, ApiError> {
         let mode = self.query.get("fieldValidation").unwrap_or("Warn");
-        if mode == "Ignore" {
-            return Ok(Vec::new());
-        }
-        if !matches!(mode, "Strict" | "Warn") {
+        if !matches!(mode, "Strict" | "Warn" | "Ignore") {
             return Err(ApiError::bad_request(format!(
                 "fieldValidation parameter unsupported: {mode}"
             )));
         }
-        let mut problems = self.state.openapi().unknown_fields(self.resource(), object);
+        let unknown = self.state.openapi().unknown_fields(self.resource(), object);
+        for problem in &unknown {
+            if let Some(path) = problem
+                .strip_prefix("unknown field \"")
+                .and_then(|p| p.strip_suffix('"'))
+            {
+                remove_field(object, path);
+            }
+        }
+        if mode == "Ignore" {
+            return Ok(Vec::new());
+        }
+        let mut problems = unknown;
         if let Some(raw) = raw {
             problems.extend(crate::openapi::duplicate_fields(raw));
         }
@@ -536,7 +552,7 @@ impl ResourceRequest {
         let mut object = codec::decode_object(&self.headers, body)?;
         self.check_body(&mut object, false)?;
         let raw = (codec::content_type(&self.headers) == "application/json").then_some(body);
-        let warnings = self.validate_fields(&object, raw)?;
+        let warnings = self.validate_fields(&mut object, raw)?;
         let object = conversion::to_storage(self.resource(), object);
         let manager = self.field_manager("unknown");
         let created = if self.query.dry_run() {
@@ -554,7 +570,7 @@ impl ResourceRequest {
         let mut object = codec::decode_object(&self.headers, body)?;
         self.check_body(&mut object, true)?;
         let raw = (codec::content_type(&self.headers) == "application/json").then_some(body);
-        let warnings = self.validate_fields(&object, raw)?;
+        let warnings = self.validate_fields(&mut object, raw)?;
         let object = conversion::to_storage(self.resource(), object);
         let expected = match object["metadata"]["resourceVersion"].as_str() {
             Some(v) if !v.is_empty() => Some(parse_revision(v)?),
@@ -678,6 +694,7 @@ impl ResourceRequest {
                 "PATCH /apply requests require a fieldManager",
             ));
         }
+        let mut warnings = Vec::new();
         for _attempt in 0..8 {
             let current =
                 match self
@@ -706,13 +723,8 @@ impl ResourceRequest {
                 } else {
                     apply_patch(&resource, &patch_type, live.as_ref(), &patch)?
                 };
-                let mut check = patched.clone();
-                self.check_body(&mut check, true)?;
-                if let Some(map) = patched.as_object_mut() {
-                    map.insert("apiVersion".into(), check["apiVersion"].clone());
-                    map.insert("kind".into(), check["kind"].clone());
-                }
-                let _ = self.validate_fields(&patched, None)?;
+                self.check_body(&mut patched, true)?;
+                warnings = self.validate_fields(&mut patched, None)?;
                 let mut patched = conversion::to_storage(&resource, patched);
                 if apply {
                     match self.target.subresource.as_deref() {
@@ -748,6 +760,10 @@ impl ResourceRequest {
             };
             match written {
                 Err(error) if error.reason == "Conflict" && sent_version.is_none() => continue,
+                Ok(mut response) => {
+                    add_warnings(&mut response, &warnings);
+                    return Ok(response);
+                }
                 other => return other,
             }
         }
@@ -812,8 +828,8 @@ impl ResourceRequest {
         patch: &Value,
         manager: &str,
     ) -> Result<Response, ApiError> {
-        let applied = self.apply_patch(None, patch, manager)?;
-        let _ = self.validate_fields(&applied, None)?;
+        let mut applied = self.apply_patch(None, patch, manager)?;
+        let _ = self.validate_fields(&mut applied, None)?;
         let applied = conversion::to_storage(self.resource(), applied);
         let created = if self.query.dry_run() {
             Arc::new(StoredObject::dry_run(prepare_new_object(
@@ -1398,6 +1414,42 @@ fn selector_string(selector: &Value) -> String {
     terms.join(",")
 }
 
+/// Removes the field at a path as field validation reports it
+/// (`spec.template.spec.containers[0].bogus`).
+fn remove_field(object: &mut Value, path: &str) {
+    let mut segments: Vec<&str> = Vec::new();
+    for part in path.split('.') {
+        let mut rest = part;
+        if let Some(bracket) = rest.find('[') {
+            segments.push(&rest[..bracket]);
+            rest = &rest[bracket..];
+            while let Some(end) = rest.find(']') {
+                segments.push(&rest[..=end]);
+                rest = &rest[end + 1..];
+            }
+        } else {
+            segments.push(rest);
+        }
+    }
+    let Some((last, parents)) = segments.split_last() else {
+        return;
+    };
+    let mut value = object;
+    for segment in parents {
+        let next = match segment.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
+            Some(index) => index.parse::<usize>().ok().and_then(|i| value.get_mut(i)),
+            None => value.get_mut(*segment),
+        };
+        match next {
+            Some(next) => value = next,
+            None => return,
+        }
+    }
+    if let Some(map) = value.as_object_mut() {
+        map.remove(*last);
+    }
+}
+
 /// `.spec.replicas` style path lookup.
 fn json_path_get<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
     path.trim_start_matches('.')
@@ -1863,6 +1915,21 @@ mod tests {
     fn base64_matches_the_standard_alphabet() {
         assert_eq!(base64_encode(b"ksim"), "a3NpbQ==");
         assert_eq!(base64_decode("a3NpbQ==").expect("valid"), b"ksim");
+    }
+
+    #[test]
+    fn unknown_fields_are_removed_by_their_reported_path() {
+        let mut object = json!({"spec": {"bogus": 1, "template": {"spec": {"containers": [{"name": "a"}, {"name": "b", "imagePullPolcy": "x"}]}}}});
+        remove_field(&mut object, "spec.bogus");
+        remove_field(
+            &mut object,
+            "spec.template.spec.containers[1].imagePullPolcy",
+        );
+        remove_field(&mut object, "spec.missing.deeper");
+        assert_eq!(
+            object,
+            json!({"spec": {"template": {"spec": {"containers": [{"name": "a"}, {"name": "b"}]}}}})
+        );
     }
 
     #[test]
