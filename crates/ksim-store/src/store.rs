@@ -463,7 +463,8 @@ fn check_preconditions(
     Ok(())
 }
 
-/// A terminating object with no finalizers left and no grace period to wait for.
+/// A terminating object with no finalizers left (in `metadata.finalizers`,
+/// or a namespace's `spec.finalizers`) and no grace period to wait for.
 fn is_finished_terminating(value: &Value) -> bool {
     let Some(metadata) = value.get("metadata") else {
         return false;
@@ -471,10 +472,10 @@ fn is_finished_terminating(value: &Value) -> bool {
     let terminating = metadata
         .get("deletionTimestamp")
         .is_some_and(|t| !t.is_null());
-    let no_finalizers = metadata
-        .get("finalizers")
-        .and_then(Value::as_array)
-        .is_none_or(|f| f.is_empty());
+    let empty = |list: Option<&Value>| list.and_then(Value::as_array).is_none_or(|f| f.is_empty());
+    // Namespaces are also held by `spec.finalizers` (`kubernetes`).
+    let no_finalizers = empty(metadata.get("finalizers"))
+        && empty(value.get("spec").and_then(|s| s.get("finalizers")));
     let no_grace = metadata
         .get("deletionGracePeriodSeconds")
         .and_then(Value::as_i64)
@@ -549,6 +550,27 @@ mod tests {
         let gone = store.update("/pods", object, None).expect("unfinalize");
         assert!(matches!(gone, UpdateOutcome::Deleted(_)));
         assert!(store.get("/pods", "default", "a").is_none());
+    }
+
+    #[test]
+    fn terminating_namespace_waits_for_its_spec_finalizers() {
+        let store = Store::default();
+        let mut namespace =
+            json!({"metadata": {"name": "t"}, "spec": {"finalizers": ["kubernetes"]}});
+        store
+            .create("/namespaces", namespace.clone())
+            .expect("create");
+        namespace["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        namespace["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        let marked = store
+            .update("/namespaces", namespace.clone(), None)
+            .expect("mark");
+        assert!(matches!(marked, UpdateOutcome::Updated(_)));
+        namespace["spec"]["finalizers"] = json!([]);
+        let finalized = store
+            .update("/namespaces", namespace, None)
+            .expect("finalize");
+        assert!(matches!(finalized, UpdateOutcome::Deleted(_)));
     }
 
     #[test]

@@ -669,6 +669,11 @@ impl ResourceRequest {
         {
             finish_namespace_if_empty(&self.state, self.name());
         }
+        if resource.namespaced && matches!(outcome, UpdateOutcome::Deleted(_)) {
+            // The last finalizer of the last object of a terminating
+            // namespace lets the namespace go.
+            finish_namespace_if_empty(&self.state, self.namespace());
+        }
     }
 
     fn patch(&self, output: Output, body: &[u8]) -> Result<Response, ApiError> {
@@ -1564,6 +1569,8 @@ pub(crate) fn prepare_new_object(
     if resource.namespaced {
         check_namespace_open(
             state,
+            resource,
+            object["metadata"]["name"].as_str().unwrap_or_default(),
             object["metadata"]["namespace"].as_str().unwrap_or_default(),
         )?;
     }
@@ -1675,13 +1682,19 @@ fn allocate(state: &State, resource: &ResourceInfo, object: &mut Value) {
 }
 
 /// 404 if the namespace does not exist; 403 if it is terminating.
-fn check_namespace_open(state: &State, namespace: &str) -> Result<(), ApiError> {
+fn check_namespace_open(
+    state: &State,
+    resource: &ResourceInfo,
+    name: &str,
+    namespace: &str,
+) -> Result<(), ApiError> {
     let Some(ns) = state.store.get("/namespaces", "", namespace) else {
         return Err(ApiError::not_found("", "namespaces", namespace));
     };
     if ns.value["metadata"]["deletionTimestamp"].is_string() {
         return Err(ApiError::forbidden(format!(
-            "unable to create new content in namespace {namespace} because it is being terminated"
+            "{} \"{name}\" is forbidden: unable to create new content in namespace {namespace} because it is being terminated",
+            resource.qualified_plural()
         )));
     }
     Ok(())
@@ -1734,6 +1747,9 @@ pub(crate) fn delete_object(
             if resource.group == "apiextensions.k8s.io" {
                 remove_custom_resources(state, &deleted.value);
                 state.reload_custom_resources();
+            }
+            if resource.namespaced {
+                finish_namespace_if_empty(state, namespace);
             }
             return Ok((StatusCode::OK, deleted));
         }
@@ -1848,8 +1864,10 @@ fn delete_namespace_contents(state: &State, namespace: &str) {
     }
 }
 
-/// Removes a terminating namespace once nothing is left in it; returns
-/// the deleted namespace.
+/// Once nothing is left in a terminating namespace, removes the
+/// `kubernetes` finalizer from its `spec.finalizers` (what the namespace
+/// controller does through `/finalize`); the store then removes the
+/// namespace if no other finalizer holds it. Returns the deleted namespace.
 fn finish_namespace_if_empty(state: &State, namespace: &str) -> Option<Arc<StoredObject>> {
     let ns = state.store.get("/namespaces", "", namespace)?;
     if !ns.value["metadata"]["deletionTimestamp"].is_string() {
@@ -1867,16 +1885,25 @@ fn finish_namespace_if_empty(state: &State, namespace: &str) -> Option<Arc<Store
                 .items
                 .is_empty()
         });
-    let has_finalizers = ns.value["metadata"]["finalizers"]
-        .as_array()
-        .is_some_and(|f| !f.is_empty());
-    if occupied || has_finalizers {
+    if occupied {
         return None;
     }
-    state
+    let mut finalized = ns.value.clone();
+    let remaining: Vec<Value> = finalized["spec"]["finalizers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|f| f.as_str() != Some("kubernetes"))
+        .cloned()
+        .collect();
+    finalized["spec"]["finalizers"] = json!(remaining);
+    match state
         .store
-        .delete("/namespaces", "", namespace, &Preconditions::default())
-        .ok()
+        .update("/namespaces", finalized, Some(ns.revision))
+    {
+        Ok(UpdateOutcome::Deleted(gone)) => Some(gone),
+        _ => None,
+    }
 }
 
 /// Deletes every custom resource of a deleted CRD.
