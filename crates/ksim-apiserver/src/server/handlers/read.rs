@@ -1,0 +1,211 @@
+//! Reads: get, list (with selectors and paging; answered as JSON from the
+//! bytes serialized at write time, as YAML, a Table or metadata only) and
+//! the continue tokens of paged lists.
+
+use super::*;
+
+impl ResourceRequest {
+    pub(super) fn get(&self, output: Output) -> Result<Response, ApiError> {
+        let object = self.stored()?;
+        Ok(self.respond_object(StatusCode::OK, output, &object))
+    }
+
+    /// The label and field selectors of the request, as one filter.
+    pub(crate) fn selectors(&self) -> Result<ObjectFilter, ApiError> {
+        let labels = match self.query.get("labelSelector") {
+            Some(s) => LabelSelectorRequirements::parse(s)
+                .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?,
+            None => LabelSelectorRequirements::default(),
+        };
+        let mut fields = match self.query.get("fieldSelector") {
+            Some(s) => FieldSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?,
+            None => FieldSelector::default(),
+        };
+        strategy::check_field_selector(self.resource(), &fields)?;
+        for requirement in &mut fields.requirements {
+            requirement.field = conversion::storage_field(self.resource(), &requirement.field);
+        }
+        Ok(ObjectFilter { labels, fields })
+    }
+
+    pub(super) fn list(&self, output: Output) -> Result<Response, ApiError> {
+        let filter = self.selectors()?;
+        let limit = self
+            .query
+            .get("limit")
+            .and_then(|l| l.parse::<usize>().ok());
+        let continue_after = match self.query.get("continue") {
+            Some(token) => Some(decode_continue(token)?),
+            None => None,
+        };
+        let page = self.state.store.list(
+            &self.collection(),
+            self.target.namespace.as_deref(),
+            continue_after.as_ref(),
+            limit,
+            |object| filter.matches(object),
+        );
+        Ok(self.respond_list(output, &page))
+    }
+
+    pub(super) fn list_metadata(&self, page: &ListPage) -> Value {
+        let mut metadata = json!({"resourceVersion": page.revision.to_string()});
+        if let Some(key) = &page.continue_after {
+            metadata["continue"] = json!(encode_continue(key, page.revision));
+            metadata["remainingItemCount"] = json!(page.remaining);
+        }
+        metadata
+    }
+
+    pub(super) fn respond_list(&self, output: Output, page: &ListPage) -> Response {
+        let metadata = self.list_metadata(page);
+        match output {
+            Output::Table { v1beta1 } => {
+                let values: Vec<std::borrow::Cow<'_, Value>> =
+                    page.items.iter().map(|o| self.for_version(o)).collect();
+                let refs: Vec<&Value> = values.iter().map(|v| v.as_ref()).collect();
+                let mut table = self.table(&refs, false, v1beta1);
+                table["metadata"] = metadata;
+                codec::respond_value(StatusCode::OK, Output::Json, &table)
+            }
+            Output::Metadata { v1beta1 } => {
+                let items: Vec<Value> = page
+                    .items
+                    .iter()
+                    .map(|o| partial_metadata(&o.value, v1beta1))
+                    .collect();
+                let list = json!({
+                    "kind": "PartialObjectMetadataList",
+                    "apiVersion": if v1beta1 { "meta.k8s.io/v1beta1" } else { "meta.k8s.io/v1" },
+                    "metadata": metadata,
+                    "items": items,
+                });
+                codec::respond_value(StatusCode::OK, Output::Json, &list)
+            }
+            Output::Yaml => {
+                let items: Vec<Value> = page
+                    .items
+                    .iter()
+                    .map(|o| self.for_version(o).into_owned())
+                    .collect();
+                let list = json!({
+                    "kind": format!("{}List", self.resource().kind),
+                    "apiVersion": self.resource().api_version(),
+                    "metadata": metadata,
+                    "items": items,
+                });
+                codec::respond_value(StatusCode::OK, Output::Yaml, &list)
+            }
+            Output::Json => {
+                // Items are copied as the bytes serialized at write time.
+                let api_version = self.resource().api_version();
+                let mut body = BytesMut::with_capacity(
+                    128 + page.items.iter().map(|o| o.json.len() + 1).sum::<usize>(),
+                );
+                let head = json!({
+                    "kind": format!("{}List", self.resource().kind),
+                    "apiVersion": api_version,
+                    "metadata": metadata,
+                });
+                let head = serde_json::to_vec(&head).unwrap_or_default();
+                // `{...}` without its closing brace, then the items.
+                body.put_slice(&head[..head.len().saturating_sub(1)]);
+                body.put_slice(b",\"items\":[");
+                for (i, object) in page.items.iter().enumerate() {
+                    if i > 0 {
+                        body.put_u8(b',');
+                    }
+                    if conversion::is_identity(self.resource(), &object.value) {
+                        body.put_slice(&object.json);
+                    } else {
+                        let value = self.for_version(object);
+                        body.put_slice(&serde_json::to_vec(value.as_ref()).unwrap_or_default());
+                    }
+                }
+                body.put_slice(b"]}");
+                codec::respond(StatusCode::OK, "application/json", body.freeze())
+            }
+        }
+    }
+}
+
+/// Continue tokens: base64 of `{"v":"meta.k8s.io/v1","rv":N,"start":"<ns>/<name>\u0000"}`,
+/// the form kube-apiserver uses.
+pub(crate) fn encode_continue(key: &(String, String), revision: u64) -> String {
+    let start = format!("{}/{}", key.0, key.1);
+    let token = json!({"v": "meta.k8s.io/v1", "rv": revision, "start": format!("{start}\u{0}")});
+    base64_encode(&serde_json::to_vec(&token).unwrap_or_default())
+}
+
+pub(crate) fn decode_continue(token: &str) -> Result<(String, String), ApiError> {
+    let invalid = || {
+        ApiError::bad_request(
+            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+        )
+    };
+    let bytes = base64_decode(token).ok_or_else(invalid)?;
+    let value: Value = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
+    let start = value["start"].as_str().ok_or_else(invalid)?;
+    let start = start.strip_suffix('\u{0}').unwrap_or(start);
+    let (namespace, name) = start.split_once('/').ok_or_else(invalid)?;
+    Ok((namespace.to_string(), name.to_string()))
+}
+
+pub(super) const BASE64: &[u8; 64] =
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+pub(crate) fn base64_encode(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(BASE64[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+pub(crate) fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut buffer = 0u32;
+    let mut bits = 0;
+    for c in text.bytes().filter(|c| *c != b'=') {
+        let value = BASE64.iter().position(|b| *b == c)? as u32;
+        buffer = (buffer << 6) | value;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((buffer >> bits) as u8);
+            buffer &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continue_tokens_round_trip() {
+        let key = ("default".to_string(), "web-1".to_string());
+        let token = encode_continue(&key, 42);
+        assert_eq!(decode_continue(&token).expect("valid"), key);
+        assert_eq!(decode_continue("!!!").expect_err("invalid").code, 400);
+    }
+
+    #[test]
+    fn base64_matches_the_standard_alphabet() {
+        assert_eq!(base64_encode(b"ksim"), "a3NpbQ==");
+        assert_eq!(base64_decode("a3NpbQ==").expect("valid"), b"ksim");
+    }
+}

@@ -1,0 +1,400 @@
+//! The scale, binding and eviction subresources.
+
+use super::patch::apply_generic_patch;
+use super::*;
+
+impl ResourceRequest {
+    pub(super) fn scale_of(&self, object: &Value) -> Result<Value, ApiError> {
+        let (spec_path, status_path) = self.scale_paths()?;
+        let replicas = json_path_get(object, &spec_path)
+            .cloned()
+            .unwrap_or(json!(0));
+        let status_replicas = json_path_get(object, &status_path)
+            .cloned()
+            .unwrap_or(json!(0));
+        let selector = object["status"]["selector"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| selector_string(&object["spec"]["selector"]));
+        let metadata = &object["metadata"];
+        Ok(json!({
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {
+                "name": metadata["name"],
+                "namespace": metadata["namespace"],
+                "uid": metadata["uid"],
+                "resourceVersion": metadata["resourceVersion"],
+                "creationTimestamp": metadata["creationTimestamp"],
+            },
+            "spec": {"replicas": replicas},
+            "status": {"replicas": status_replicas, "selector": selector},
+        }))
+    }
+
+    pub(super) fn scale_paths(&self) -> Result<(String, String), ApiError> {
+        let resource = self.resource();
+        if resource.custom {
+            let crd = self
+                .registry
+                .crds()
+                .iter()
+                .find(|crd| {
+                    crd["spec"]["group"] == json!(resource.group)
+                        && crd["spec"]["names"]["plural"] == json!(resource.plural)
+                })
+                .ok_or_else(ApiError::not_found_path)?;
+            crd_scale_paths(crd, &resource.version).ok_or_else(ApiError::not_found_path)
+        } else {
+            Ok((".spec.replicas".into(), ".status.replicas".into()))
+        }
+    }
+
+    pub(super) fn get_scale(&self, output: Output) -> Result<Response, ApiError> {
+        let object = self.stored()?;
+        let scale = self.scale_of(&object.value)?;
+        Ok(codec::respond_value(StatusCode::OK, plain(output), &scale))
+    }
+
+    /// The object with the replicas a (patched or sent) Scale asks for.
+    pub(super) fn with_scale(
+        &self,
+        current: &StoredObject,
+        scale: &Value,
+    ) -> Result<Value, ApiError> {
+        let replicas = scale["spec"]["replicas"].as_i64().ok_or_else(|| {
+            ApiError::invalid(
+                "autoscaling",
+                "Scale",
+                self.name(),
+                vec![crate::StatusCause {
+                    reason: "FieldValueRequired".into(),
+                    message: "Required value".into(),
+                    field: "spec.replicas".into(),
+                }],
+            )
+        })?;
+        if replicas < 0 {
+            return Err(ApiError::invalid(
+                "autoscaling",
+                "Scale",
+                self.name(),
+                vec![crate::StatusCause {
+                    reason: "FieldValueInvalid".into(),
+                    message: format!(
+                        "Invalid value: {replicas}: must be greater than or equal to 0"
+                    ),
+                    field: "spec.replicas".into(),
+                }],
+            ));
+        }
+        let (spec_path, _) = self.scale_paths()?;
+        let mut new = current.value.clone();
+        json_path_set(&mut new, &spec_path, json!(replicas));
+        let mut prepared = new.clone();
+        strategy::prepare_for_update(self.resource(), &current.value, &mut prepared);
+        if let Some(status) = current.value.get("status") {
+            prepared["status"] = status.clone();
+        }
+        let definition = definition_of(self.resource());
+        ksim_core::apply::track_subresource_update(
+            definition.as_deref(),
+            Some(&current.value),
+            &mut prepared,
+            &self.field_manager("unknown"),
+            "scale",
+            &self.resource().api_version(),
+            &now(),
+        );
+        Ok(prepared)
+    }
+
+    pub(super) fn patch_scale(
+        &self,
+        current: &StoredObject,
+        patch_type: &str,
+        patch: &Value,
+    ) -> Result<Value, ApiError> {
+        let scale = self.scale_of(&current.value)?;
+        let patched = match patch_type {
+            "application/json-patch+json" | "application/merge-patch+json" => {
+                apply_generic_patch(patch_type, &scale, patch)?
+            }
+            _ => {
+                let mut merged = scale.clone();
+                json_patch::merge(&mut merged, patch);
+                merged
+            }
+        };
+        self.with_scale(current, &patched)
+    }
+
+    pub(super) fn update_scale(&self, output: Output, body: &[u8]) -> Result<Response, ApiError> {
+        let scale = codec::decode_object(&self.headers, body)?;
+        let current = self.stored()?;
+        let expected = match scale["metadata"]["resourceVersion"].as_str() {
+            Some(v) if !v.is_empty() => Some(parse_revision(v)?),
+            _ => None,
+        };
+        let new = self.with_scale(&current, &scale)?;
+        self.write_scale(output, new, expected)
+    }
+
+    /// Writes an object changed through its scale subresource and answers
+    /// the resulting Scale.
+    pub(super) fn write_scale(
+        &self,
+        output: Output,
+        new: Value,
+        expected: Option<u64>,
+    ) -> Result<Response, ApiError> {
+        if self.query.dry_run() {
+            let scale = self.scale_of(&new)?;
+            return Ok(codec::respond_value(StatusCode::OK, plain(output), &scale));
+        }
+        let outcome = self
+            .state
+            .store
+            .update(&self.collection(), new, expected)
+            .map_err(|e| store_error(self.resource(), self.name(), e))?;
+        let scale = self.scale_of(&outcome.object().value)?;
+        Ok(codec::respond_value(StatusCode::OK, plain(output), &scale))
+    }
+
+    pub(super) fn bind(&self, body: &[u8]) -> Result<Response, ApiError> {
+        let binding = codec::decode_object(&self.headers, body)?;
+        let node = binding["target"]["name"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| {
+                ApiError::invalid(
+                    "",
+                    "Binding",
+                    self.name(),
+                    vec![crate::StatusCause {
+                        reason: "FieldValueRequired".into(),
+                        message: "Required value".into(),
+                        field: "target.name".into(),
+                    }],
+                )
+            })?
+            .to_string();
+        for _attempt in 0..8 {
+            let current = self.stored()?;
+            let pod = &current.value;
+            if pod["metadata"]["deletionTimestamp"].is_string() {
+                return Err(ApiError::conflict(
+                    "",
+                    "pods/binding",
+                    self.name(),
+                    &format!(
+                        "pod {} is being deleted, cannot be assigned to a host",
+                        self.name()
+                    ),
+                ));
+            }
+            if let Some(assigned) = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) {
+                return Err(ApiError::conflict(
+                    "",
+                    "pods/binding",
+                    self.name(),
+                    &format!(
+                        "pod {} is already assigned to node \"{assigned}\"",
+                        self.name()
+                    ),
+                ));
+            }
+            let mut new = pod.clone();
+            new["spec"]["nodeName"] = json!(node);
+            set_condition(
+                &mut new,
+                json!({
+                    "type": "PodScheduled", "status": "True", "lastProbeTime": null,
+                    "lastTransitionTime": now(),
+                }),
+            );
+            if self.query.dry_run() {
+                return Ok(success_status(StatusCode::CREATED));
+            }
+            match self
+                .state
+                .store
+                .update(&self.collection(), new, Some(current.revision))
+            {
+                Ok(_) => return Ok(success_status(StatusCode::CREATED)),
+                Err(StoreError::Conflict(_)) => continue,
+                Err(e) => return Err(store_error(self.resource(), self.name(), e)),
+            }
+        }
+        Err(ApiError::conflict(
+            "",
+            "pods/binding",
+            self.name(),
+            "the object has been modified; please apply your changes to the latest version and try again",
+        ))
+    }
+
+    /// The eviction subresource: deletes the pod unless a disruption budget
+    /// forbids it (the full PodDisruptionBudget semantics come with the
+    /// disruption controller).
+    pub(super) fn evict(&self, body: &[u8]) -> Result<Response, ApiError> {
+        let eviction = codec::decode_object(&self.headers, body)?;
+        let pod = self.stored()?;
+        let phase = pod.value["status"]["phase"].as_str().unwrap_or_default();
+        let terminal_or_pending = matches!(phase, "Succeeded" | "Failed" | "Pending");
+        let terminating = pod.value["metadata"]["deletionTimestamp"].is_string();
+        if !terminal_or_pending && !terminating {
+            let labels = pod.labels().cloned().unwrap_or_default();
+            let budgets = self.state.store.list(
+                "policy/poddisruptionbudgets",
+                Some(self.namespace()),
+                None,
+                None,
+                |pdb| {
+                    LabelSelectorRequirements::from_json(&pdb.value["spec"]["selector"])
+                        .is_ok_and(|s| !s.is_empty() && s.matches(&labels))
+                },
+            );
+            match budgets.items.as_slice() {
+                [] => {}
+                [budget] => {
+                    let status = &budget.value["status"];
+                    let generation = budget.value["metadata"]["generation"].as_i64().unwrap_or(0);
+                    let observed = status["observedGeneration"].as_i64().unwrap_or(0);
+                    let name = budget.name();
+                    if observed < generation {
+                        return Err(ApiError::too_many_requests(
+                            "Cannot evict pod as it would violate the pod's disruption budget.",
+                            json!([{"reason": "DisruptionBudget", "message": format!("The disruption budget {name} is still being processed by the server.")}]),
+                        ));
+                    }
+                    if status["disruptionsAllowed"].as_i64().unwrap_or(0) < 1 {
+                        return Err(ApiError::too_many_requests(
+                            "Cannot evict pod as it would violate the pod's disruption budget.",
+                            json!([{"reason": "DisruptionBudget", "message": format!(
+                                "The disruption budget {name} needs {} healthy pods and has {} currently",
+                                status["desiredHealthy"].as_i64().unwrap_or(0),
+                                status["currentHealthy"].as_i64().unwrap_or(0),
+                            )}]),
+                        ));
+                    }
+                    let mut updated = budget.value.clone();
+                    updated["status"]["disruptionsAllowed"] =
+                        json!(status["disruptionsAllowed"].as_i64().unwrap_or(0) - 1);
+                    updated["status"]["disruptedPods"][self.name()] = json!(now());
+                    if !self.query.dry_run() {
+                        self.state
+                            .store
+                            .update(
+                                "policy/poddisruptionbudgets",
+                                updated,
+                                Some(budget.revision),
+                            )
+                            .map_err(|e| match e {
+                                StoreError::Conflict(why) => {
+                                    ApiError::conflict("policy", "poddisruptionbudgets", name, &why)
+                                }
+                                other => ApiError::internal(other.to_string()),
+                            })?;
+                    }
+                }
+                _ => {
+                    return Err(ApiError::internal(
+                        "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+                    ));
+                }
+            }
+        }
+        if !self.query.dry_run() {
+            let options = &eviction["deleteOptions"];
+            delete_object(
+                &self.state,
+                self.resource(),
+                self.namespace(),
+                self.name(),
+                options,
+            )?;
+        }
+        Ok(success_status(StatusCode::CREATED))
+    }
+}
+
+/// A `LabelSelector` as a string (`app=web,tier in (a,b)`), as the scale
+/// subresource reports it.
+pub(crate) fn selector_string(selector: &Value) -> String {
+    let mut terms = Vec::new();
+    if let Some(labels) = selector["matchLabels"].as_object() {
+        for (k, v) in labels {
+            terms.push(format!("{k}={}", v.as_str().unwrap_or_default()));
+        }
+    }
+    for expression in selector["matchExpressions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let key = expression["key"].as_str().unwrap_or_default();
+        let values: Vec<&str> = expression["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        match expression["operator"].as_str().unwrap_or_default() {
+            "In" => terms.push(format!("{key} in ({})", values.join(","))),
+            "NotIn" => terms.push(format!("{key} notin ({})", values.join(","))),
+            "Exists" => terms.push(key.to_string()),
+            "DoesNotExist" => terms.push(format!("!{key}")),
+            _ => {}
+        }
+    }
+    terms.join(",")
+}
+
+/// `.spec.replicas` style path lookup.
+pub(crate) fn json_path_get<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
+    path.trim_start_matches('.')
+        .split('.')
+        .try_fold(object, |value, part| value.get(part))
+}
+
+pub(crate) fn json_path_set(object: &mut Value, path: &str, new: Value) {
+    let mut value = object;
+    let parts: Vec<&str> = path.trim_start_matches('.').split('.').collect();
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        if !value.get(*part).is_some_and(Value::is_object) {
+            value[*part] = json!({});
+        }
+        value = &mut value[*part];
+    }
+    if let Some(last) = parts.last() {
+        value[*last] = new;
+    }
+}
+
+/// Sets (or replaces by type) a status condition.
+pub(crate) fn set_condition(object: &mut Value, condition: Value) {
+    if !object["status"]["conditions"].is_array() {
+        object["status"]["conditions"] = json!([]);
+    }
+    if let Some(conditions) = object["status"]["conditions"].as_array_mut() {
+        match conditions
+            .iter_mut()
+            .find(|c| c["type"] == condition["type"])
+        {
+            Some(existing) => *existing = condition,
+            None => conditions.push(condition),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scale_selector_strings() {
+        let selector = json!({"matchLabels": {"app": "web"}, "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]}]});
+        assert_eq!(selector_string(&selector), "app=web,tier in (a,b)");
+    }
+}

@@ -1,0 +1,312 @@
+//! Creates and updates: the path of a new object (names, server metadata,
+//! allocations, defaulting, validation, managedFields) and of an update
+//! (strategy, admission, optimistic write), with their side effects on
+//! CRDs and namespaces.
+
+use super::delete::{finish_namespace_if_empty, remove_custom_resources};
+use super::*;
+
+impl ResourceRequest {
+    pub(super) fn create(&self, output: Output, body: &[u8]) -> Result<Response, ApiError> {
+        if self.resource().namespaced && self.target.namespace.is_none() {
+            return Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource (post)",
+            ));
+        }
+        let mut object = codec::decode_object(&self.headers, body)?;
+        self.check_body(&mut object, false)?;
+        let raw = (codec::content_type(&self.headers) == "application/json").then_some(body);
+        let warnings = self.validate_fields(&mut object, raw)?;
+        let object = conversion::to_storage(self.resource(), object);
+        let manager = self.field_manager("unknown");
+        let created = if self.query.dry_run() {
+            let object = prepare_new_object(&self.state, self.resource(), object, &manager)?;
+            Arc::new(StoredObject::dry_run(object))
+        } else {
+            create_object(&self.state, self.resource(), object, &manager)?
+        };
+        let mut response = self.respond_object(StatusCode::CREATED, output, &created);
+        add_warnings(&mut response, &warnings);
+        Ok(response)
+    }
+
+    pub(super) fn update(&self, output: Output, body: &[u8]) -> Result<Response, ApiError> {
+        let mut object = codec::decode_object(&self.headers, body)?;
+        self.check_body(&mut object, true)?;
+        let raw = (codec::content_type(&self.headers) == "application/json").then_some(body);
+        let warnings = self.validate_fields(&mut object, raw)?;
+        let object = conversion::to_storage(self.resource(), object);
+        let expected = match object["metadata"]["resourceVersion"].as_str() {
+            Some(v) if !v.is_empty() => Some(parse_revision(v)?),
+            _ => None,
+        };
+        let current = self.stored()?;
+        let manager = self.field_manager("unknown");
+        let new = self.prepare_write(&current, object, &manager)?;
+        let mut response = self.write(output, &current, new, expected)?;
+        add_warnings(&mut response, &warnings);
+        Ok(response)
+    }
+
+    /// Turns what the client sent into the object to store, by subresource.
+    pub(super) fn prepare_write(
+        &self,
+        current: &StoredObject,
+        sent: Value,
+        manager: &str,
+    ) -> Result<Value, ApiError> {
+        let resource = self.resource();
+        let definition = definition_of(resource);
+        let now = now();
+        let api_version = resource.api_version();
+        match self.target.subresource.as_deref() {
+            Some("status") => {
+                let mut new = strategy::prepare_for_status_update(&current.value, &sent);
+                ksim_core::apply::track_subresource_update(
+                    definition.as_deref(),
+                    Some(&current.value),
+                    &mut new,
+                    manager,
+                    "status",
+                    &api_version,
+                    &now,
+                );
+                Ok(new)
+            }
+            Some("finalize") => {
+                let mut new = current.value.clone();
+                new["spec"]["finalizers"] = sent["spec"]["finalizers"].clone();
+                Ok(new)
+            }
+            _ => {
+                let mut new = sent;
+                strategy::prepare_for_update(resource, &current.value, &mut new);
+                crate::admission::default_object(resource, &mut new);
+                crate::admission::validate_update(resource, &current.value, &new)?;
+                ksim_core::apply::track_update(
+                    definition.as_deref(),
+                    Some(&current.value),
+                    &mut new,
+                    manager,
+                    &api_version,
+                    &now,
+                );
+                Ok(new)
+            }
+        }
+    }
+
+    /// Writes `new` over `current` and answers it.
+    pub(super) fn write(
+        &self,
+        output: Output,
+        current: &StoredObject,
+        new: Value,
+        expected: Option<u64>,
+    ) -> Result<Response, ApiError> {
+        if self.query.dry_run() {
+            return Ok(self.respond_object(StatusCode::OK, output, &StoredObject::dry_run(new)));
+        }
+        let outcome = self
+            .state
+            .store
+            .update(&self.collection(), new, expected)
+            .map_err(|e| store_error(self.resource(), self.name(), e))?;
+        self.after_write(current, &outcome);
+        Ok(self.respond_object(StatusCode::OK, output, outcome.object()))
+    }
+
+    /// Side effects of a write on the registry and namespaces.
+    pub(super) fn after_write(&self, _current: &StoredObject, outcome: &UpdateOutcome) {
+        let resource = self.resource();
+        if resource.group == "apiextensions.k8s.io"
+            && !matches!(outcome, UpdateOutcome::Unchanged(_))
+        {
+            if matches!(outcome, UpdateOutcome::Deleted(_)) {
+                remove_custom_resources(&self.state, &outcome.object().value);
+            }
+            self.state.reload_custom_resources();
+        }
+        if resource.group.is_empty()
+            && resource.plural == "namespaces"
+            && matches!(outcome, UpdateOutcome::Updated(_))
+        {
+            finish_namespace_if_empty(&self.state, self.name());
+        }
+        if resource.namespaced && matches!(outcome, UpdateOutcome::Deleted(_)) {
+            // The last finalizer of the last object of a terminating
+            // namespace lets the namespace go.
+            finish_namespace_if_empty(&self.state, self.namespace());
+        }
+    }
+}
+
+/// Generated names: `generateName` + 5 characters kube-apiserver's
+/// alphabet uses.
+pub(crate) fn generated_name(prefix: &str) -> String {
+    use rand::Rng;
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    let suffix: String = (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect();
+    let prefix = if prefix.len() > 58 {
+        &prefix[..58]
+    } else {
+        prefix
+    };
+    format!("{prefix}{suffix}")
+}
+
+/// Everything a create does before the store: names, server metadata,
+/// the kind's allocations, defaulting and validation.
+pub(crate) fn prepare_new_object(
+    state: &State,
+    resource: &ResourceInfo,
+    mut object: Value,
+    manager: &str,
+) -> Result<Value, ApiError> {
+    let metadata = &mut object["metadata"];
+    let has_name = metadata["name"].as_str().is_some_and(|n| !n.is_empty());
+    if !has_name && let Some(prefix) = metadata["generateName"].as_str().map(str::to_string) {
+        metadata["name"] = json!(generated_name(&prefix));
+    }
+    let uid = uuid::Uuid::new_v4().to_string();
+    let now = now();
+    strategy::prepare_for_create(resource, &mut object, &uid, &now);
+    crate::admission::default_object(resource, &mut object);
+    allocate(state, resource, &mut object);
+    crate::admission::validate_create(resource, &object)?;
+    if resource.namespaced {
+        check_namespace_open(
+            state,
+            resource,
+            object["metadata"]["name"].as_str().unwrap_or_default(),
+            object["metadata"]["namespace"].as_str().unwrap_or_default(),
+        )?;
+    }
+    let definition = definition_of(resource);
+    ksim_core::apply::track_update(
+        definition.as_deref(),
+        None,
+        &mut object,
+        manager,
+        &resource.api_version(),
+        &now,
+    );
+    Ok(object)
+}
+
+/// Creates an object as a POST does (used by the handlers and bootstrap).
+pub(crate) fn create_object(
+    state: &State,
+    resource: &ResourceInfo,
+    object: Value,
+    manager: &str,
+) -> Result<Arc<StoredObject>, ApiError> {
+    create_object_tracked(state, resource, object, Some(manager))
+}
+
+/// Creates an object; `manager` None means managedFields are already set
+/// (server-side apply).
+pub(crate) fn create_object_tracked(
+    state: &State,
+    resource: &ResourceInfo,
+    object: Value,
+    manager: Option<&str>,
+) -> Result<Arc<StoredObject>, ApiError> {
+    let generate = object["metadata"]["name"]
+        .as_str()
+        .is_none_or(str::is_empty)
+        && object["metadata"]["generateName"].is_string();
+    let collection = collection_of(resource);
+    for _attempt in 0..8 {
+        let prepared = match manager {
+            Some(manager) => prepare_new_object(state, resource, object.clone(), manager)?,
+            None => {
+                let managed = object["metadata"]["managedFields"].clone();
+                let mut prepared = prepare_new_object(state, resource, object.clone(), "")?;
+                prepared["metadata"]["managedFields"] = managed;
+                prepared
+            }
+        };
+        let name = prepared["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        match state.store.create(&collection, prepared) {
+            Ok(stored) => {
+                if resource.group == "apiextensions.k8s.io" {
+                    state.reload_custom_resources();
+                }
+                return Ok(stored);
+            }
+            Err(StoreError::AlreadyExists) if generate => continue,
+            Err(error) => return Err(store_error(resource, &name, error)),
+        }
+    }
+    Err(ApiError::internal("could not generate a unique name"))
+}
+
+/// ClusterIPs and NodePorts of Services, the status of new CRDs.
+pub(crate) fn allocate(state: &State, resource: &ResourceInfo, object: &mut Value) {
+    match (resource.group.as_str(), resource.kind.as_str()) {
+        ("", "Service") => {
+            let spec = &mut object["spec"];
+            let kind = spec["type"].as_str().unwrap_or("ClusterIP").to_string();
+            if kind != "ExternalName" && spec["clusterIP"].as_str().is_none_or(str::is_empty) {
+                let ip = state.allocate_cluster_ip();
+                spec["clusterIP"] = json!(ip);
+                spec["clusterIPs"] = json!([ip]);
+            }
+            if matches!(kind.as_str(), "NodePort" | "LoadBalancer")
+                && let Some(ports) = spec["ports"].as_array_mut()
+            {
+                for port in ports {
+                    if port["nodePort"].as_i64().is_none_or(|p| p == 0) {
+                        port["nodePort"] = json!(state.allocate_node_port());
+                    }
+                }
+            }
+        }
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            let names = object["spec"]["names"].clone();
+            let storage: Vec<Value> = object["spec"]["versions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|v| v["storage"].as_bool() == Some(true))
+                .map(|v| v["name"].clone())
+                .collect();
+            let now = now();
+            object["status"] = json!({
+                "acceptedNames": names,
+                "storedVersions": storage,
+                "conditions": [
+                    {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found", "lastTransitionTime": now},
+                    {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted", "lastTransitionTime": now},
+                ],
+            });
+        }
+        _ => {}
+    }
+}
+
+/// 404 if the namespace does not exist; 403 if it is terminating.
+pub(crate) fn check_namespace_open(
+    state: &State,
+    resource: &ResourceInfo,
+    name: &str,
+    namespace: &str,
+) -> Result<(), ApiError> {
+    let Some(ns) = state.store.get("/namespaces", "", namespace) else {
+        return Err(ApiError::not_found("", "namespaces", namespace));
+    };
+    if ns.value["metadata"]["deletionTimestamp"].is_string() {
+        return Err(ApiError::forbidden(format!(
+            "{} \"{name}\" is forbidden: unable to create new content in namespace {namespace} because it is being terminated",
+            resource.qualified_plural()
+        )));
+    }
+    Ok(())
+}
