@@ -1,0 +1,424 @@
+//! `NodeInfo`: a node with the pods bound to it and what they add up to
+//! (requested resources, used host ports, pods with affinity), and the
+//! `HostPortInfo` port table.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use ksim_core::resources::resource_list;
+
+use super::pod_info::{HostPort, PodInfo, Resource};
+
+const ANY_IP: &str = "0.0.0.0";
+
+/// Host ports in use on a node: ip → (protocol, port).
+#[derive(Debug, Clone, Default)]
+pub struct HostPortInfo {
+    ports: HashMap<String, HashMap<(String, i32), usize>>,
+}
+
+impl HostPortInfo {
+    /// Records a port in use.
+    pub fn add(&mut self, port: &HostPort) {
+        *self
+            .ports
+            .entry(port.ip.clone())
+            .or_default()
+            .entry((port.protocol.clone(), port.port))
+            .or_default() += 1;
+    }
+
+    /// Releases a port.
+    pub fn remove(&mut self, port: &HostPort) {
+        if let Some(by_ip) = self.ports.get_mut(&port.ip) {
+            let key = (port.protocol.clone(), port.port);
+            if let Some(count) = by_ip.get_mut(&key) {
+                *count -= 1;
+                if *count == 0 {
+                    by_ip.remove(&key);
+                }
+            }
+            if by_ip.is_empty() {
+                self.ports.remove(&port.ip);
+            }
+        }
+    }
+
+    /// Whether `port` clashes with one in use: the same protocol and port on
+    /// the same ip, with 0.0.0.0 clashing with every ip.
+    pub fn check_conflict(&self, port: &HostPort) -> bool {
+        let key = (port.protocol.clone(), port.port);
+        if port.ip == ANY_IP {
+            return self.ports.values().any(|by_ip| by_ip.contains_key(&key));
+        }
+        [port.ip.as_str(), ANY_IP].iter().any(|ip| {
+            self.ports
+                .get(*ip)
+                .is_some_and(|by_ip| by_ip.contains_key(&key))
+        })
+    }
+
+    /// How many ports are in use.
+    pub fn len(&self) -> usize {
+        self.ports.values().map(HashMap::len).sum()
+    }
+
+    /// Whether no port is in use.
+    pub fn is_empty(&self) -> bool {
+        self.ports.is_empty()
+    }
+}
+
+/// A node as the scheduler sees it in a snapshot.
+#[derive(Debug, Clone)]
+pub struct NodeInfo {
+    pub node: Arc<Node>,
+    pub pods: Vec<Arc<PodInfo>>,
+    /// Pods with any pod (anti-)affinity.
+    pub pods_with_affinity: Vec<Arc<PodInfo>>,
+    /// Pods with required anti-affinity terms.
+    pub pods_with_required_anti_affinity: Vec<Arc<PodInfo>>,
+    pub used_ports: HostPortInfo,
+    /// The sum of the pods' requests.
+    pub requested: Resource,
+    /// Like `requested`, with 100m cpu / 200Mi memory for containers that do
+    /// not say (only cpu and memory are filled).
+    pub non_zero_requested: Resource,
+    /// `status.allocatable`.
+    pub allocatable: Resource,
+    /// Image name → size in bytes, from `status.images`.
+    pub image_sizes: HashMap<String, i64>,
+}
+
+impl NodeInfo {
+    /// A node without pods.
+    pub fn new(node: Arc<Node>) -> Self {
+        let allocatable = node
+            .status
+            .as_ref()
+            .and_then(|s| s.allocatable.as_ref())
+            .map(|a| Resource::from_list(&resource_list(a)))
+            .unwrap_or_default();
+        let mut image_sizes = HashMap::new();
+        for image in node
+            .status
+            .as_ref()
+            .and_then(|s| s.images.as_ref())
+            .into_iter()
+            .flatten()
+        {
+            for name in image.names.iter().flatten() {
+                image_sizes.insert(name.clone(), image.size_bytes.unwrap_or(0));
+            }
+        }
+        NodeInfo {
+            node,
+            pods: Vec::new(),
+            pods_with_affinity: Vec::new(),
+            pods_with_required_anti_affinity: Vec::new(),
+            used_ports: HostPortInfo::default(),
+            requested: Resource::default(),
+            non_zero_requested: Resource::default(),
+            allocatable,
+            image_sizes,
+        }
+    }
+
+    /// The node's name.
+    pub fn name(&self) -> &str {
+        self.node.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// The node's labels.
+    pub fn labels(&self) -> &BTreeMap<String, String> {
+        static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+        self.node.metadata.labels.as_ref().unwrap_or(&EMPTY)
+    }
+
+    /// Accounts a pod bound to this node.
+    pub fn add_pod(&mut self, pod: Arc<PodInfo>) {
+        self.requested.add(&pod.requests);
+        self.non_zero_requested.milli_cpu += pod.non_zero_milli_cpu;
+        self.non_zero_requested.memory += pod.non_zero_memory;
+        for port in &pod.host_ports {
+            self.used_ports.add(port);
+        }
+        if pod.has_affinity() {
+            self.pods_with_affinity.push(pod.clone());
+        }
+        if !pod.required_anti_affinity_terms.is_empty() {
+            self.pods_with_required_anti_affinity.push(pod.clone());
+        }
+        self.pods.push(pod);
+    }
+
+    /// Removes a pod by namespace and name; returns it when it was there.
+    pub fn remove_pod(&mut self, namespace: &str, name: &str) -> Option<Arc<PodInfo>> {
+        let position = self
+            .pods
+            .iter()
+            .position(|p| p.key() == (namespace, name))?;
+        let pod = self.pods.swap_remove(position);
+        self.pods_with_affinity
+            .retain(|p| p.key() != (namespace, name));
+        self.pods_with_required_anti_affinity
+            .retain(|p| p.key() != (namespace, name));
+        self.requested.subtract(&pod.requests);
+        self.non_zero_requested.milli_cpu -= pod.non_zero_milli_cpu;
+        self.non_zero_requested.memory -= pod.non_zero_memory;
+        for port in &pod.host_ports {
+            self.used_ports.remove(port);
+        }
+        Some(pod)
+    }
+}
+
+/// Label sets of namespaces (for namespaceSelector), by name.
+pub type NamespaceLabels = HashMap<String, BTreeMap<String, String>>;
+
+/// The kinds of workload whose selectors make the system default spreading
+/// selector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkloadKind {
+    /// Every Service selecting the pod counts.
+    Service,
+    /// The pod's controller, when it is one of these.
+    ReplicationController,
+    ReplicaSet,
+    StatefulSet,
+}
+
+/// A workload that selects pods (Services by matching; ReplicationControllers,
+/// ReplicaSets and StatefulSets when they are the pod's controller).
+#[derive(Debug, Clone)]
+pub struct WorkloadSelector {
+    pub kind: WorkloadKind,
+    pub namespace: String,
+    pub name: String,
+    pub selector: ksim_core::selector::LabelSelectorRequirements,
+}
+
+/// The scheduler's view of the cluster for one cycle: nodes (in a stable
+/// order), their pods, namespaces' labels and workload selectors.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    nodes: Vec<NodeInfo>,
+    index: HashMap<String, usize>,
+    /// Image name → number of nodes that have it.
+    image_nodes: HashMap<String, usize>,
+    pub namespaces: NamespaceLabels,
+    pub workload_selectors: Vec<WorkloadSelector>,
+}
+
+impl Snapshot {
+    /// A snapshot of these nodes and pods (pods not bound to a known node
+    /// are left out).
+    pub fn new(nodes: impl IntoIterator<Item = Node>, pods: impl IntoIterator<Item = Pod>) -> Self {
+        let mut snapshot = Snapshot::default();
+        for node in nodes {
+            snapshot.upsert_node(node);
+        }
+        for pod in pods {
+            snapshot.add_pod(pod);
+        }
+        snapshot
+    }
+
+    /// All nodes, in snapshot order.
+    pub fn nodes(&self) -> &[NodeInfo] {
+        &self.nodes
+    }
+
+    /// The number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether there is no node.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// A node by name.
+    pub fn get(&self, name: &str) -> Option<&NodeInfo> {
+        self.index.get(name).map(|&i| &self.nodes[i])
+    }
+
+    /// How many nodes have an image.
+    pub fn nodes_with_image(&self, image: &str) -> usize {
+        self.image_nodes.get(image).copied().unwrap_or(0)
+    }
+
+    fn count_images(&mut self, node: &NodeInfo, delta: isize) {
+        for name in node.image_sizes.keys() {
+            let count = self.image_nodes.entry(name.clone()).or_default();
+            *count = count.saturating_add_signed(delta);
+            if *count == 0 {
+                self.image_nodes.remove(name);
+            }
+        }
+    }
+
+    /// Adds a node, or replaces it keeping its pods.
+    pub fn upsert_node(&mut self, node: Node) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let mut info = NodeInfo::new(Arc::new(node));
+        match self.index.get(&name) {
+            Some(&i) => {
+                let old = std::mem::replace(&mut self.nodes[i], NodeInfo::new(info.node.clone()));
+                self.count_images(&old, -1);
+                for pod in old.pods {
+                    info.add_pod(pod);
+                }
+                self.count_images(&info, 1);
+                self.nodes[i] = info;
+            }
+            None => {
+                self.count_images(&info, 1);
+                self.index.insert(name, self.nodes.len());
+                self.nodes.push(info);
+            }
+        }
+    }
+
+    /// Removes a node and its pods.
+    pub fn remove_node(&mut self, name: &str) -> bool {
+        let Some(i) = self.index.remove(name) else {
+            return false;
+        };
+        let removed = self.nodes.remove(i);
+        self.count_images(&removed, -1);
+        for position in self.index.values_mut() {
+            if *position > i {
+                *position -= 1;
+            }
+        }
+        true
+    }
+
+    /// Accounts a pod on the node named by `spec.nodeName` (as binding
+    /// does); false when the pod names no known node. Terminal pods
+    /// (Succeeded/Failed) are not accounted.
+    pub fn add_pod(&mut self, pod: Pod) -> bool {
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        if matches!(phase, Some("Succeeded" | "Failed")) {
+            return false;
+        }
+        let Some(node_name) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+            return false;
+        };
+        let Some(&i) = self.index.get(&node_name) else {
+            return false;
+        };
+        let info = PodInfo::new_lenient(Arc::new(pod));
+        self.nodes[i].add_pod(Arc::new(info));
+        true
+    }
+
+    /// Accounts `pod` on `node_name` (sets `spec.nodeName`), as a bind would.
+    pub fn bind_pod(&mut self, mut pod: Pod, node_name: &str) -> bool {
+        if let Some(spec) = pod.spec.as_mut() {
+            spec.node_name = Some(node_name.to_string());
+        }
+        self.add_pod(pod)
+    }
+
+    /// Removes a pod from whichever node has it.
+    pub fn remove_pod(&mut self, namespace: &str, name: &str) -> bool {
+        self.nodes
+            .iter_mut()
+            .any(|node| node.remove_pod(namespace, name).is_some())
+    }
+
+    /// Names of nodes that host pods with affinity.
+    pub fn nodes_with_affinity_pods(&self) -> impl Iterator<Item = &NodeInfo> {
+        self.nodes
+            .iter()
+            .filter(|n| !n.pods_with_affinity.is_empty())
+    }
+
+    /// Nodes that host pods with required anti-affinity.
+    pub fn nodes_with_required_anti_affinity_pods(&self) -> impl Iterator<Item = &NodeInfo> {
+        self.nodes
+            .iter()
+            .filter(|n| !n.pods_with_required_anti_affinity.is_empty())
+    }
+
+    /// The labels of a namespace (empty when unknown).
+    pub fn namespace_labels(&self, namespace: &str) -> &BTreeMap<String, String> {
+        static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+        self.namespaces.get(namespace).unwrap_or(&EMPTY)
+    }
+
+    /// Names of namespaces whose labels the selector matches.
+    pub fn namespaces_matching(&self, selector: &super::pod_info::Selector) -> HashSet<String> {
+        self.namespaces
+            .iter()
+            .filter(|(_, labels)| selector.matches(*labels))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{node, pod};
+
+    #[test]
+    fn host_port_conflicts_follow_wildcard_ip() {
+        let port = |ip: &str, protocol: &str, port: i32| HostPort {
+            ip: ip.to_string(),
+            protocol: protocol.to_string(),
+            port,
+        };
+        let mut used = HostPortInfo::default();
+        used.add(&port("127.0.0.1", "TCP", 8080));
+        let cases = [
+            (
+                "same ip, port, protocol",
+                port("127.0.0.1", "TCP", 8080),
+                true,
+            ),
+            ("other protocol", port("127.0.0.1", "UDP", 8080), false),
+            ("other ip", port("127.0.0.2", "TCP", 8080), false),
+            ("wildcard asks", port("0.0.0.0", "TCP", 8080), true),
+            ("other port", port("127.0.0.1", "TCP", 8081), false),
+        ];
+        for (name, asked, conflict) in cases {
+            assert_eq!(used.check_conflict(&asked), conflict, "{name}");
+        }
+        used.add(&port("0.0.0.0", "UDP", 53));
+        assert!(used.check_conflict(&port("10.0.0.1", "UDP", 53)));
+        used.remove(&port("0.0.0.0", "UDP", 53));
+        assert!(!used.check_conflict(&port("10.0.0.1", "UDP", 53)));
+    }
+
+    #[test]
+    fn snapshot_accounts_bound_pods_and_removals() {
+        let mut snapshot = Snapshot::new(
+            [
+                node("n1").cpu("4").memory("8Gi").obj(),
+                node("n2").cpu("4").obj(),
+            ],
+            [
+                pod("a").cpu("1").memory("1Gi").node("n1").obj(),
+                pod("unbound").cpu("1").obj(),
+            ],
+        );
+        let n1 = snapshot.get("n1").expect("n1");
+        assert_eq!(n1.requested.milli_cpu, 1000);
+        assert_eq!(n1.requested.memory, 1 << 30);
+        assert_eq!(n1.allocatable.milli_cpu, 4000);
+        assert!(snapshot.bind_pod(pod("b").obj(), "n1"));
+        let n1 = snapshot.get("n1").expect("n1");
+        assert_eq!(n1.pods.len(), 2);
+        assert_eq!(n1.non_zero_requested.milli_cpu, 1100);
+        assert!(snapshot.remove_pod("default", "a"));
+        assert_eq!(snapshot.get("n1").expect("n1").requested.milli_cpu, 0);
+        assert!(snapshot.remove_node("n1"));
+        assert_eq!(snapshot.get("n2").map(NodeInfo::name), Some("n2"));
+        assert_eq!(snapshot.len(), 1);
+    }
+}

@@ -1,0 +1,227 @@
+//! Profiles: which plugins a scheduler name runs, in which order, with which
+//! score weights (upstream's default profile and weights), plus the
+//! per-extension-point runners of the binding cycle.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::cycle_state::CycleState;
+use super::interface::{Plugin, QueuedPodInfo};
+use super::status::{Code, Status};
+use crate::plugins::{self, PluginArgs};
+
+/// The scheduler name of the default profile.
+pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
+
+/// The default plugins in upstream order (multiPoint), with their score
+/// weights (0 for plugins that do not score).
+pub const DEFAULT_PLUGINS: &[(&str, i64)] = &[
+    (plugins::priority_sort::NAME, 0),
+    (plugins::node_unschedulable::NAME, 0),
+    (plugins::node_name::NAME, 0),
+    (plugins::taint_toleration::NAME, 3),
+    (plugins::node_affinity::NAME, 2),
+    (plugins::node_ports::NAME, 0),
+    (plugins::node_resources_fit::NAME, 1),
+    (plugins::pod_topology_spread::NAME, 2),
+    (plugins::inter_pod_affinity::NAME, 2),
+    (plugins::balanced_allocation::NAME, 1),
+    (plugins::image_locality::NAME, 1),
+    (plugins::scheduling_gates::NAME, 0),
+];
+
+/// One scheduling profile.
+pub struct Profile {
+    pub scheduler_name: String,
+    /// Enabled plugins, in the order extension points run them.
+    pub plugins: Vec<Arc<dyn Plugin>>,
+    /// Score weights by plugin name (plugins without one weigh 1).
+    pub weights: HashMap<&'static str, i64>,
+    /// `percentageOfNodesToScore` (None or 0: adaptive, as upstream).
+    pub percentage_of_nodes_to_score: Option<i32>,
+}
+
+impl std::fmt::Debug for Profile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Profile")
+            .field("scheduler_name", &self.scheduler_name)
+            .field(
+                "plugins",
+                &self.plugins.iter().map(|p| p.name()).collect::<Vec<_>>(),
+            )
+            .field("weights", &self.weights)
+            .finish()
+    }
+}
+
+impl Profile {
+    /// kube-scheduler's default profile.
+    pub fn default_profile() -> Self {
+        Self::new(
+            DEFAULT_SCHEDULER_NAME,
+            DEFAULT_PLUGINS,
+            &PluginArgs::default(),
+        )
+        .expect("the default plugins are all registered")
+    }
+
+    /// A profile running the named plugins (with weights), built from the
+    /// registry with `args`; an unknown plugin name is an error.
+    pub fn new(
+        scheduler_name: &str,
+        enabled: &[(&str, i64)],
+        args: &PluginArgs,
+    ) -> Result<Self, String> {
+        let registry = plugins::registry();
+        let mut profile = Profile {
+            scheduler_name: scheduler_name.to_string(),
+            plugins: Vec::new(),
+            weights: HashMap::new(),
+            percentage_of_nodes_to_score: None,
+        };
+        for (name, weight) in enabled {
+            let (registered, factory) = registry
+                .iter()
+                .find(|(registered, _)| registered == name)
+                .ok_or_else(|| format!("{name:?} does not exist"))?;
+            profile.weights.insert(registered, *weight);
+            profile.plugins.push(factory(args));
+        }
+        Ok(profile)
+    }
+
+    /// The weight of a score plugin.
+    pub fn weight(&self, plugin: &str) -> i64 {
+        match self.weights.get(plugin) {
+            Some(0) | None => 1,
+            Some(weight) => *weight,
+        }
+    }
+
+    /// Whether any plugin filters.
+    pub fn has_filter_plugins(&self) -> bool {
+        self.plugins.iter().any(|p| p.as_filter().is_some())
+    }
+
+    /// QueueSort: whether `a` goes before `b` (FIFO when no plugin sorts).
+    pub fn queue_less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool {
+        match self.plugins.iter().find_map(|p| p.as_queue_sort()) {
+            Some(sort) => sort.less(a, b),
+            None => a.timestamp < b.timestamp,
+        }
+    }
+
+    /// PreEnqueue: the first rejection, with its plugin.
+    pub fn run_pre_enqueue_plugins(&self, pod: &Pod) -> Status {
+        for plugin in &self.plugins {
+            if let Some(pre_enqueue) = plugin.as_pre_enqueue() {
+                let status = pre_enqueue.pre_enqueue(pod);
+                if !status.is_success() {
+                    return status.with_plugin(plugin.name());
+                }
+            }
+        }
+        Status::success()
+    }
+
+    /// Reserve on every plugin; on failure, Unreserve all in reverse order.
+    pub fn run_reserve_plugins(&self, state: &mut CycleState, pod: &Pod, node: &str) -> Status {
+        for plugin in &self.plugins {
+            if let Some(reserve) = plugin.as_reserve() {
+                let status = reserve.reserve(state, pod, node);
+                if !status.is_success() {
+                    self.run_unreserve_plugins(state, pod, node);
+                    return status.with_plugin(plugin.name());
+                }
+            }
+        }
+        Status::success()
+    }
+
+    /// Unreserve, in reverse order.
+    pub fn run_unreserve_plugins(&self, state: &mut CycleState, pod: &Pod, node: &str) {
+        for plugin in self.plugins.iter().rev() {
+            if let Some(reserve) = plugin.as_reserve() {
+                reserve.unreserve(state, pod, node);
+            }
+        }
+    }
+
+    /// Permit: a rejection wins; otherwise Wait with the shortest timeout.
+    pub fn run_permit_plugins(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        node: &str,
+    ) -> (Status, Option<Duration>) {
+        let mut wait: Option<(Status, Duration)> = None;
+        for plugin in &self.plugins {
+            if let Some(permit) = plugin.as_permit() {
+                let (status, timeout) = permit.permit(state, pod, node);
+                match status.code() {
+                    Code::Success => {}
+                    Code::Wait => {
+                        let shorter = wait.as_ref().is_none_or(|(_, t)| timeout < *t);
+                        if shorter {
+                            wait = Some((status.with_plugin(plugin.name()), timeout));
+                        }
+                    }
+                    _ => return (status.with_plugin(plugin.name()), None),
+                }
+            }
+        }
+        match wait {
+            Some((status, timeout)) => (status, Some(timeout)),
+            None => (Status::success(), None),
+        }
+    }
+
+    /// PreBind: the first failure.
+    pub fn run_pre_bind_plugins(&self, state: &mut CycleState, pod: &Pod, node: &str) -> Status {
+        for plugin in &self.plugins {
+            if let Some(pre_bind) = plugin.as_pre_bind() {
+                let status = pre_bind.pre_bind(state, pod, node);
+                if !status.is_success() {
+                    return status.with_plugin(plugin.name());
+                }
+            }
+        }
+        Status::success()
+    }
+
+    /// Bind: the first binder that does not Skip decides; Skip when all skip.
+    pub fn run_bind_plugins(&self, state: &mut CycleState, pod: &Pod, node: &str) -> Status {
+        for plugin in &self.plugins {
+            if let Some(bind) = plugin.as_bind() {
+                let status = bind.bind(state, pod, node);
+                if !status.is_skip() {
+                    return status.with_plugin(plugin.name());
+                }
+            }
+        }
+        Status::skip()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_profile_has_upstream_plugins_and_weights() {
+        let profile = Profile::default_profile();
+        let names: Vec<_> = profile.plugins.iter().map(|p| p.name()).collect();
+        assert_eq!(
+            names,
+            DEFAULT_PLUGINS.iter().map(|(n, _)| *n).collect::<Vec<_>>()
+        );
+        assert_eq!(profile.weight("TaintToleration"), 3);
+        assert_eq!(profile.weight("PodTopologySpread"), 2);
+        assert_eq!(profile.weight("NodeResourcesFit"), 1);
+        assert!(profile.has_filter_plugins());
+        assert!(Profile::new("x", &[("NoSuchPlugin", 1)], &PluginArgs::default()).is_err());
+    }
+}

@@ -1,0 +1,514 @@
+//! One scheduling cycle (upstream `schedulePod`): PreFilter, Filter over the
+//! nodes from a rotating start index until `percentageOfNodesToScore` worth
+//! of feasible nodes are found, PreScore, Score and NormalizeScore with
+//! weights, selection of the best node (ties broken by an injectable RNG),
+//! and on failure the `FitError` whose message is the FailedScheduling text.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+
+use k8s_openapi::api::core::v1::Pod;
+use rand::{Rng, RngCore, SeedableRng};
+
+use super::cycle_state::CycleState;
+use super::interface::{MAX_NODE_SCORE, MIN_NODE_SCORE, PreFilterResult};
+use super::node_info::{NodeInfo, Snapshot};
+use super::profile::Profile;
+use super::status::{Code, Status};
+
+/// Below this many nodes every node is evaluated.
+pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
+/// The lowest adaptive percentage.
+pub const MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: i64 = 5;
+
+/// What persists between cycles: the rotating start index and the RNG that
+/// breaks score ties.
+pub struct ScheduleState {
+    pub next_start_node_index: usize,
+    rng: Box<dyn RngCore + Send>,
+}
+
+impl fmt::Debug for ScheduleState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ScheduleState")
+            .field("next_start_node_index", &self.next_start_node_index)
+            .finish()
+    }
+}
+
+impl ScheduleState {
+    /// With the given tie-breaking RNG.
+    pub fn new(rng: Box<dyn RngCore + Send>) -> Self {
+        ScheduleState {
+            next_start_node_index: 0,
+            rng,
+        }
+    }
+
+    /// With a deterministic RNG seeded by `seed`.
+    pub fn seeded(seed: u64) -> Self {
+        Self::new(Box::new(rand::rngs::StdRng::seed_from_u64(seed)))
+    }
+}
+
+/// A successful cycle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleResult {
+    pub suggested_host: String,
+    /// Nodes filtered (feasible or not).
+    pub evaluated_nodes: usize,
+    /// Nodes that passed the filters.
+    pub feasible_nodes: usize,
+    /// Per feasible node, the weighted score of each plugin and the total
+    /// (empty when only one node was feasible).
+    pub node_scores: Vec<NodePluginScores>,
+}
+
+/// The scores of one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodePluginScores {
+    pub node: String,
+    /// (plugin, weighted score).
+    pub scores: Vec<(&'static str, i64)>,
+    pub total: i64,
+}
+
+/// Why the pod fits no node (upstream `Diagnosis`).
+#[derive(Debug, Clone, Default)]
+pub struct Diagnosis {
+    /// The status of each node that was filtered out.
+    pub node_to_status: HashMap<String, Status>,
+    /// The status of nodes not in `node_to_status` (those a PreFilter ruled out).
+    pub absent_nodes_status: Option<Status>,
+    /// Plugins that rejected the pod somewhere.
+    pub unschedulable_plugins: BTreeSet<&'static str>,
+    /// The message of a PreFilter rejection.
+    pub pre_filter_msg: String,
+    /// The message of the PostFilter plugins.
+    pub post_filter_msg: String,
+}
+
+/// No node fits (upstream `FitError`).
+#[derive(Debug, Clone)]
+pub struct FitError {
+    pub num_all_nodes: usize,
+    pub diagnosis: Diagnosis,
+}
+
+impl FitError {
+    /// The FailedScheduling message, built as kube-scheduler builds it:
+    /// `0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't match pod topology spread constraints.`
+    pub fn message(&self) -> String {
+        let mut message = format!("0/{} nodes are available:", self.num_all_nodes);
+        let diagnosis = &self.diagnosis;
+        if !diagnosis.pre_filter_msg.is_empty() {
+            message.push_str(&format!(" {}.", diagnosis.pre_filter_msg));
+        } else {
+            let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
+            for status in diagnosis.node_to_status.values() {
+                for reason in status.reasons() {
+                    *reasons.entry(reason).or_default() += 1;
+                }
+            }
+            let absent = self
+                .num_all_nodes
+                .saturating_sub(diagnosis.node_to_status.len());
+            if absent > 0
+                && let Some(status) = &diagnosis.absent_nodes_status
+            {
+                for reason in status.reasons() {
+                    *reasons.entry(reason).or_default() += absent;
+                }
+            }
+            let mut histogram: Vec<String> = reasons
+                .into_iter()
+                .map(|(reason, count)| format!("{count} {reason}"))
+                .collect();
+            histogram.sort();
+            if !histogram.is_empty() {
+                message.push_str(&format!(" {}.", histogram.join(", ")));
+            }
+        }
+        if !diagnosis.post_filter_msg.is_empty() {
+            message.push_str(&format!(" {}.", diagnosis.post_filter_msg));
+        }
+        message
+    }
+}
+
+impl fmt::Display for FitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message())
+    }
+}
+
+/// Why a cycle did not place the pod.
+#[derive(Debug, Clone)]
+pub enum ScheduleError {
+    /// The snapshot has no node.
+    NoNodesAvailable,
+    /// No node fits.
+    Unschedulable(Box<FitError>),
+    /// A plugin failed.
+    Internal(String),
+}
+
+impl fmt::Display for ScheduleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ScheduleError::NoNodesAvailable => f.write_str("no nodes available to schedule pods"),
+            ScheduleError::Unschedulable(fit) => f.write_str(&fit.message()),
+            ScheduleError::Internal(message) => f.write_str(message),
+        }
+    }
+}
+
+impl std::error::Error for ScheduleError {}
+
+/// How many feasible nodes to look for among `num_all_nodes` (upstream
+/// `numFeasibleNodesToFind`).
+pub fn num_feasible_nodes_to_find(percentage: Option<i32>, num_all_nodes: usize) -> usize {
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND {
+        return num_all_nodes;
+    }
+    let all = i64::try_from(num_all_nodes).unwrap_or(i64::MAX);
+    let mut percentage = i64::from(percentage.unwrap_or(0));
+    if percentage <= 0 {
+        percentage = (50 - all / 125).max(MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND);
+    }
+    let num =
+        usize::try_from(all.saturating_mul(percentage.min(100)) / 100).unwrap_or(num_all_nodes);
+    num.max(MIN_FEASIBLE_NODES_TO_FIND)
+}
+
+/// Runs the PreFilter plugins (upstream `RunPreFilterPlugins`).
+fn run_pre_filter_plugins(
+    profile: &Profile,
+    state: &mut CycleState,
+    pod: &Pod,
+    snapshot: &Snapshot,
+    diagnosis: &mut Diagnosis,
+) -> Result<(PreFilterResult, Status), ScheduleError> {
+    let mut result = PreFilterResult::default();
+    let mut plugins_with_nodes: Vec<&'static str> = Vec::new();
+    let mut returned = Status::success();
+    for plugin in &profile.plugins {
+        let Some(pre_filter) = plugin.as_pre_filter() else {
+            continue;
+        };
+        let (plugin_result, status) = pre_filter.pre_filter(state, pod, snapshot);
+        if status.is_skip() {
+            state.skip_filter_plugins.insert(plugin.name());
+            continue;
+        }
+        if !status.is_success() {
+            let status = status.with_plugin(plugin.name());
+            match status.code() {
+                Code::UnschedulableAndUnresolvable => {
+                    diagnosis.unschedulable_plugins.insert(plugin.name());
+                    return Ok((result, status));
+                }
+                Code::Unschedulable => {
+                    diagnosis.unschedulable_plugins.insert(plugin.name());
+                    returned = status;
+                    continue;
+                }
+                _ => {
+                    return Err(ScheduleError::Internal(format!(
+                        "running PreFilter plugin {:?}: {}",
+                        plugin.name(),
+                        status.message()
+                    )));
+                }
+            }
+        }
+        let plugin_result = plugin_result.unwrap_or_default();
+        if !plugin_result.all_nodes() {
+            plugins_with_nodes.push(plugin.name());
+        }
+        result = result.merge(plugin_result);
+        if result.node_names.as_ref().is_some_and(BTreeSet::is_empty) {
+            let message = if let [only] = plugins_with_nodes.as_slice() {
+                format!("node(s) didn't satisfy plugin {only}")
+            } else {
+                format!(
+                    "node(s) didn't satisfy plugin(s) [{}] simultaneously",
+                    plugins_with_nodes.join(" ")
+                )
+            };
+            diagnosis.unschedulable_plugins.extend(plugins_with_nodes);
+            return Ok((result, Status::unresolvable(message)));
+        }
+    }
+    diagnosis.unschedulable_plugins.extend(plugins_with_nodes);
+    Ok((result, returned))
+}
+
+/// Runs the Filter plugins on one node: the first rejection, with its plugin.
+pub fn run_filter_plugins(
+    profile: &Profile,
+    state: &CycleState,
+    pod: &Pod,
+    node: &NodeInfo,
+) -> Status {
+    for plugin in &profile.plugins {
+        let Some(filter) = plugin.as_filter() else {
+            continue;
+        };
+        if state.skips_filter(plugin.name()) {
+            continue;
+        }
+        let status = filter.filter(state, pod, node);
+        if !status.is_success() {
+            if !status.is_rejected() {
+                return Status::error(format!(
+                    "running {:?} filter plugin: {}",
+                    plugin.name(),
+                    status.message()
+                ))
+                .with_plugin(plugin.name());
+            }
+            return status.with_plugin(plugin.name());
+        }
+    }
+    Status::success()
+}
+
+/// One scheduling cycle for `pod` over `snapshot` with `profile`.
+pub fn schedule_one(
+    profile: &Profile,
+    snapshot: &Snapshot,
+    pod: &Pod,
+    cursor: &mut ScheduleState,
+) -> Result<ScheduleResult, ScheduleError> {
+    let all_nodes = snapshot.nodes();
+    if all_nodes.is_empty() {
+        return Err(ScheduleError::NoNodesAvailable);
+    }
+    let mut state = CycleState::new();
+    let mut diagnosis = Diagnosis::default();
+    let (pre_result, status) =
+        run_pre_filter_plugins(profile, &mut state, pod, snapshot, &mut diagnosis)?;
+    if !status.is_success() {
+        diagnosis.pre_filter_msg = status.message();
+        diagnosis.absent_nodes_status = Some(status);
+        return Err(fit_error(profile, &mut state, pod, snapshot, diagnosis));
+    }
+    let candidates: Vec<&NodeInfo> = match &pre_result.node_names {
+        None => all_nodes.iter().collect(),
+        Some(names) => {
+            let nodes = names.iter().filter_map(|n| snapshot.get(n)).collect();
+            let plugins: Vec<&str> = diagnosis.unschedulable_plugins.iter().copied().collect();
+            diagnosis.absent_nodes_status = Some(Status::unresolvable(format!(
+                "node(s) didn't satisfy plugin(s) [{}]",
+                plugins.join(" ")
+            )));
+            nodes
+        }
+    };
+    let feasible = find_nodes_that_pass_filters(
+        profile,
+        &state,
+        pod,
+        &candidates,
+        all_nodes.len(),
+        cursor,
+        &mut diagnosis,
+    )?;
+    let evaluated_nodes = feasible.len() + diagnosis.node_to_status.len();
+    if feasible.is_empty() {
+        return Err(fit_error(profile, &mut state, pod, snapshot, diagnosis));
+    }
+    if let [only] = feasible.as_slice() {
+        return Ok(ScheduleResult {
+            suggested_host: only.name().to_string(),
+            evaluated_nodes,
+            feasible_nodes: 1,
+            node_scores: Vec::new(),
+        });
+    }
+    let node_scores = prioritize_nodes(profile, &mut state, pod, snapshot, &feasible)?;
+    let suggested_host = select_host(&node_scores, cursor.rng.as_mut());
+    Ok(ScheduleResult {
+        suggested_host,
+        evaluated_nodes,
+        feasible_nodes: feasible.len(),
+        node_scores,
+    })
+}
+
+fn fit_error(
+    profile: &Profile,
+    state: &mut CycleState,
+    pod: &Pod,
+    snapshot: &Snapshot,
+    mut diagnosis: Diagnosis,
+) -> ScheduleError {
+    let mut messages = Vec::new();
+    for plugin in &profile.plugins {
+        if let Some(post_filter) = plugin.as_post_filter() {
+            let (result, status) = post_filter.post_filter(state, pod, snapshot, &diagnosis);
+            if status.is_success() && result.is_some() {
+                break;
+            }
+            if !status.message().is_empty() {
+                messages.push(status.message());
+            }
+        }
+    }
+    diagnosis.post_filter_msg = messages.join(", ");
+    ScheduleError::Unschedulable(Box::new(FitError {
+        num_all_nodes: snapshot.len(),
+        diagnosis,
+    }))
+}
+
+fn find_nodes_that_pass_filters<'a>(
+    profile: &Profile,
+    state: &CycleState,
+    pod: &Pod,
+    nodes: &[&'a NodeInfo],
+    num_all_nodes: usize,
+    cursor: &mut ScheduleState,
+    diagnosis: &mut Diagnosis,
+) -> Result<Vec<&'a NodeInfo>, ScheduleError> {
+    if nodes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let num_to_find = num_feasible_nodes_to_find(profile.percentage_of_nodes_to_score, nodes.len());
+    let start = cursor.next_start_node_index % nodes.len();
+    let mut feasible = Vec::with_capacity(num_to_find.min(nodes.len()));
+    if !profile.has_filter_plugins() {
+        for i in 0..num_to_find.min(nodes.len()) {
+            feasible.push(nodes[(start + i) % nodes.len()]);
+        }
+    } else {
+        for i in 0..nodes.len() {
+            if feasible.len() >= num_to_find {
+                break;
+            }
+            let node = nodes[(start + i) % nodes.len()];
+            let status = run_filter_plugins(profile, state, pod, node);
+            if status.is_success() {
+                feasible.push(node);
+            } else if status.code() == Code::Error {
+                return Err(ScheduleError::Internal(status.message()));
+            } else {
+                if let Some(plugin) = status.plugin() {
+                    diagnosis.unschedulable_plugins.insert(plugin);
+                }
+                diagnosis
+                    .node_to_status
+                    .insert(node.name().to_string(), status);
+            }
+        }
+    }
+    let processed = feasible.len() + diagnosis.node_to_status.len();
+    cursor.next_start_node_index =
+        (cursor.next_start_node_index + processed) % num_all_nodes.max(1);
+    Ok(feasible)
+}
+
+fn prioritize_nodes(
+    profile: &Profile,
+    state: &mut CycleState,
+    pod: &Pod,
+    snapshot: &Snapshot,
+    nodes: &[&NodeInfo],
+) -> Result<Vec<NodePluginScores>, ScheduleError> {
+    let score_plugins: Vec<_> = profile
+        .plugins
+        .iter()
+        .filter(|p| p.as_score().is_some())
+        .collect();
+    let mut result: Vec<NodePluginScores> = nodes
+        .iter()
+        .map(|n| NodePluginScores {
+            node: n.name().to_string(),
+            scores: Vec::new(),
+            total: 0,
+        })
+        .collect();
+    if score_plugins.is_empty() {
+        for entry in &mut result {
+            entry.total = 1;
+        }
+        return Ok(result);
+    }
+    for plugin in &profile.plugins {
+        if let Some(pre_score) = plugin.as_pre_score() {
+            let status = pre_score.pre_score(state, pod, nodes, snapshot);
+            if status.is_skip() {
+                state.skip_score_plugins.insert(plugin.name());
+            } else if !status.is_success() {
+                return Err(ScheduleError::Internal(format!(
+                    "running PreScore plugin {:?}: {}",
+                    plugin.name(),
+                    status.message()
+                )));
+            }
+        }
+    }
+    let mut scores = vec![0i64; nodes.len()];
+    for plugin in score_plugins {
+        let Some(scorer) = plugin.as_score() else {
+            continue;
+        };
+        if state.skips_score(plugin.name()) {
+            continue;
+        }
+        for (slot, node) in scores.iter_mut().zip(nodes) {
+            *slot = scorer.score(state, pod, node).map_err(|status| {
+                ScheduleError::Internal(format!(
+                    "running Score plugin {:?}: {}",
+                    plugin.name(),
+                    status.message()
+                ))
+            })?;
+        }
+        let status = scorer.normalize_score(state, pod, nodes, &mut scores);
+        if !status.is_success() {
+            return Err(ScheduleError::Internal(format!(
+                "running Normalize on Score plugins: plugin {:?} failed with: {}",
+                plugin.name(),
+                status.message()
+            )));
+        }
+        let weight = profile.weight(plugin.name());
+        for (entry, score) in result.iter_mut().zip(&scores) {
+            if !(MIN_NODE_SCORE..=MAX_NODE_SCORE).contains(score) {
+                return Err(ScheduleError::Internal(format!(
+                    "plugin {:?} returns an invalid score {score}, it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
+                    plugin.name()
+                )));
+            }
+            let weighted = score * weight;
+            entry.scores.push((plugin.name(), weighted));
+            entry.total += weighted;
+        }
+    }
+    Ok(result)
+}
+
+/// The node with the highest total; among equals, each is equally likely
+/// (reservoir sampling, as upstream).
+pub fn select_host(scores: &[NodePluginScores], rng: &mut dyn RngCore) -> String {
+    let mut best: Option<&NodePluginScores> = None;
+    let mut ties = 0u32;
+    for entry in scores {
+        match best {
+            Some(current) if entry.total < current.total => {}
+            Some(current) if entry.total == current.total => {
+                ties += 1;
+                if rng.random_range(0..ties) == 0 {
+                    best = Some(entry);
+                }
+            }
+            _ => {
+                best = Some(entry);
+                ties = 1;
+            }
+        }
+    }
+    best.map(|b| b.node.clone()).unwrap_or_default()
+}
