@@ -379,3 +379,9 @@ pub fn score_all(plugin: &dyn Plugin, pod: &Pod, snapshot: &Snapshot) -> Option<
 pub fn messages(statuses: &[Status]) -> Vec<String> {
     statuses.iter().map(Status::message).collect()
 }
+
+impl From<Pod> for PodBuilder {
+    fn from(pod: Pod) -> Self {
+        PodBuilder(pod)
+    }
+}

@@ -512,3 +512,286 @@ pub fn select_host(scores: &[NodePluginScores], rng: &mut dyn RngCore) -> String
     }
     best.map(|b| b.node.clone()).unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm};
+
+    use super::*;
+    use crate::testing::{node, pod};
+
+    fn failure_message(result: Result<ScheduleResult, ScheduleError>) -> String {
+        match result {
+            Err(error) => error.to_string(),
+            Ok(result) => panic!("expected a failure, got {result:?}"),
+        }
+    }
+
+    #[test]
+    fn failed_scheduling_message_histogram() {
+        let snapshot = Snapshot::new(
+            [
+                node("n1").label("zone", "a").cpu("1").obj(),
+                node("n2").label("zone", "b").cpu("4").obj(),
+                node("n3").label("zone", "b").cpu("4").obj(),
+            ],
+            [
+                pod("web-1").label("app", "web").node("n2").obj(),
+                pod("web-2").label("app", "web").node("n3").obj(),
+            ],
+        );
+        let incoming = pod("web-3")
+            .label("app", "web")
+            .cpu("2")
+            .spread(1, "zone", "DoNotSchedule", &[("app", "web")])
+            .obj();
+        let result = schedule_one(
+            &Profile::default_profile(),
+            &snapshot,
+            &incoming,
+            &mut ScheduleState::seeded(1),
+        );
+        assert_eq!(
+            failure_message(result),
+            "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't match pod topology spread constraints."
+        );
+    }
+
+    #[test]
+    fn histogram_counts_every_reason_of_a_node_and_sorts_as_strings() {
+        let mut diagnosis = Diagnosis::default();
+        diagnosis.node_to_status.insert(
+            "a".to_string(),
+            Status::new(
+                Code::Unschedulable,
+                ["Insufficient cpu", "Insufficient memory"],
+            ),
+        );
+        for name in ["b", "c"] {
+            diagnosis.node_to_status.insert(
+                name.to_string(),
+                Status::unschedulable("Insufficient memory"),
+            );
+        }
+        diagnosis.absent_nodes_status = Some(Status::unresolvable(
+            "node(s) didn't satisfy plugin(s) [NodeAffinity]",
+        ));
+        let fit = FitError {
+            num_all_nodes: 13,
+            diagnosis,
+        };
+        assert_eq!(
+            fit.message(),
+            "0/13 nodes are available: 1 Insufficient cpu, 10 node(s) didn't satisfy plugin(s) [NodeAffinity], 3 Insufficient memory."
+        );
+    }
+
+    #[test]
+    fn pre_filter_rejections_and_narrowing() {
+        let snapshot = Snapshot::new(
+            [
+                node("n1").cpu("1").obj(),
+                node("n2").cpu("4").obj(),
+                node("n3").cpu("4").obj(),
+            ],
+            [],
+        );
+        let name_term = |names: &[&str]| NodeSelectorTerm {
+            match_expressions: None,
+            match_fields: Some(vec![NodeSelectorRequirement {
+                key: "metadata.name".to_string(),
+                operator: "In".to_string(),
+                values: Some(names.iter().map(|n| n.to_string()).collect()),
+            }]),
+        };
+        let mut pinned = pod("p").cpu("2");
+        pinned.required_node_term(name_term(&["n1"]));
+        let profile = Profile::default_profile();
+        let mut cursor = ScheduleState::seeded(1);
+        assert_eq!(
+            failure_message(schedule_one(
+                &profile,
+                &snapshot,
+                &pinned.obj(),
+                &mut cursor
+            )),
+            "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeAffinity]."
+        );
+        let mut fits = pod("p").cpu("2");
+        fits.required_node_term(name_term(&["n3"]));
+        fits.required_node_term(name_term(&["missing"]));
+        let result = schedule_one(&profile, &snapshot, &fits.obj(), &mut cursor).expect("fits n3");
+        assert_eq!(result.suggested_host, "n3");
+        let mut conflict = pod("p");
+        conflict.required_node_term(NodeSelectorTerm {
+            match_expressions: None,
+            match_fields: Some(vec![
+                NodeSelectorRequirement {
+                    key: "metadata.name".to_string(),
+                    operator: "In".to_string(),
+                    values: Some(vec!["n1".to_string()]),
+                },
+                NodeSelectorRequirement {
+                    key: "metadata.name".to_string(),
+                    operator: "In".to_string(),
+                    values: Some(vec!["n2".to_string()]),
+                },
+            ]),
+        });
+        assert_eq!(
+            failure_message(schedule_one(
+                &profile,
+                &snapshot,
+                &conflict.obj(),
+                &mut cursor
+            )),
+            "0/3 nodes are available: pod affinity terms conflict."
+        );
+    }
+
+    #[test]
+    fn no_nodes_available() {
+        let result = schedule_one(
+            &Profile::default_profile(),
+            &Snapshot::default(),
+            &pod("p").obj(),
+            &mut ScheduleState::seeded(1),
+        );
+        assert_eq!(
+            failure_message(result),
+            "no nodes available to schedule pods"
+        );
+    }
+
+    #[test]
+    fn spread_over_even_and_odd_nodes_ends_six_five() {
+        let nodes = (0..10).map(|i| {
+            node(&format!("node-{i}"))
+                .label("parity", if i % 2 == 0 { "even" } else { "odd" })
+                .cpu("8")
+                .memory("16Gi")
+                .obj()
+        });
+        let mut snapshot = Snapshot::new(nodes, []);
+        let profile = Profile::default_profile();
+        let mut cursor = ScheduleState::seeded(7);
+        let mut counts: BTreeMap<String, i32> = BTreeMap::new();
+        for i in 0..11 {
+            let replica = pod(&format!("web-{i}"))
+                .label("app", "web")
+                .cpu("100m")
+                .spread(1, "parity", "DoNotSchedule", &[("app", "web")])
+                .obj();
+            let result =
+                schedule_one(&profile, &snapshot, &replica, &mut cursor).expect("schedulable");
+            let parity = snapshot
+                .get(&result.suggested_host)
+                .and_then(|n| n.labels().get("parity").cloned())
+                .expect("labelled node");
+            *counts.entry(parity).or_default() += 1;
+            let (even, odd) = (
+                counts.get("even").copied().unwrap_or(0),
+                counts.get("odd").copied().unwrap_or(0),
+            );
+            assert!((even - odd).abs() <= 1, "skew after {i}: {counts:?}");
+            assert!(snapshot.bind_pod(replica, &result.suggested_host));
+        }
+        let mut final_counts: Vec<i32> = counts.values().copied().collect();
+        final_counts.sort();
+        assert_eq!(final_counts, [5, 6]);
+    }
+
+    #[test]
+    fn feasible_nodes_to_find_as_upstream() {
+        let cases = [
+            (None, 50, 50),
+            (None, 100, 100),
+            (None, 1000, 420),
+            (None, 5000, 500),
+            (None, 6000, 300),
+            (Some(30), 1000, 300),
+            (Some(1), 1000, 100),
+            (Some(100), 5000, 5000),
+        ];
+        for (percentage, nodes, expected) in cases {
+            assert_eq!(
+                num_feasible_nodes_to_find(percentage, nodes),
+                expected,
+                "{percentage:?} of {nodes}"
+            );
+        }
+    }
+
+    #[test]
+    fn start_index_rotates_by_processed_nodes() {
+        let snapshot = Snapshot::new(
+            (0..250).map(|i| node(&format!("n{i:03}")).cpu("1").obj()),
+            [],
+        );
+        let profile = Profile::default_profile();
+        let mut cursor = ScheduleState::seeded(1);
+        // 250 nodes: 50 - 250/125 = 48% -> 120 feasible nodes to find.
+        let result = schedule_one(&profile, &snapshot, &pod("p").obj(), &mut cursor).expect("fits");
+        assert_eq!(result.feasible_nodes, 120);
+        assert_eq!(result.evaluated_nodes, 120);
+        assert_eq!(cursor.next_start_node_index, 120);
+        schedule_one(&profile, &snapshot, &pod("p").obj(), &mut cursor).expect("fits");
+        assert_eq!(cursor.next_start_node_index, 240);
+        schedule_one(&profile, &snapshot, &pod("p").obj(), &mut cursor).expect("fits");
+        assert_eq!(cursor.next_start_node_index, (240 + 120) % 250);
+    }
+
+    #[test]
+    fn highest_score_wins_and_ties_are_shared() {
+        let scores = |totals: &[i64]| -> Vec<NodePluginScores> {
+            totals
+                .iter()
+                .enumerate()
+                .map(|(i, total)| NodePluginScores {
+                    node: format!("n{i}"),
+                    scores: Vec::new(),
+                    total: *total,
+                })
+                .collect()
+        };
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        assert_eq!(select_host(&scores(&[10, 30, 20]), &mut rng), "n1");
+        let mut picked = std::collections::BTreeSet::new();
+        for _ in 0..64 {
+            picked.insert(select_host(&scores(&[5, 30, 30, 30]), &mut rng));
+        }
+        assert_eq!(picked.into_iter().collect::<Vec<_>>(), ["n1", "n2", "n3"]);
+    }
+
+    #[test]
+    fn weighted_scores_add_up_and_best_node_is_chosen() {
+        let snapshot = Snapshot::new(
+            [
+                node("busy").cpu("4").memory("8Gi").obj(),
+                node("idle").cpu("4").memory("8Gi").obj(),
+            ],
+            [pod("e").cpu("3").memory("6Gi").node("busy").obj()],
+        );
+        let result = schedule_one(
+            &Profile::default_profile(),
+            &snapshot,
+            &pod("p").cpu("500m").memory("1Gi").obj(),
+            &mut ScheduleState::seeded(1),
+        )
+        .expect("fits");
+        assert_eq!(result.suggested_host, "idle");
+        let idle = result
+            .node_scores
+            .iter()
+            .find(|s| s.node == "idle")
+            .expect("scored");
+        assert_eq!(idle.total, idle.scores.iter().map(|(_, s)| s).sum::<i64>());
+        assert!(
+            idle.scores
+                .iter()
+                .any(|(plugin, score)| *plugin == "TaintToleration" && *score == 300)
+        );
+    }
+}
