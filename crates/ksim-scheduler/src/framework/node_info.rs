@@ -207,6 +207,8 @@ pub struct Snapshot {
     index: HashMap<String, usize>,
     /// Image name → number of nodes that have it.
     image_nodes: HashMap<String, usize>,
+    /// (namespace, name) of each accounted pod → its node's name.
+    pod_nodes: HashMap<(String, String), String>,
     pub namespaces: NamespaceLabels,
     pub workload_selectors: Vec<WorkloadSelector>,
 }
@@ -289,6 +291,11 @@ impl Snapshot {
         };
         let removed = self.nodes.remove(i);
         self.count_images(&removed, -1);
+        for pod in &removed.pods {
+            let (namespace, pod_name) = pod.key();
+            self.pod_nodes
+                .remove(&(namespace.to_string(), pod_name.to_string()));
+        }
         for position in self.index.values_mut() {
             if *position > i {
                 *position -= 1;
@@ -312,6 +319,14 @@ impl Snapshot {
             return false;
         };
         let info = PodInfo::new_lenient(Arc::new(pod));
+        let (namespace, name) = info.key();
+        let key = (namespace.to_string(), name.to_string());
+        if let Some(previous) = self.pod_nodes.insert(key.clone(), node_name.clone())
+            && let Some(&at) = self.index.get(&previous)
+        {
+            // The same pod accounted twice (an update): keep the latest.
+            self.nodes[at].remove_pod(&key.0, &key.1);
+        }
         self.nodes[i].add_pod(Arc::new(info));
         true
     }
@@ -326,9 +341,15 @@ impl Snapshot {
 
     /// Removes a pod from whichever node has it.
     pub fn remove_pod(&mut self, namespace: &str, name: &str) -> bool {
-        self.nodes
-            .iter_mut()
-            .any(|node| node.remove_pod(namespace, name).is_some())
+        let Some(node_name) = self
+            .pod_nodes
+            .remove(&(namespace.to_string(), name.to_string()))
+        else {
+            return false;
+        };
+        self.index
+            .get(&node_name)
+            .is_some_and(|&i| self.nodes[i].remove_pod(namespace, name).is_some())
     }
 
     /// Names of nodes that host pods with affinity.
@@ -415,8 +436,13 @@ mod tests {
         let n1 = snapshot.get("n1").expect("n1");
         assert_eq!(n1.pods.len(), 2);
         assert_eq!(n1.non_zero_requested.milli_cpu, 1100);
+        // Accounting the same pod again (an update) replaces it.
+        assert!(snapshot.add_pod(pod("b").cpu("2").node("n1").obj()));
+        let n1 = snapshot.get("n1").expect("n1");
+        assert_eq!((n1.pods.len(), n1.requested.milli_cpu), (2, 3000));
         assert!(snapshot.remove_pod("default", "a"));
-        assert_eq!(snapshot.get("n1").expect("n1").requested.milli_cpu, 0);
+        assert!(!snapshot.remove_pod("default", "a"));
+        assert_eq!(snapshot.get("n1").expect("n1").requested.milli_cpu, 2000);
         assert!(snapshot.remove_node("n1"));
         assert_eq!(snapshot.get("n2").map(NodeInfo::name), Some("n2"));
         assert_eq!(snapshot.len(), 1);

@@ -198,10 +198,15 @@ impl PreFilterPlugin for PodTopologySpread {
                 let value = node
                     .labels()
                     .get(&c.topology_key)
-                    .cloned()
-                    .unwrap_or_default();
+                    .map(String::as_str)
+                    .unwrap_or("");
                 let count = count_pods_match_selector(&node.pods, &c.selector, namespace);
-                *counts[i].entry(value).or_default() += count;
+                match counts[i].get_mut(value) {
+                    Some(total) => *total += count,
+                    None => {
+                        counts[i].insert(value.to_string(), count);
+                    }
+                }
             }
         }
         state.write(
@@ -300,12 +305,10 @@ impl PreScorePlugin for PodTopologySpread {
                 let value = node
                     .labels()
                     .get(&c.topology_key)
-                    .cloned()
-                    .unwrap_or_default();
-                if let std::collections::hash_map::Entry::Vacant(entry) =
-                    s.pod_counts[i].entry(value)
-                {
-                    entry.insert(0);
+                    .map(String::as_str)
+                    .unwrap_or("");
+                if !s.pod_counts[i].contains_key(value) {
+                    s.pod_counts[i].insert(value.to_string(), 0);
                     topology_size[i] += 1;
                 }
             }
