@@ -11,6 +11,8 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::cycle_state::CycleState;
 use super::node_info::{NodeInfo, Snapshot};
+use super::pod_info::PodInfo;
+use super::profile::Profile;
 use super::status::Status;
 
 /// The highest score a Score plugin may give after normalization.
@@ -122,6 +124,28 @@ pub trait PreFilterPlugin {
         pod: &Pod,
         snapshot: &Snapshot,
     ) -> (Option<PreFilterResult>, Status);
+
+    /// PreFilter extension: `added` now runs on `node` (preemption dry runs).
+    fn add_pod(
+        &self,
+        _state: &mut CycleState,
+        _pod: &Pod,
+        _added: &PodInfo,
+        _node: &NodeInfo,
+    ) -> Status {
+        Status::success()
+    }
+
+    /// PreFilter extension: `removed` no longer runs on `node`.
+    fn remove_pod(
+        &self,
+        _state: &mut CycleState,
+        _pod: &Pod,
+        _removed: &PodInfo,
+        _node: &NodeInfo,
+    ) -> Status {
+        Status::success()
+    }
 }
 
 /// Says whether the pod fits one node.
@@ -130,10 +154,13 @@ pub trait FilterPlugin {
     fn filter(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status;
 }
 
-/// What a PostFilter plugin proposes (a nominated node).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// What a PostFilter plugin proposes: a nominated node and the pods to
+/// evict from it (preemption victims).
+#[derive(Debug, Clone, Default)]
 pub struct PostFilterResult {
+    /// `Some("")` asks to clear the pod's nominatedNodeName.
     pub nominated_node_name: Option<String>,
+    pub victims: Vec<Arc<Pod>>,
 }
 
 /// Runs when no node fits (preemption).
@@ -144,6 +171,7 @@ pub trait PostFilterPlugin {
         state: &mut CycleState,
         pod: &Pod,
         snapshot: &Snapshot,
+        profile: &Profile,
         diagnosis: &super::schedule_one::Diagnosis,
     ) -> (Option<PostFilterResult>, Status);
 }

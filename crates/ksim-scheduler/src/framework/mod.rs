@@ -17,7 +17,8 @@ pub use interface::{
     default_normalize_score,
 };
 pub use node_info::{
-    HostPortInfo, NamespaceLabels, NodeInfo, Snapshot, WorkloadKind, WorkloadSelector,
+    DisruptionBudget, HostPortInfo, NamespaceLabels, NodeInfo, Snapshot, WorkloadKind,
+    WorkloadSelector,
 };
 pub use pod_info::{
     AffinityTerm, HostPort, PodInfo, Resource, Selector, WeightedAffinityTerm, host_ports,

@@ -199,6 +199,49 @@ pub struct WorkloadSelector {
     pub selector: ksim_core::selector::LabelSelectorRequirements,
 }
 
+/// A PodDisruptionBudget as preemption reads it.
+#[derive(Debug, Clone)]
+pub struct DisruptionBudget {
+    pub namespace: String,
+    /// A nil or empty selector matches no pod here (as upstream preemption).
+    pub selector: super::pod_info::Selector,
+    /// `status.disruptionsAllowed`.
+    pub disruptions_allowed: i32,
+    /// `status.disruptedPods` names (already being evicted).
+    pub disrupted_pods: HashSet<String>,
+}
+
+impl DisruptionBudget {
+    /// Reads a PodDisruptionBudget; an invalid selector matches nothing.
+    pub fn from_pdb(pdb: &k8s_openapi::api::policy::v1::PodDisruptionBudget) -> Self {
+        let selector = pdb
+            .spec
+            .as_ref()
+            .map(|s| super::pod_info::Selector::from_label_selector(s.selector.as_ref()))
+            .and_then(Result::ok)
+            .unwrap_or(super::pod_info::Selector::Nothing);
+        let status = pdb.status.as_ref();
+        DisruptionBudget {
+            namespace: pdb.metadata.namespace.clone().unwrap_or_default(),
+            selector,
+            disruptions_allowed: status.map(|s| s.disruptions_allowed).unwrap_or(0),
+            disrupted_pods: status
+                .and_then(|s| s.disrupted_pods.as_ref())
+                .map(|pods| pods.keys().cloned().collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Whether the budget covers the pod (same namespace, selector matches).
+    pub fn covers(&self, pod: &Pod) -> bool {
+        let labels_set = pod.metadata.labels.as_ref().is_some_and(|l| !l.is_empty());
+        labels_set
+            && !self.selector.is_everything()
+            && self.namespace == super::pod_info::pod_namespace(pod)
+            && self.selector.matches(super::pod_info::pod_labels(pod))
+    }
+}
+
 /// The scheduler's view of the cluster for one cycle: nodes (in a stable
 /// order), their pods, namespaces' labels and workload selectors.
 #[derive(Debug, Clone, Default)]
@@ -211,6 +254,8 @@ pub struct Snapshot {
     pod_nodes: HashMap<(String, String), String>,
     pub namespaces: NamespaceLabels,
     pub workload_selectors: Vec<WorkloadSelector>,
+    /// PodDisruptionBudgets, for preemption.
+    pub disruption_budgets: Vec<DisruptionBudget>,
 }
 
 impl Snapshot {

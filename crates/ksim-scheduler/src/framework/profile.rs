@@ -10,6 +10,8 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::cycle_state::CycleState;
 use super::interface::{Plugin, QueuedPodInfo};
+use super::node_info::NodeInfo;
+use super::pod_info::PodInfo;
 use super::status::{Code, Status};
 use crate::plugins::{self, PluginArgs};
 
@@ -28,6 +30,7 @@ pub const DEFAULT_PLUGINS: &[(&str, i64)] = &[
     (plugins::node_resources_fit::NAME, 1),
     (plugins::pod_topology_spread::NAME, 2),
     (plugins::inter_pod_affinity::NAME, 2),
+    (plugins::default_preemption::NAME, 0),
     (plugins::balanced_allocation::NAME, 1),
     (plugins::image_locality::NAME, 1),
     (plugins::scheduling_gates::NAME, 0),
@@ -119,6 +122,48 @@ impl Profile {
         for plugin in &self.plugins {
             if let Some(pre_enqueue) = plugin.as_pre_enqueue() {
                 let status = pre_enqueue.pre_enqueue(pod);
+                if !status.is_success() {
+                    return status.with_plugin(plugin.name());
+                }
+            }
+        }
+        Status::success()
+    }
+
+    /// PreFilter extensions: `added` now runs on `node`.
+    pub fn run_pre_filter_extension_add_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        added: &PodInfo,
+        node: &NodeInfo,
+    ) -> Status {
+        for plugin in &self.plugins {
+            if let Some(pre_filter) = plugin.as_pre_filter()
+                && !state.skips_filter(plugin.name())
+            {
+                let status = pre_filter.add_pod(state, pod, added, node);
+                if !status.is_success() {
+                    return status.with_plugin(plugin.name());
+                }
+            }
+        }
+        Status::success()
+    }
+
+    /// PreFilter extensions: `removed` no longer runs on `node`.
+    pub fn run_pre_filter_extension_remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        removed: &PodInfo,
+        node: &NodeInfo,
+    ) -> Status {
+        for plugin in &self.plugins {
+            if let Some(pre_filter) = plugin.as_pre_filter()
+                && !state.skips_filter(plugin.name())
+            {
+                let status = pre_filter.remove_pod(state, pod, removed, node);
                 if !status.is_success() {
                     return status.with_plugin(plugin.name());
                 }

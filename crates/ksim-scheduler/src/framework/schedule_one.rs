@@ -93,6 +93,8 @@ pub struct Diagnosis {
 pub struct FitError {
     pub num_all_nodes: usize,
     pub diagnosis: Diagnosis,
+    /// What PostFilter (preemption) proposes: a nominated node and victims.
+    pub post_filter_result: Option<super::interface::PostFilterResult>,
 }
 
 impl FitError {
@@ -345,14 +347,23 @@ fn fit_error(
     mut diagnosis: Diagnosis,
 ) -> ScheduleError {
     let mut messages = Vec::new();
+    let mut post_filter_result = None;
     for plugin in &profile.plugins {
         if let Some(post_filter) = plugin.as_post_filter() {
-            let (result, status) = post_filter.post_filter(state, pod, snapshot, &diagnosis);
-            if status.is_success() && result.is_some() {
+            let (result, status) =
+                post_filter.post_filter(state, pod, snapshot, profile, &diagnosis);
+            if status.is_success() {
+                post_filter_result = result;
                 break;
+            }
+            if result.is_some() {
+                post_filter_result = result;
             }
             if !status.message().is_empty() {
                 messages.push(status.message());
+            }
+            if status.code() != Code::Unschedulable {
+                break;
             }
         }
     }
@@ -360,6 +371,7 @@ fn fit_error(
     ScheduleError::Unschedulable(Box::new(FitError {
         num_all_nodes: snapshot.len(),
         diagnosis,
+        post_filter_result,
     }))
 }
 
@@ -533,11 +545,12 @@ mod tests {
     fn failed_scheduling_message_histogram() {
         let snapshot = Snapshot::new(
             [
-                node("n1").label("zone", "a").cpu("1").obj(),
+                node("n1").label("zone", "a").cpu("2").obj(),
                 node("n2").label("zone", "b").cpu("4").obj(),
                 node("n3").label("zone", "b").cpu("4").obj(),
             ],
             [
+                pod("db-1").label("app", "db").cpu("1").node("n1").obj(),
                 pod("web-1").label("app", "web").node("n2").obj(),
                 pod("web-2").label("app", "web").node("n3").obj(),
             ],
@@ -555,7 +568,8 @@ mod tests {
         );
         assert_eq!(
             failure_message(result),
-            "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't match pod topology spread constraints."
+            "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't match pod topology spread constraints. \
+             preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.."
         );
     }
 
@@ -581,6 +595,7 @@ mod tests {
         let fit = FitError {
             num_all_nodes: 13,
             diagnosis,
+            post_filter_result: None,
         };
         assert_eq!(
             fit.message(),
@@ -617,7 +632,8 @@ mod tests {
                 &pinned.obj(),
                 &mut cursor
             )),
-            "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeAffinity]."
+            "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeAffinity]. \
+             preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.."
         );
         let mut fits = pod("p").cpu("2");
         fits.required_node_term(name_term(&["n3"]));
@@ -647,7 +663,8 @@ mod tests {
                 &conflict.obj(),
                 &mut cursor
             )),
-            "0/3 nodes are available: pod affinity terms conflict."
+            "0/3 nodes are available: pod affinity terms conflict. \
+             preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.."
         );
     }
 

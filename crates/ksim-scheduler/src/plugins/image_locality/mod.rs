@@ -21,6 +21,7 @@ const PRE_SCORE_KEY: &str = "PreScoreImageLocality";
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ImageLocality;
 
+#[derive(Clone)]
 struct PreScoreState {
     /// Normalized image name of each container (init containers first),
     /// with the fraction of nodes that have it.

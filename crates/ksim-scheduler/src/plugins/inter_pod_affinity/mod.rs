@@ -107,7 +107,9 @@ fn merge_term_namespaces(term: &mut AffinityTerm, snapshot: &Snapshot) {
     term.namespace_selector = Selector::Nothing;
 }
 
+#[derive(Clone)]
 struct PreFilterState {
+    namespace_labels: std::collections::BTreeMap<String, String>,
     pod_info: PodInfo,
     existing_anti_affinity_counts: TopologyCounts,
     affinity_counts: TopologyCounts,
@@ -190,6 +192,7 @@ impl PreFilterPlugin for InterPodAffinity {
         state.write(
             PRE_FILTER_KEY,
             PreFilterState {
+                namespace_labels: namespace_labels.clone(),
                 pod_info,
                 existing_anti_affinity_counts,
                 affinity_counts,
@@ -197,6 +200,56 @@ impl PreFilterPlugin for InterPodAffinity {
             },
         );
         (None, Status::success())
+    }
+
+    fn add_pod(
+        &self,
+        state: &mut CycleState,
+        _pod: &Pod,
+        added: &PodInfo,
+        node: &NodeInfo,
+    ) -> Status {
+        if let Some(s) = state.read_mut::<PreFilterState>(PRE_FILTER_KEY) {
+            s.update_with_pod(added, node, 1);
+        }
+        Status::success()
+    }
+
+    fn remove_pod(
+        &self,
+        state: &mut CycleState,
+        _pod: &Pod,
+        removed: &PodInfo,
+        node: &NodeInfo,
+    ) -> Status {
+        if let Some(s) = state.read_mut::<PreFilterState>(PRE_FILTER_KEY) {
+            s.update_with_pod(removed, node, -1);
+        }
+        Status::success()
+    }
+}
+
+impl PreFilterState {
+    /// Accounts `multiplier` times the pod `updated` on `node` (upstream `updateWithPod`).
+    fn update_with_pod(&mut self, updated: &PodInfo, node: &NodeInfo, multiplier: i64) {
+        for term in &updated.required_anti_affinity_terms {
+            if term.matches(&self.pod_info.pod, &self.namespace_labels) {
+                self.existing_anti_affinity_counts
+                    .update(node, &term.topology_key, multiplier);
+            }
+        }
+        if pod_matches_all_terms(&self.pod_info.required_affinity_terms, &updated.pod) {
+            for term in &self.pod_info.required_affinity_terms {
+                self.affinity_counts
+                    .update(node, &term.topology_key, multiplier);
+            }
+        }
+        for term in &self.pod_info.required_anti_affinity_terms {
+            if term.matches(&updated.pod, &NoLabels) {
+                self.anti_affinity_counts
+                    .update(node, &term.topology_key, multiplier);
+            }
+        }
     }
 }
 
@@ -262,6 +315,7 @@ impl FilterPlugin for InterPodAffinity {
 /// Per topology key, per value, the summed weights.
 type ScoreMap = HashMap<String, HashMap<String, i64>>;
 
+#[derive(Clone)]
 struct PreScoreState {
     topology_score: ScoreMap,
 }

@@ -19,8 +19,9 @@ use common::{
 };
 
 use crate::framework::{
-    CycleState, FilterPlugin, MAX_NODE_SCORE, NodeInfo, Plugin, PreFilterPlugin, PreFilterResult,
-    PreScorePlugin, ScorePlugin, Selector, Snapshot, Status, pod_labels, pod_namespace,
+    CycleState, FilterPlugin, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, PreFilterPlugin,
+    PreFilterResult, PreScorePlugin, ScorePlugin, Selector, Snapshot, Status, pod_labels,
+    pod_namespace,
 };
 
 /// The plugin name.
@@ -130,25 +131,68 @@ impl PodTopologySpread {
 }
 
 /// What PreFilter counts: per constraint, matching pods per domain value
-/// and the global minimum.
+/// and the global minimum (kept current when preemption adds or removes pods).
 #[derive(Debug, Clone, Default)]
 struct PreFilterState {
     constraints: Vec<Constraint>,
     tp_value_to_match_num: Vec<HashMap<String, i64>>,
+    /// Per constraint, the smallest count over domains (i32::MAX when none).
+    min_match: Vec<i64>,
 }
 
 impl PreFilterState {
-    fn min_match_num(&self, i: usize) -> i64 {
-        let counts = &self.tp_value_to_match_num[i];
-        let domains = i64::try_from(counts.len()).unwrap_or(i64::MAX);
-        if domains < i64::from(self.constraints[i].min_domains) {
-            return 0;
-        }
-        counts
+    fn new(constraints: Vec<Constraint>, tp_value_to_match_num: Vec<HashMap<String, i64>>) -> Self {
+        let mut state = PreFilterState {
+            constraints,
+            tp_value_to_match_num,
+            min_match: Vec::new(),
+        };
+        state.min_match = (0..state.constraints.len())
+            .map(|i| state.compute_min(i))
+            .collect();
+        state
+    }
+
+    fn compute_min(&self, i: usize) -> i64 {
+        self.tp_value_to_match_num[i]
             .values()
             .copied()
             .min()
             .unwrap_or(i64::from(i32::MAX))
+    }
+
+    /// The global minimum, or 0 when fewer domains than minDomains exist.
+    fn min_match_num(&self, i: usize) -> i64 {
+        let domains = i64::try_from(self.tp_value_to_match_num[i].len()).unwrap_or(i64::MAX);
+        if domains < i64::from(self.constraints[i].min_domains) {
+            return 0;
+        }
+        self.min_match[i]
+    }
+
+    /// Accounts `delta` matching pods of `updated` on `node` (upstream `updateWithPod`).
+    fn update_with_pod(&mut self, updated: &Pod, preemptor: &Pod, node: &NodeInfo, delta: i64) {
+        if pod_namespace(updated) != pod_namespace(preemptor)
+            || !node_has_all_topology_keys(node, &self.constraints)
+        {
+            return;
+        }
+        let required = RequiredNodeAffinity::from_pod(preemptor);
+        for i in 0..self.constraints.len() {
+            let c = &self.constraints[i];
+            if !c.selector.matches(pod_labels(updated))
+                || !c.matches_node_inclusion_policies(preemptor, node, &required)
+            {
+                continue;
+            }
+            let value = node
+                .labels()
+                .get(&c.topology_key)
+                .cloned()
+                .unwrap_or_default();
+            *self.tp_value_to_match_num[i].entry(value).or_default() += delta;
+            self.min_match[i] = self.compute_min(i);
+        }
     }
 }
 
@@ -209,14 +253,34 @@ impl PreFilterPlugin for PodTopologySpread {
                 }
             }
         }
-        state.write(
-            PRE_FILTER_KEY,
-            PreFilterState {
-                constraints,
-                tp_value_to_match_num: counts,
-            },
-        );
+        state.write(PRE_FILTER_KEY, PreFilterState::new(constraints, counts));
         (None, Status::success())
+    }
+
+    fn add_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        added: &PodInfo,
+        node: &NodeInfo,
+    ) -> Status {
+        if let Some(s) = state.read_mut::<PreFilterState>(PRE_FILTER_KEY) {
+            s.update_with_pod(&added.pod, pod, node, 1);
+        }
+        Status::success()
+    }
+
+    fn remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        removed: &PodInfo,
+        node: &NodeInfo,
+    ) -> Status {
+        if let Some(s) = state.read_mut::<PreFilterState>(PRE_FILTER_KEY) {
+            s.update_with_pod(&removed.pod, pod, node, -1);
+        }
+        Status::success()
     }
 }
 
