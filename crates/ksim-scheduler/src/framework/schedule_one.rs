@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use rand::{Rng, RngCore, SeedableRng};
 
 use super::cycle_state::CycleState;
-use super::interface::{MAX_NODE_SCORE, MIN_NODE_SCORE, PreFilterResult};
+use super::interface::{FilterPlugin, MAX_NODE_SCORE, MIN_NODE_SCORE, PreFilterResult};
 use super::node_info::{NodeInfo, Snapshot};
 use super::profile::Profile;
 use super::status::{Code, Status};
@@ -25,6 +25,8 @@ pub const MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: i64 = 5;
 /// breaks score ties.
 pub struct ScheduleState {
     pub next_start_node_index: usize,
+    /// Keep each node's per-plugin scores in the result (for explaining).
+    pub record_scores: bool,
     rng: Box<dyn RngCore + Send>,
 }
 
@@ -41,6 +43,7 @@ impl ScheduleState {
     pub fn new(rng: Box<dyn RngCore + Send>) -> Self {
         ScheduleState {
             next_start_node_index: 0,
+            record_scores: false,
             rng,
         }
     }
@@ -60,8 +63,12 @@ pub struct ScheduleResult {
     /// Nodes that passed the filters.
     pub feasible_nodes: usize,
     /// Per feasible node, the weighted score of each plugin and the total
-    /// (empty when only one node was feasible).
+    /// (only with `ScheduleState::record_scores`; empty when only one node
+    /// was feasible).
     pub node_scores: Vec<NodePluginScores>,
+    /// The nodes filtered out, with the status of the plugin that rejected
+    /// each (for explaining decisions).
+    pub filtered_out: HashMap<String, Status>,
 }
 
 /// The scores of one node.
@@ -246,6 +253,41 @@ fn run_pre_filter_plugins(
     Ok((result, returned))
 }
 
+/// The Filter plugins that run this cycle (those whose PreFilter did not Skip).
+fn active_filters<'a>(
+    profile: &'a Profile,
+    state: &CycleState,
+) -> Vec<(&'static str, &'a dyn FilterPlugin)> {
+    profile
+        .plugins
+        .iter()
+        .filter_map(|p| p.as_filter().map(|f| (p.name(), f)))
+        .filter(|(name, _)| !state.skips_filter(name))
+        .collect()
+}
+
+fn run_filters(
+    filters: &[(&'static str, &dyn FilterPlugin)],
+    state: &CycleState,
+    pod: &Pod,
+    node: &NodeInfo,
+) -> Status {
+    for (name, filter) in filters {
+        let status = filter.filter(state, pod, node);
+        if !status.is_success() {
+            if !status.is_rejected() {
+                return Status::error(format!(
+                    "running {name:?} filter plugin: {}",
+                    status.message()
+                ))
+                .with_plugin(name);
+            }
+            return status.with_plugin(name);
+        }
+    }
+    Status::success()
+}
+
 /// Runs the Filter plugins on one node: the first rejection, with its plugin.
 pub fn run_filter_plugins(
     profile: &Profile,
@@ -253,27 +295,7 @@ pub fn run_filter_plugins(
     pod: &Pod,
     node: &NodeInfo,
 ) -> Status {
-    for plugin in &profile.plugins {
-        let Some(filter) = plugin.as_filter() else {
-            continue;
-        };
-        if state.skips_filter(plugin.name()) {
-            continue;
-        }
-        let status = filter.filter(state, pod, node);
-        if !status.is_success() {
-            if !status.is_rejected() {
-                return Status::error(format!(
-                    "running {:?} filter plugin: {}",
-                    plugin.name(),
-                    status.message()
-                ))
-                .with_plugin(plugin.name());
-            }
-            return status.with_plugin(plugin.name());
-        }
-    }
-    Status::success()
+    run_filters(&active_filters(profile, state), state, pod, node)
 }
 
 /// One scheduling cycle for `pod` over `snapshot` with `profile`.
@@ -327,15 +349,26 @@ pub fn schedule_one(
             evaluated_nodes,
             feasible_nodes: 1,
             node_scores: Vec::new(),
+            filtered_out: diagnosis.node_to_status,
         });
     }
-    let node_scores = prioritize_nodes(profile, &mut state, pod, snapshot, &feasible)?;
-    let suggested_host = select_host(&node_scores, cursor.rng.as_mut());
+    let (totals, node_scores) = prioritize_nodes(
+        profile,
+        &mut state,
+        pod,
+        snapshot,
+        &feasible,
+        cursor.record_scores,
+    )?;
+    let suggested_host = select_host(&totals, cursor.rng.as_mut())
+        .map(|i| feasible[i].name().to_string())
+        .unwrap_or_default();
     Ok(ScheduleResult {
         suggested_host,
         evaluated_nodes,
         feasible_nodes: feasible.len(),
         node_scores,
+        filtered_out: diagnosis.node_to_status,
     })
 }
 
@@ -395,12 +428,13 @@ fn find_nodes_that_pass_filters<'a>(
             feasible.push(nodes[(start + i) % nodes.len()]);
         }
     } else {
+        let filters = active_filters(profile, state);
         for i in 0..nodes.len() {
             if feasible.len() >= num_to_find {
                 break;
             }
             let node = nodes[(start + i) % nodes.len()];
-            let status = run_filter_plugins(profile, state, pod, node);
+            let status = run_filters(&filters, state, pod, node);
             if status.is_success() {
                 feasible.push(node);
             } else if status.code() == Code::Error {
@@ -421,31 +455,33 @@ fn find_nodes_that_pass_filters<'a>(
     Ok(feasible)
 }
 
+/// Runs PreScore, Score and NormalizeScore; returns each node's weighted
+/// total and, when `record` is set, the per-plugin breakdown.
 fn prioritize_nodes(
     profile: &Profile,
     state: &mut CycleState,
     pod: &Pod,
     snapshot: &Snapshot,
     nodes: &[&NodeInfo],
-) -> Result<Vec<NodePluginScores>, ScheduleError> {
-    let score_plugins: Vec<_> = profile
-        .plugins
-        .iter()
-        .filter(|p| p.as_score().is_some())
-        .collect();
-    let mut result: Vec<NodePluginScores> = nodes
-        .iter()
-        .map(|n| NodePluginScores {
-            node: n.name().to_string(),
-            scores: Vec::new(),
-            total: 0,
-        })
-        .collect();
-    if score_plugins.is_empty() {
-        for entry in &mut result {
-            entry.total = 1;
-        }
-        return Ok(result);
+    record: bool,
+) -> Result<(Vec<i64>, Vec<NodePluginScores>), ScheduleError> {
+    let mut totals = vec![0i64; nodes.len()];
+    let mut breakdown: Vec<NodePluginScores> = if record {
+        nodes
+            .iter()
+            .map(|n| NodePluginScores {
+                node: n.name().to_string(),
+                scores: Vec::new(),
+                total: 0,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if !profile.plugins.iter().any(|p| p.as_score().is_some()) {
+        totals.iter_mut().for_each(|t| *t = 1);
+        breakdown.iter_mut().for_each(|b| b.total = 1);
+        return Ok((totals, breakdown));
     }
     for plugin in &profile.plugins {
         if let Some(pre_score) = plugin.as_pre_score() {
@@ -462,7 +498,7 @@ fn prioritize_nodes(
         }
     }
     let mut scores = vec![0i64; nodes.len()];
-    for plugin in score_plugins {
+    for plugin in &profile.plugins {
         let Some(scorer) = plugin.as_score() else {
             continue;
         };
@@ -487,7 +523,7 @@ fn prioritize_nodes(
             )));
         }
         let weight = profile.weight(plugin.name());
-        for (entry, score) in result.iter_mut().zip(&scores) {
+        for (i, score) in scores.iter().enumerate() {
             if !(MIN_NODE_SCORE..=MAX_NODE_SCORE).contains(score) {
                 return Err(ScheduleError::Internal(format!(
                     "plugin {:?} returns an invalid score {score}, it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
@@ -495,34 +531,37 @@ fn prioritize_nodes(
                 )));
             }
             let weighted = score * weight;
-            entry.scores.push((plugin.name(), weighted));
-            entry.total += weighted;
+            totals[i] += weighted;
+            if let Some(entry) = breakdown.get_mut(i) {
+                entry.scores.push((plugin.name(), weighted));
+                entry.total += weighted;
+            }
         }
     }
-    Ok(result)
+    Ok((totals, breakdown))
 }
 
-/// The node with the highest total; among equals, each is equally likely
-/// (reservoir sampling, as upstream).
-pub fn select_host(scores: &[NodePluginScores], rng: &mut dyn RngCore) -> String {
-    let mut best: Option<&NodePluginScores> = None;
+/// The index of the highest total; among equals, each is equally likely
+/// (reservoir sampling, as upstream's selectHost).
+pub fn select_host(totals: &[i64], rng: &mut dyn RngCore) -> Option<usize> {
+    let mut best: Option<usize> = None;
     let mut ties = 0u32;
-    for entry in scores {
+    for (i, total) in totals.iter().enumerate() {
         match best {
-            Some(current) if entry.total < current.total => {}
-            Some(current) if entry.total == current.total => {
+            Some(current) if *total < totals[current] => {}
+            Some(current) if *total == totals[current] => {
                 ties += 1;
                 if rng.random_range(0..ties) == 0 {
-                    best = Some(entry);
+                    best = Some(i);
                 }
             }
             _ => {
-                best = Some(entry);
+                best = Some(i);
                 ties = 1;
             }
         }
     }
-    best.map(|b| b.node.clone()).unwrap_or_default()
+    best
 }
 
 #[cfg(test)]
@@ -640,6 +679,7 @@ mod tests {
         fits.required_node_term(name_term(&["missing"]));
         let result = schedule_one(&profile, &snapshot, &fits.obj(), &mut cursor).expect("fits n3");
         assert_eq!(result.suggested_host, "n3");
+        assert!(result.filtered_out.is_empty());
         let mut conflict = pod("p");
         conflict.required_node_term(NodeSelectorTerm {
             match_expressions: None,
@@ -762,24 +802,17 @@ mod tests {
 
     #[test]
     fn highest_score_wins_and_ties_are_shared() {
-        let scores = |totals: &[i64]| -> Vec<NodePluginScores> {
-            totals
-                .iter()
-                .enumerate()
-                .map(|(i, total)| NodePluginScores {
-                    node: format!("n{i}"),
-                    scores: Vec::new(),
-                    total: *total,
-                })
-                .collect()
-        };
         let mut rng = rand::rngs::StdRng::seed_from_u64(3);
-        assert_eq!(select_host(&scores(&[10, 30, 20]), &mut rng), "n1");
+        assert_eq!(select_host(&[10, 30, 20], &mut rng), Some(1));
+        assert_eq!(select_host(&[], &mut rng), None);
         let mut picked = std::collections::BTreeSet::new();
         for _ in 0..64 {
-            picked.insert(select_host(&scores(&[5, 30, 30, 30]), &mut rng));
+            picked.insert(select_host(&[5, 30, 30, 30], &mut rng));
         }
-        assert_eq!(picked.into_iter().collect::<Vec<_>>(), ["n1", "n2", "n3"]);
+        assert_eq!(
+            picked.into_iter().collect::<Vec<_>>(),
+            [Some(1), Some(2), Some(3)]
+        );
     }
 
     #[test]
@@ -791,14 +824,17 @@ mod tests {
             ],
             [pod("e").cpu("3").memory("6Gi").node("busy").obj()],
         );
+        let mut recording = ScheduleState::seeded(1);
+        recording.record_scores = true;
         let result = schedule_one(
             &Profile::default_profile(),
             &snapshot,
             &pod("p").cpu("500m").memory("1Gi").obj(),
-            &mut ScheduleState::seeded(1),
+            &mut recording,
         )
         .expect("fits");
         assert_eq!(result.suggested_host, "idle");
+        assert!(result.filtered_out.is_empty());
         let idle = result
             .node_scores
             .iter()

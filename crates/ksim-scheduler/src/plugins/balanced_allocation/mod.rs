@@ -4,7 +4,9 @@
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::node_resources_fit::{ResourceSpec, default_resources, node_amounts, pod_request_list};
+use super::node_resources_fit::{
+    ResourceSpec, default_resources, for_each_scored_resource, pod_request_list,
+};
 use crate::framework::{
     CycleState, MAX_NODE_SCORE, NodeInfo, Plugin, PreScorePlugin, ScorePlugin, Snapshot, Status,
 };
@@ -80,7 +82,12 @@ pub fn balanced_resource_score(requested: &[i64], allocatable: &[i64]) -> i64 {
         .filter(|(_, alloc)| **alloc != 0)
         .map(|(req, alloc)| (*req as f64 / *alloc as f64).min(1.0))
         .collect();
-    let std = match fractions.as_slice() {
+    fractions_score(&fractions)
+}
+
+/// `(1 - std of the fractions) * 100`.
+fn fractions_score(fractions: &[f64]) -> i64 {
+    let std = match fractions {
         [a, b] => ((a - b) / 2.0).abs(),
         f if f.len() > 2 => {
             let mean = f.iter().sum::<f64>() / f.len() as f64;
@@ -98,8 +105,25 @@ impl ScorePlugin for BalancedAllocation {
                 "reading {PRE_SCORE_KEY:?} from cycleState: not found"
             ))
         })?;
-        let (allocatable, requested) = node_amounts(node, &self.resources, requests, true);
-        Ok(balanced_resource_score(&requested, &allocatable))
+        let mut fractions = [0f64; 8];
+        let mut count = 0;
+        let mut overflow: Vec<f64> = Vec::new();
+        for_each_scored_resource(node, &self.resources, requests, true, |_, alloc, req| {
+            let fraction = (req as f64 / alloc as f64).min(1.0);
+            if count < fractions.len() {
+                fractions[count] = fraction;
+            } else {
+                overflow.push(fraction);
+            }
+            count += 1;
+        });
+        if overflow.is_empty() {
+            Ok(fractions_score(&fractions[..count]))
+        } else {
+            let mut all = fractions.to_vec();
+            all.extend(overflow);
+            Ok(fractions_score(&all))
+        }
     }
 }
 

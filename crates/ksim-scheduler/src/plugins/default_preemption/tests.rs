@@ -222,3 +222,42 @@ fn pick_one_node_criteria_in_order() {
     }
     assert!(pick_one_node_for_preemption(&[]).is_none());
 }
+
+#[test]
+fn dry_run_updates_spread_counts_through_pre_filter_extensions() {
+    // Zone a (n1) holds two low-priority web pods; zone b (n2) is tainted
+    // away. Only evicting both web pods brings zone a's skew down to 1.
+    let web = |name: &str| {
+        PodBuilder::from(low(name, 1, "100m", "n1"))
+            .label("app", "web")
+            .obj()
+    };
+    let snapshot = Snapshot::new(
+        [
+            node("n1").label("zone", "a").cpu("4").obj(),
+            node("n2")
+                .label("zone", "b")
+                .cpu("4")
+                .taint("gpu", "", "NoSchedule")
+                .obj(),
+        ],
+        [web("web-1"), web("web-2")],
+    );
+    let incoming = pod("p")
+        .label("app", "web")
+        .priority(10)
+        .spread(1, "zone", "DoNotSchedule", &[("app", "web")])
+        .obj();
+    let fit = run(&snapshot, incoming);
+    assert_eq!(
+        fit.message(),
+        "0/2 nodes are available: 1 node(s) didn't match pod topology spread constraints, 1 node(s) had untolerated taint {gpu: }."
+    );
+    assert_eq!(
+        victims(&fit),
+        (
+            "n1".to_string(),
+            vec!["web-1".to_string(), "web-2".to_string()]
+        )
+    );
+}

@@ -11,7 +11,8 @@ use k8s_openapi::api::core::v1::Pod;
 use ksim_core::resources::{PodResourcesOptions, is_extended_resource, pod_requests};
 
 pub use resource_allocation::{
-    ResourceSpec, allocatable_and_requested, default_resources, node_amounts, pod_request_list,
+    ResourceSpec, allocatable_and_requested, default_resources, for_each_scored_resource,
+    node_amounts, pod_request_list,
 };
 
 use crate::framework::{
@@ -236,55 +237,33 @@ impl ScorePlugin for Fit {
                 "reading {PRE_SCORE_KEY:?} from cycleState: not found"
             ))
         })?;
-        let (allocatable, requested) = node_amounts(node, &self.args.resources, requests, false);
+        let resources = &self.args.resources;
+        let weighted = |score: &dyn Fn(i64, i64) -> i64| {
+            let (mut node_score, mut weight_sum) = (0i64, 0i64);
+            for_each_scored_resource(node, resources, requests, false, |i, alloc, req| {
+                let weight = resources[i].weight;
+                node_score += score(req, alloc) * weight;
+                weight_sum += weight;
+            });
+            if weight_sum == 0 {
+                0
+            } else {
+                node_score / weight_sum
+            }
+        };
         Ok(match &self.args.scoring_strategy {
-            ScoringStrategyType::LeastAllocated => weighted(
-                &self.args.resources,
-                &requested,
-                &allocatable,
-                least_requested_score,
-            ),
-            ScoringStrategyType::MostAllocated => weighted(
-                &self.args.resources,
-                &requested,
-                &allocatable,
-                most_requested_score,
-            ),
+            ScoringStrategyType::LeastAllocated => weighted(&least_requested_score),
+            ScoringStrategyType::MostAllocated => weighted(&most_requested_score),
             ScoringStrategyType::RequestedToCapacityRatio(shape) => {
                 let scaled: Vec<(i64, i64)> = shape
                     .iter()
                     .map(|(utilization, score)| (*utilization, score * (MAX_NODE_SCORE / 10)))
                     .collect();
-                weighted(
-                    &self.args.resources,
-                    &requested,
-                    &allocatable,
-                    |req, cap| broken_linear(&scaled, if cap == 0 { 0 } else { req * 100 / cap }),
-                )
+                weighted(&|req, cap| {
+                    broken_linear(&scaled, if cap == 0 { 0 } else { req * 100 / cap })
+                })
             }
         })
-    }
-}
-
-/// The weighted mean of a per-resource score over resources the node has.
-fn weighted(
-    resources: &[ResourceSpec],
-    requested: &[i64],
-    allocatable: &[i64],
-    score: impl Fn(i64, i64) -> i64,
-) -> i64 {
-    let (mut node_score, mut weight_sum) = (0i64, 0i64);
-    for ((resource, req), alloc) in resources.iter().zip(requested).zip(allocatable) {
-        if *alloc == 0 {
-            continue;
-        }
-        node_score += score(*req, *alloc) * resource.weight;
-        weight_sum += resource.weight;
-    }
-    if weight_sum == 0 {
-        0
-    } else {
-        node_score / weight_sum
     }
 }
 

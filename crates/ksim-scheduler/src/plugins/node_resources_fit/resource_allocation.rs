@@ -89,7 +89,30 @@ pub fn allocatable_and_requested(
     }
 }
 
-/// Per scored resource (allocatable, requested) on a node.
+/// Calls `visit(index, allocatable, requested)` for each scored resource the
+/// node has (allocatable not zero), without allocating.
+pub fn for_each_scored_resource(
+    node: &NodeInfo,
+    resources: &[ResourceSpec],
+    pod_requests: &[i64],
+    use_requested: bool,
+    mut visit: impl FnMut(usize, i64, i64),
+) {
+    for (i, resource) in resources.iter().enumerate() {
+        let (alloc, req) = allocatable_and_requested(
+            node,
+            &resource.name,
+            pod_requests.get(i).copied().unwrap_or(0),
+            use_requested,
+        );
+        if alloc != 0 {
+            visit(i, alloc, req);
+        }
+    }
+}
+
+/// Per scored resource (allocatable, requested) on a node; zeros for
+/// resources the node does not have.
 pub fn node_amounts(
     node: &NodeInfo,
     resources: &[ResourceSpec],
@@ -98,18 +121,15 @@ pub fn node_amounts(
 ) -> (Vec<i64>, Vec<i64>) {
     let mut allocatable = vec![0; resources.len()];
     let mut requested = vec![0; resources.len()];
-    for (i, resource) in resources.iter().enumerate() {
-        let (alloc, req) = allocatable_and_requested(
-            node,
-            &resource.name,
-            pod_requests.get(i).copied().unwrap_or(0),
-            use_requested,
-        );
-        if alloc == 0 {
-            continue;
-        }
-        allocatable[i] = alloc;
-        requested[i] = req;
-    }
+    for_each_scored_resource(
+        node,
+        resources,
+        pod_requests,
+        use_requested,
+        |i, alloc, req| {
+            allocatable[i] = alloc;
+            requested[i] = req;
+        },
+    );
     (allocatable, requested)
 }

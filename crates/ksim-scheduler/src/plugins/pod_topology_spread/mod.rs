@@ -10,6 +10,8 @@ mod common;
 
 use std::collections::{HashMap, HashSet};
 
+use foldhash::fast::FixedState;
+
 use k8s_openapi::api::core::v1::{Pod, TopologySpreadConstraint};
 use ksim_core::node_affinity::RequiredNodeAffinity;
 
@@ -37,6 +39,9 @@ const SCHEDULE_ANYWAY: &str = "ScheduleAnyway";
 const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 const PRE_FILTER_KEY: &str = "PreFilterPodTopologySpread";
 const PRE_SCORE_KEY: &str = "PreScorePodTopologySpread";
+
+/// Matching pods per domain value of one constraint.
+type DomainCounts = HashMap<String, i64, FixedState>;
 
 /// How default constraints are chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -135,13 +140,13 @@ impl PodTopologySpread {
 #[derive(Debug, Clone, Default)]
 struct PreFilterState {
     constraints: Vec<Constraint>,
-    tp_value_to_match_num: Vec<HashMap<String, i64>>,
+    tp_value_to_match_num: Vec<DomainCounts>,
     /// Per constraint, the smallest count over domains (i32::MAX when none).
     min_match: Vec<i64>,
 }
 
 impl PreFilterState {
-    fn new(constraints: Vec<Constraint>, tp_value_to_match_num: Vec<HashMap<String, i64>>) -> Self {
+    fn new(constraints: Vec<Constraint>, tp_value_to_match_num: Vec<DomainCounts>) -> Self {
         let mut state = PreFilterState {
             constraints,
             tp_value_to_match_num,
@@ -230,29 +235,35 @@ impl PreFilterPlugin for PodTopologySpread {
         }
         let required = RequiredNodeAffinity::from_pod(pod);
         let namespace = pod_namespace(pod);
-        let mut counts: Vec<HashMap<String, i64>> = vec![HashMap::new(); constraints.len()];
-        for node in snapshot.nodes() {
-            if !node_has_all_topology_keys(node, &constraints) {
-                continue;
+        // Counted with domain names borrowed from the snapshot; owned once at the end.
+        let mut borrowed: Vec<HashMap<&str, i64, FixedState>> =
+            vec![HashMap::default(); constraints.len()];
+        let mut values: Vec<&str> = Vec::with_capacity(constraints.len());
+        'nodes: for node in snapshot.nodes() {
+            let labels = node.labels();
+            values.clear();
+            for c in &constraints {
+                match labels.get(&c.topology_key) {
+                    Some(value) => values.push(value.as_str()),
+                    None => continue 'nodes,
+                }
             }
             for (i, c) in constraints.iter().enumerate() {
                 if !c.matches_node_inclusion_policies(pod, node, &required) {
                     continue;
                 }
-                let value = node
-                    .labels()
-                    .get(&c.topology_key)
-                    .map(String::as_str)
-                    .unwrap_or("");
-                let count = count_pods_match_selector(&node.pods, &c.selector, namespace);
-                match counts[i].get_mut(value) {
-                    Some(total) => *total += count,
-                    None => {
-                        counts[i].insert(value.to_string(), count);
-                    }
-                }
+                let count = if node.pods.is_empty() {
+                    0
+                } else {
+                    count_pods_match_selector(&node.pods, &c.selector, namespace)
+                };
+                *borrowed[i].entry(values[i]).or_insert(0) += count;
             }
         }
+        let counts: Vec<DomainCounts> = borrowed
+            .into_iter()
+            .map(|m| m.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+            .collect();
         state.write(PRE_FILTER_KEY, PreFilterState::new(constraints, counts));
         (None, Status::success())
     }
