@@ -185,6 +185,31 @@ impl PodBuilder {
         });
         self
     }
+    pub fn init_container(mut self, cpu: &str, sidecar: bool) -> Self {
+        self.spec()
+            .init_containers
+            .get_or_insert_with(Vec::new)
+            .push(Container {
+                name: "init".to_string(),
+                restart_policy: sidecar.then(|| "Always".to_string()),
+                resources: Some(ResourceRequirements {
+                    requests: Some(BTreeMap::from([(
+                        "cpu".to_string(),
+                        Quantity(cpu.to_string()),
+                    )])),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+        self
+    }
+    pub fn overhead(mut self, name: &str, value: &str) -> Self {
+        self.spec()
+            .overhead
+            .get_or_insert_with(BTreeMap::new)
+            .insert(name.to_string(), Quantity(value.to_string()));
+        self
+    }
     pub fn node(mut self, node: &str) -> Self {
         self.spec().node_name = Some(node.to_string());
         self

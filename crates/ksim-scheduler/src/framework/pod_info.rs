@@ -341,19 +341,13 @@ impl PodInfo {
     }
 }
 
-/// The host ports of a pod's containers (and sidecar init containers).
+/// The host ports of a pod's containers (init containers do not count, as upstream).
 pub fn host_ports(pod: &Pod) -> Vec<HostPort> {
     let Some(spec) = pod.spec.as_ref() else {
         return Vec::new();
     };
-    let sidecars = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .filter(|c| ksim_core::resources::is_restartable_init_container(c));
     spec.containers
         .iter()
-        .chain(sidecars)
         .flat_map(|c| c.ports.iter().flatten())
         .filter_map(|port| {
             let host_port = port.host_port.filter(|p| *p > 0)?;

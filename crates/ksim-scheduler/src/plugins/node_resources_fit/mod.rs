@@ -413,6 +413,66 @@ mod tests {
     }
 
     #[test]
+    fn filter_counts_init_containers_sidecars_and_overhead() {
+        // Node 10m cpu, 5m used.
+        let snapshot = Snapshot::new(
+            [node("n").cpu("10m").pods("32").obj()],
+            [pod("e").cpu("5m").node("n").obj()],
+        );
+        let cases = [
+            (
+                "init container within room",
+                pod("p").cpu("1m").init_container("5m", false).obj(),
+                "",
+            ),
+            (
+                "init container too big",
+                pod("p").cpu("1m").init_container("6m", false).obj(),
+                "Insufficient cpu",
+            ),
+            (
+                "init containers take the max, not the sum",
+                pod("p")
+                    .init_container("3m", false)
+                    .init_container("4m", false)
+                    .obj(),
+                "",
+            ),
+            (
+                "sidecar adds to containers",
+                pod("p").cpu("3m").init_container("3m", true).obj(),
+                "Insufficient cpu",
+            ),
+            (
+                "init after sidecar runs beside it",
+                pod("p")
+                    .cpu("1m")
+                    .init_container("2m", true)
+                    .init_container("4m", false)
+                    .obj(),
+                "Insufficient cpu",
+            ),
+            (
+                "overhead counts",
+                pod("p").cpu("4m").overhead("cpu", "2m").obj(),
+                "Insufficient cpu",
+            ),
+            (
+                "overhead within room",
+                pod("p").cpu("3m").overhead("cpu", "2m").obj(),
+                "",
+            ),
+        ];
+        for (name, pod, expected) in cases {
+            assert_eq!(
+                messages(&filter_all(&fit(), &pod, &snapshot)),
+                [expected],
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
     fn filter_counts_pods_against_the_pods_capacity() {
         let snapshot = Snapshot::new(
             [node("n").cpu("10").pods("1").obj()],
