@@ -6,6 +6,7 @@
 //! holds one module per plugin. Nothing here does I/O: the component that
 //! watches the API and binds pods drives this code.
 
+pub mod config;
 pub mod framework;
 pub mod plugins;
 

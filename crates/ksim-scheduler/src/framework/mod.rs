@@ -24,7 +24,7 @@ pub use pod_info::{
     AffinityTerm, HostPort, PodInfo, Resource, Selector, WeightedAffinityTerm, host_ports,
     pod_labels, pod_namespace,
 };
-pub use profile::{DEFAULT_PLUGINS, DEFAULT_SCHEDULER_NAME, Profile};
+pub use profile::{DEFAULT_PLUGINS, DEFAULT_SCHEDULER_NAME, ExtensionPoint, PluginEntry, Profile};
 pub use schedule_one::{
     Diagnosis, FitError, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND, MIN_FEASIBLE_NODES_TO_FIND,
     NodePluginScores, ScheduleError, ScheduleResult, ScheduleState, num_feasible_nodes_to_find,

@@ -2,7 +2,7 @@
 //! score weights (upstream's default profile and weights), plus the
 //! per-extension-point runners of the binding cycle.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,13 +36,92 @@ pub const DEFAULT_PLUGINS: &[(&str, i64)] = &[
     (plugins::scheduling_gates::NAME, 0),
 ];
 
+/// The extension points, as named in KubeSchedulerConfiguration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ExtensionPoint {
+    QueueSort,
+    PreEnqueue,
+    PreFilter,
+    Filter,
+    PostFilter,
+    PreScore,
+    Score,
+    Reserve,
+    Permit,
+    PreBind,
+    Bind,
+}
+
+impl ExtensionPoint {
+    /// Every extension point.
+    pub const ALL: [ExtensionPoint; 11] = [
+        ExtensionPoint::QueueSort,
+        ExtensionPoint::PreEnqueue,
+        ExtensionPoint::PreFilter,
+        ExtensionPoint::Filter,
+        ExtensionPoint::PostFilter,
+        ExtensionPoint::PreScore,
+        ExtensionPoint::Score,
+        ExtensionPoint::Reserve,
+        ExtensionPoint::Permit,
+        ExtensionPoint::PreBind,
+        ExtensionPoint::Bind,
+    ];
+
+    /// The field name in `plugins` of a profile (`preFilter`).
+    pub fn config_name(self) -> &'static str {
+        match self {
+            ExtensionPoint::QueueSort => "queueSort",
+            ExtensionPoint::PreEnqueue => "preEnqueue",
+            ExtensionPoint::PreFilter => "preFilter",
+            ExtensionPoint::Filter => "filter",
+            ExtensionPoint::PostFilter => "postFilter",
+            ExtensionPoint::PreScore => "preScore",
+            ExtensionPoint::Score => "score",
+            ExtensionPoint::Reserve => "reserve",
+            ExtensionPoint::Permit => "permit",
+            ExtensionPoint::PreBind => "preBind",
+            ExtensionPoint::Bind => "bind",
+        }
+    }
+
+    /// Whether the plugin implements this extension point.
+    pub fn implemented_by(self, plugin: &dyn Plugin) -> bool {
+        match self {
+            ExtensionPoint::QueueSort => plugin.as_queue_sort().is_some(),
+            ExtensionPoint::PreEnqueue => plugin.as_pre_enqueue().is_some(),
+            ExtensionPoint::PreFilter => plugin.as_pre_filter().is_some(),
+            ExtensionPoint::Filter => plugin.as_filter().is_some(),
+            ExtensionPoint::PostFilter => plugin.as_post_filter().is_some(),
+            ExtensionPoint::PreScore => plugin.as_pre_score().is_some(),
+            ExtensionPoint::Score => plugin.as_score().is_some(),
+            ExtensionPoint::Reserve => plugin.as_reserve().is_some(),
+            ExtensionPoint::Permit => plugin.as_permit().is_some(),
+            ExtensionPoint::PreBind => plugin.as_pre_bind().is_some(),
+            ExtensionPoint::Bind => plugin.as_bind().is_some(),
+        }
+    }
+}
+
+/// One plugin of a profile: its score weight and the extension points it
+/// runs at (`None`: every point it implements).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginEntry {
+    pub name: String,
+    pub weight: i64,
+    pub points: Option<BTreeSet<ExtensionPoint>>,
+}
+
 /// One scheduling profile.
 pub struct Profile {
     pub scheduler_name: String,
-    /// Enabled plugins, in the order extension points run them.
-    pub plugins: Vec<Arc<dyn Plugin>>,
+    /// Enabled plugins, in order.
+    plugins: Vec<Arc<dyn Plugin>>,
+    /// Per extension point (indexed by `ExtensionPoint as usize`), the
+    /// plugins that run there, in order.
+    at: Vec<Vec<Arc<dyn Plugin>>>,
     /// Score weights by plugin name (plugins without one weigh 1).
-    pub weights: HashMap<&'static str, i64>,
+    weights: HashMap<&'static str, i64>,
     /// `percentageOfNodesToScore` (None or 0: adaptive, as upstream).
     pub percentage_of_nodes_to_score: Option<i32>,
 }
@@ -71,29 +150,65 @@ impl Profile {
         .expect("the default plugins are all registered")
     }
 
-    /// A profile running the named plugins (with weights), built from the
-    /// registry with `args`; an unknown plugin name is an error.
+    /// A profile running the named plugins (with weights) at every point
+    /// they implement, built from the registry with `args`; an unknown
+    /// plugin name is an error.
     pub fn new(
         scheduler_name: &str,
         enabled: &[(&str, i64)],
+        args: &PluginArgs,
+    ) -> Result<Self, String> {
+        let entries: Vec<PluginEntry> = enabled
+            .iter()
+            .map(|(name, weight)| PluginEntry {
+                name: name.to_string(),
+                weight: *weight,
+                points: None,
+            })
+            .collect();
+        Self::from_entries(scheduler_name, &entries, args)
+    }
+
+    /// A profile from plugin entries (see [`PluginEntry`]).
+    pub fn from_entries(
+        scheduler_name: &str,
+        entries: &[PluginEntry],
         args: &PluginArgs,
     ) -> Result<Self, String> {
         let registry = plugins::registry();
         let mut profile = Profile {
             scheduler_name: scheduler_name.to_string(),
             plugins: Vec::new(),
+            at: vec![Vec::new(); ExtensionPoint::ALL.len()],
             weights: HashMap::new(),
             percentage_of_nodes_to_score: None,
         };
-        for (name, weight) in enabled {
+        for entry in entries {
             let (registered, factory) = registry
                 .iter()
-                .find(|(registered, _)| registered == name)
-                .ok_or_else(|| format!("{name:?} does not exist"))?;
-            profile.weights.insert(registered, *weight);
-            profile.plugins.push(factory(args));
+                .find(|(registered, _)| *registered == entry.name)
+                .ok_or_else(|| format!("{:?} does not exist", entry.name))?;
+            let plugin = factory(args);
+            profile.weights.insert(registered, entry.weight);
+            for point in ExtensionPoint::ALL {
+                let wanted = entry.points.as_ref().is_none_or(|p| p.contains(&point));
+                if wanted && point.implemented_by(plugin.as_ref()) {
+                    profile.at[point as usize].push(plugin.clone());
+                }
+            }
+            profile.plugins.push(plugin);
         }
         Ok(profile)
+    }
+
+    /// The enabled plugins, in order.
+    pub fn plugins(&self) -> &[Arc<dyn Plugin>] {
+        &self.plugins
+    }
+
+    /// The plugins that run at an extension point, in order.
+    pub fn plugins_at(&self, point: ExtensionPoint) -> &[Arc<dyn Plugin>] {
+        &self.at[point as usize]
     }
 
     /// The weight of a score plugin.
@@ -106,12 +221,16 @@ impl Profile {
 
     /// Whether any plugin filters.
     pub fn has_filter_plugins(&self) -> bool {
-        self.plugins.iter().any(|p| p.as_filter().is_some())
+        !self.plugins_at(ExtensionPoint::Filter).is_empty()
     }
 
     /// QueueSort: whether `a` goes before `b` (FIFO when no plugin sorts).
     pub fn queue_less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool {
-        match self.plugins.iter().find_map(|p| p.as_queue_sort()) {
+        match self
+            .plugins_at(ExtensionPoint::QueueSort)
+            .iter()
+            .find_map(|p| p.as_queue_sort())
+        {
             Some(sort) => sort.less(a, b),
             None => a.timestamp < b.timestamp,
         }
@@ -119,7 +238,7 @@ impl Profile {
 
     /// PreEnqueue: the first rejection, with its plugin.
     pub fn run_pre_enqueue_plugins(&self, pod: &Pod) -> Status {
-        for plugin in &self.plugins {
+        for plugin in self.plugins_at(ExtensionPoint::PreEnqueue) {
             if let Some(pre_enqueue) = plugin.as_pre_enqueue() {
                 let status = pre_enqueue.pre_enqueue(pod);
                 if !status.is_success() {
@@ -138,7 +257,7 @@ impl Profile {
         added: &PodInfo,
         node: &NodeInfo,
     ) -> Status {
-        for plugin in &self.plugins {
+        for plugin in self.plugins_at(ExtensionPoint::PreFilter) {
             if let Some(pre_filter) = plugin.as_pre_filter()
                 && !state.skips_filter(plugin.name())
             {
@@ -159,7 +278,7 @@ impl Profile {
         removed: &PodInfo,
         node: &NodeInfo,
     ) -> Status {
-        for plugin in &self.plugins {
+        for plugin in self.plugins_at(ExtensionPoint::PreFilter) {
             if let Some(pre_filter) = plugin.as_pre_filter()
                 && !state.skips_filter(plugin.name())
             {
@@ -174,7 +293,7 @@ impl Profile {
 
     /// Reserve on every plugin; on failure, Unreserve all in reverse order.
     pub fn run_reserve_plugins(&self, state: &mut CycleState, pod: &Pod, node: &str) -> Status {
-        for plugin in &self.plugins {
+        for plugin in self.plugins_at(ExtensionPoint::Reserve) {
             if let Some(reserve) = plugin.as_reserve() {
                 let status = reserve.reserve(state, pod, node);
                 if !status.is_success() {
@@ -188,7 +307,7 @@ impl Profile {
 
     /// Unreserve, in reverse order.
     pub fn run_unreserve_plugins(&self, state: &mut CycleState, pod: &Pod, node: &str) {
-        for plugin in self.plugins.iter().rev() {
+        for plugin in self.plugins_at(ExtensionPoint::Reserve).iter().rev() {
             if let Some(reserve) = plugin.as_reserve() {
                 reserve.unreserve(state, pod, node);
             }
@@ -203,7 +322,7 @@ impl Profile {
         node: &str,
     ) -> (Status, Option<Duration>) {
         let mut wait: Option<(Status, Duration)> = None;
-        for plugin in &self.plugins {
+        for plugin in self.plugins_at(ExtensionPoint::Permit) {
             if let Some(permit) = plugin.as_permit() {
                 let (status, timeout) = permit.permit(state, pod, node);
                 match status.code() {
@@ -226,7 +345,7 @@ impl Profile {
 
     /// PreBind: the first failure.
     pub fn run_pre_bind_plugins(&self, state: &mut CycleState, pod: &Pod, node: &str) -> Status {
-        for plugin in &self.plugins {
+        for plugin in self.plugins_at(ExtensionPoint::PreBind) {
             if let Some(pre_bind) = plugin.as_pre_bind() {
                 let status = pre_bind.pre_bind(state, pod, node);
                 if !status.is_success() {
@@ -239,7 +358,7 @@ impl Profile {
 
     /// Bind: the first binder that does not Skip decides; Skip when all skip.
     pub fn run_bind_plugins(&self, state: &mut CycleState, pod: &Pod, node: &str) -> Status {
-        for plugin in &self.plugins {
+        for plugin in self.plugins_at(ExtensionPoint::Bind) {
             if let Some(bind) = plugin.as_bind() {
                 let status = bind.bind(state, pod, node);
                 if !status.is_skip() {
@@ -258,7 +377,7 @@ mod tests {
     #[test]
     fn default_profile_has_upstream_plugins_and_weights() {
         let profile = Profile::default_profile();
-        let names: Vec<_> = profile.plugins.iter().map(|p| p.name()).collect();
+        let names: Vec<_> = profile.plugins().iter().map(|p| p.name()).collect();
         assert_eq!(
             names,
             DEFAULT_PLUGINS.iter().map(|(n, _)| *n).collect::<Vec<_>>()

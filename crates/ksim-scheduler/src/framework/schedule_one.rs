@@ -13,7 +13,7 @@ use rand::{Rng, RngCore, SeedableRng};
 use super::cycle_state::CycleState;
 use super::interface::{FilterPlugin, MAX_NODE_SCORE, MIN_NODE_SCORE, PreFilterResult};
 use super::node_info::{NodeInfo, Snapshot};
-use super::profile::Profile;
+use super::profile::{ExtensionPoint, Profile};
 use super::status::{Code, Status};
 
 /// Below this many nodes every node is evaluated.
@@ -201,7 +201,7 @@ fn run_pre_filter_plugins(
     let mut result = PreFilterResult::default();
     let mut plugins_with_nodes: Vec<&'static str> = Vec::new();
     let mut returned = Status::success();
-    for plugin in &profile.plugins {
+    for plugin in profile.plugins_at(ExtensionPoint::PreFilter) {
         let Some(pre_filter) = plugin.as_pre_filter() else {
             continue;
         };
@@ -259,7 +259,7 @@ fn active_filters<'a>(
     state: &CycleState,
 ) -> Vec<(&'static str, &'a dyn FilterPlugin)> {
     profile
-        .plugins
+        .plugins_at(ExtensionPoint::Filter)
         .iter()
         .filter_map(|p| p.as_filter().map(|f| (p.name(), f)))
         .filter(|(name, _)| !state.skips_filter(name))
@@ -381,7 +381,7 @@ fn fit_error(
 ) -> ScheduleError {
     let mut messages = Vec::new();
     let mut post_filter_result = None;
-    for plugin in &profile.plugins {
+    for plugin in profile.plugins_at(ExtensionPoint::PostFilter) {
         if let Some(post_filter) = plugin.as_post_filter() {
             let (result, status) =
                 post_filter.post_filter(state, pod, snapshot, profile, &diagnosis);
@@ -478,12 +478,12 @@ fn prioritize_nodes(
     } else {
         Vec::new()
     };
-    if !profile.plugins.iter().any(|p| p.as_score().is_some()) {
+    if profile.plugins_at(ExtensionPoint::Score).is_empty() {
         totals.iter_mut().for_each(|t| *t = 1);
         breakdown.iter_mut().for_each(|b| b.total = 1);
         return Ok((totals, breakdown));
     }
-    for plugin in &profile.plugins {
+    for plugin in profile.plugins_at(ExtensionPoint::PreScore) {
         if let Some(pre_score) = plugin.as_pre_score() {
             let status = pre_score.pre_score(state, pod, nodes, snapshot);
             if status.is_skip() {
@@ -498,7 +498,7 @@ fn prioritize_nodes(
         }
     }
     let mut scores = vec![0i64; nodes.len()];
-    for plugin in &profile.plugins {
+    for plugin in profile.plugins_at(ExtensionPoint::Score) {
         let Some(scorer) = plugin.as_score() else {
             continue;
         };
