@@ -9,6 +9,7 @@
 pub mod config;
 pub mod framework;
 pub mod plugins;
+pub mod queue;
 
 #[cfg(test)]
 pub(crate) mod testing;
