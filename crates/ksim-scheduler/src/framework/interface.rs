@@ -241,9 +241,10 @@ pub fn default_normalize_score(max_priority: i64, reverse: bool, scores: &mut [i
         return;
     }
     for score in scores.iter_mut() {
-        let scaled = max_priority * *score / max_count;
+        let scaled = i128::from(max_priority) * i128::from(*score) / i128::from(max_count);
+        let scaled = i64::try_from(scaled).unwrap_or(0);
         *score = if reverse {
-            max_priority - scaled
+            max_priority.saturating_sub(scaled)
         } else {
             scaled
         };

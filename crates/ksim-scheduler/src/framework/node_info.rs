@@ -139,8 +139,14 @@ impl NodeInfo {
     /// Accounts a pod bound to this node.
     pub fn add_pod(&mut self, pod: Arc<PodInfo>) {
         self.requested.add(&pod.requests);
-        self.non_zero_requested.milli_cpu += pod.non_zero_milli_cpu;
-        self.non_zero_requested.memory += pod.non_zero_memory;
+        self.non_zero_requested.milli_cpu = self
+            .non_zero_requested
+            .milli_cpu
+            .saturating_add(pod.non_zero_milli_cpu);
+        self.non_zero_requested.memory = self
+            .non_zero_requested
+            .memory
+            .saturating_add(pod.non_zero_memory);
         for port in &pod.host_ports {
             self.used_ports.add(port);
         }
@@ -165,8 +171,14 @@ impl NodeInfo {
         self.pods_with_required_anti_affinity
             .retain(|p| p.key() != (namespace, name));
         self.requested.subtract(&pod.requests);
-        self.non_zero_requested.milli_cpu -= pod.non_zero_milli_cpu;
-        self.non_zero_requested.memory -= pod.non_zero_memory;
+        self.non_zero_requested.milli_cpu = self
+            .non_zero_requested
+            .milli_cpu
+            .saturating_sub(pod.non_zero_milli_cpu);
+        self.non_zero_requested.memory = self
+            .non_zero_requested
+            .memory
+            .saturating_sub(pod.non_zero_memory);
         for port in &pod.host_ports {
             self.used_ports.remove(port);
         }

@@ -530,11 +530,11 @@ fn prioritize_nodes(
                     plugin.name()
                 )));
             }
-            let weighted = score * weight;
-            totals[i] += weighted;
+            let weighted = score.saturating_mul(weight);
+            totals[i] = totals[i].saturating_add(weighted);
             if let Some(entry) = breakdown.get_mut(i) {
                 entry.scores.push((plugin.name(), weighted));
-                entry.total += weighted;
+                entry.total = entry.total.saturating_add(weighted);
             }
         }
     }
@@ -846,5 +846,57 @@ mod tests {
                 .iter()
                 .any(|(plugin, score)| *plugin == "TaintToleration" && *score == 300)
         );
+    }
+}
+
+#[cfg(test)]
+mod extreme_input_tests {
+    use super::*;
+    use crate::testing::{node, pod};
+
+    #[test]
+    fn extreme_quantities_and_weights_do_not_panic() {
+        let snapshot = Snapshot::new(
+            [
+                node("negative").cpu("-1").memory("-5Gi").obj(),
+                node("huge")
+                    .cpu("99999999999999999999999Ei")
+                    .memory("9e18")
+                    .capacity("example.com/x", "9e99")
+                    .obj(),
+                node("zero").cpu("0").memory("0").pods("0").obj(),
+            ],
+            [pod("big").cpu("9e18").memory("9e18").node("huge").obj()],
+        );
+        let profile = Profile::new(
+            "x",
+            &[
+                ("NodeResourcesFit", i64::MAX),
+                ("NodeResourcesBalancedAllocation", i64::MAX),
+                ("TaintToleration", i64::MAX),
+            ],
+            &crate::plugins::PluginArgs::default(),
+        )
+        .expect("known plugins");
+        for incoming in [
+            pod("p")
+                .cpu("9e18")
+                .memory("9e18")
+                .request("example.com/x", "9e99")
+                .obj(),
+            pod("q").cpu("-9e18").obj(),
+            pod("r").obj(),
+        ] {
+            let mut cursor = ScheduleState::seeded(1);
+            cursor.record_scores = true;
+            // Any outcome is fine; only panics are not.
+            let _ = schedule_one(&profile, &snapshot, &incoming, &mut cursor);
+            let _ = schedule_one(
+                &Profile::default_profile(),
+                &snapshot,
+                &incoming,
+                &mut cursor,
+            );
+        }
     }
 }

@@ -118,7 +118,7 @@ impl ScorePlugin for ImageLocality {
                     .get(name)
                     .map(|size| (*size as f64 * spread) as i64)
             })
-            .sum();
+            .fold(0i64, i64::saturating_add);
         Ok(calculate_priority(sum, pre.containers))
     }
 }

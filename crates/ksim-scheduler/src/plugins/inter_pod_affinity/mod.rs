@@ -336,7 +336,7 @@ fn process_term(
             .entry(term.topology_key.clone())
             .or_default()
             .entry(value.clone())
-            .or_default() += weight * multiplier;
+            .or_default() += weight.saturating_mul(multiplier);
     }
 }
 
@@ -485,7 +485,7 @@ impl ScorePlugin for InterPodAffinity {
         Ok(s.topology_score
             .iter()
             .filter_map(|(key, values)| labels.get(key).and_then(|v| values.get(v)))
-            .sum())
+            .fold(0i64, |a, b| a.saturating_add(*b)))
     }
 
     fn normalize_score(
@@ -503,10 +503,12 @@ impl ScorePlugin for InterPodAffinity {
         }
         let min = scores.iter().copied().min().unwrap_or(0);
         let max = scores.iter().copied().max().unwrap_or(0);
-        let diff = max - min;
+        let diff = i128::from(max) - i128::from(min);
         for score in scores.iter_mut() {
             *score = if diff > 0 {
-                (MAX_NODE_SCORE as f64 * ((*score - min) as f64 / diff as f64)) as i64
+                (MAX_NODE_SCORE as f64
+                    * ((i128::from(*score) - i128::from(min)) as f64 / diff as f64))
+                    as i64
             } else {
                 0
             };

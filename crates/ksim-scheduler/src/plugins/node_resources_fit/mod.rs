@@ -119,7 +119,7 @@ impl Fit {
             return insufficient;
         }
         let mut check = |name: &str, requested: i64, capacity: i64, used: i64| {
-            if requested > 0 && requested > capacity - used {
+            if requested > 0 && requested > capacity.saturating_sub(used) {
                 insufficient.push(InsufficientResource {
                     resource_name: name.to_string(),
                     reason: format!("Insufficient {name}"),
@@ -242,8 +242,8 @@ impl ScorePlugin for Fit {
             let (mut node_score, mut weight_sum) = (0i64, 0i64);
             for_each_scored_resource(node, resources, requests, false, |i, alloc, req| {
                 let weight = resources[i].weight;
-                node_score += score(req, alloc) * weight;
-                weight_sum += weight;
+                node_score = node_score.saturating_add(score(req, alloc).saturating_mul(weight));
+                weight_sum = weight_sum.saturating_add(weight);
             });
             if weight_sum == 0 {
                 0
@@ -259,9 +259,7 @@ impl ScorePlugin for Fit {
                     .iter()
                     .map(|(utilization, score)| (*utilization, score * (MAX_NODE_SCORE / 10)))
                     .collect();
-                weighted(&|req, cap| {
-                    broken_linear(&scaled, if cap == 0 { 0 } else { req * 100 / cap })
-                })
+                weighted(&|req, cap| broken_linear(&scaled, utilization_percent(req, cap)))
             }
         })
     }
@@ -269,18 +267,32 @@ impl ScorePlugin for Fit {
 
 /// `(capacity - requested) * 100 / capacity`, 0 when over capacity.
 pub fn least_requested_score(requested: i64, capacity: i64) -> i64 {
-    if capacity == 0 || requested > capacity {
+    if capacity <= 0 || requested > capacity {
         return 0;
     }
-    (capacity - requested) * MAX_NODE_SCORE / capacity
+    scale(i128::from(capacity) - i128::from(requested), capacity)
 }
 
 /// `requested * 100 / capacity`, capped at capacity.
 pub fn most_requested_score(requested: i64, capacity: i64) -> i64 {
-    if capacity == 0 {
+    if capacity <= 0 {
         return 0;
     }
-    requested.min(capacity) * MAX_NODE_SCORE / capacity
+    scale(i128::from(requested.min(capacity)), capacity)
+}
+
+/// `amount * 100 / capacity` in 0..=100, without overflow.
+fn scale(amount: i128, capacity: i64) -> i64 {
+    let score = amount * i128::from(MAX_NODE_SCORE) / i128::from(capacity);
+    i64::try_from(score.clamp(0, i128::from(MAX_NODE_SCORE))).unwrap_or(0)
+}
+
+/// Utilization in percent (0 when there is no capacity).
+fn utilization_percent(requested: i64, capacity: i64) -> i64 {
+    if capacity <= 0 {
+        return 0;
+    }
+    i64::try_from(i128::from(requested) * 100 / i128::from(capacity)).unwrap_or(i64::MAX)
 }
 
 /// A piecewise-linear function through `shape` points, flat outside them.
@@ -297,7 +309,10 @@ fn broken_linear(shape: &[(i64, i64)], x: i64) -> i64 {
             if x1 == x0 {
                 return y1;
             }
-            return y0 + (y1 - y0) * (x - x0) / (x1 - x0);
+            let y = i128::from(y0)
+                + (i128::from(y1) - i128::from(y0)) * (i128::from(x) - i128::from(x0))
+                    / (i128::from(x1) - i128::from(x0));
+            return i64::try_from(y).unwrap_or(0);
         }
     }
     shape.last().map(|p| p.1).unwrap_or(0)

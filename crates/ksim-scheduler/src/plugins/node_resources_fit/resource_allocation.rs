@@ -72,12 +72,15 @@ pub fn allocatable_and_requested(
     match resource {
         RESOURCE_CPU => (
             node.allocatable.milli_cpu,
-            requested.milli_cpu + pod_request,
+            requested.milli_cpu.saturating_add(pod_request),
         ),
-        RESOURCE_MEMORY => (node.allocatable.memory, requested.memory + pod_request),
+        RESOURCE_MEMORY => (
+            node.allocatable.memory,
+            requested.memory.saturating_add(pod_request),
+        ),
         RESOURCE_EPHEMERAL_STORAGE => (
             node.allocatable.ephemeral_storage,
-            node.requested.ephemeral_storage + pod_request,
+            node.requested.ephemeral_storage.saturating_add(pod_request),
         ),
         other => match node.allocatable.scalar_resources.get(other) {
             Some(allocatable) => (

@@ -336,7 +336,7 @@ fn topology_normalizing_weight(size: usize) -> f64 {
 }
 
 fn score_for_count(count: i64, max_skew: i32, weight: f64) -> f64 {
-    count as f64 * weight + f64::from(max_skew - 1)
+    count as f64 * weight + (f64::from(max_skew) - 1.0)
 }
 
 impl PreScorePlugin for PodTopologySpread {
@@ -393,7 +393,7 @@ impl PreScorePlugin for PodTopologySpread {
             .enumerate()
             .map(|(i, c)| {
                 let size = if c.topology_key == HOSTNAME_LABEL {
-                    nodes.len() - s.ignored_nodes.len()
+                    nodes.len().saturating_sub(s.ignored_nodes.len())
                 } else {
                     topology_size[i]
                 };
@@ -480,7 +480,11 @@ impl ScorePlugin for PodTopologySpread {
             } else if max_score == 0 {
                 *score = MAX_NODE_SCORE;
             } else {
-                *score = MAX_NODE_SCORE * (max_score + min_score - *score) / max_score;
+                let normalized = i128::from(MAX_NODE_SCORE)
+                    * (i128::from(max_score) + i128::from(min_score) - i128::from(*score))
+                    / i128::from(max_score);
+                *score =
+                    i64::try_from(normalized.clamp(0, i128::from(MAX_NODE_SCORE))).unwrap_or(0);
             }
         }
         Status::success()
