@@ -254,6 +254,83 @@ impl DisruptionBudget {
     }
 }
 
+impl WorkloadSelector {
+    fn new(
+        kind: WorkloadKind,
+        meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    ) -> (WorkloadKind, String, String) {
+        (
+            kind,
+            meta.namespace
+                .clone()
+                .unwrap_or_else(|| "default".to_string()),
+            meta.name.clone().unwrap_or_default(),
+        )
+    }
+
+    fn from_map(
+        kind: WorkloadKind,
+        meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+        selector: Option<&BTreeMap<String, String>>,
+    ) -> Option<Self> {
+        let selector = selector.filter(|s| !s.is_empty())?;
+        let (kind, namespace, name) = Self::new(kind, meta);
+        Some(WorkloadSelector {
+            kind,
+            namespace,
+            name,
+            selector: ksim_core::selector::LabelSelectorRequirements {
+                requirements: selector
+                    .iter()
+                    .map(|(k, v)| ksim_core::selector::Requirement::In(k.clone(), vec![v.clone()]))
+                    .collect(),
+            },
+        })
+    }
+
+    fn from_label_selector(
+        kind: WorkloadKind,
+        meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+        selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    ) -> Option<Self> {
+        let selector =
+            ksim_core::selector::LabelSelectorRequirements::from_label_selector(selector).ok()?;
+        let (kind, namespace, name) = Self::new(kind, meta);
+        Some(WorkloadSelector {
+            kind,
+            namespace,
+            name,
+            selector,
+        })
+    }
+
+    /// A Service's selector (none for a Service without one).
+    pub fn from_service(service: &k8s_openapi::api::core::v1::Service) -> Option<Self> {
+        let selector = service.spec.as_ref().and_then(|s| s.selector.as_ref());
+        Self::from_map(WorkloadKind::Service, &service.metadata, selector)
+    }
+
+    /// A ReplicationController's selector.
+    pub fn from_replication_controller(
+        rc: &k8s_openapi::api::core::v1::ReplicationController,
+    ) -> Option<Self> {
+        let selector = rc.spec.as_ref().and_then(|s| s.selector.as_ref());
+        Self::from_map(WorkloadKind::ReplicationController, &rc.metadata, selector)
+    }
+
+    /// A ReplicaSet's selector.
+    pub fn from_replica_set(rs: &k8s_openapi::api::apps::v1::ReplicaSet) -> Option<Self> {
+        let spec = rs.spec.as_ref()?;
+        Self::from_label_selector(WorkloadKind::ReplicaSet, &rs.metadata, &spec.selector)
+    }
+
+    /// A StatefulSet's selector.
+    pub fn from_stateful_set(ss: &k8s_openapi::api::apps::v1::StatefulSet) -> Option<Self> {
+        let spec = ss.spec.as_ref()?;
+        Self::from_label_selector(WorkloadKind::StatefulSet, &ss.metadata, &spec.selector)
+    }
+}
+
 /// The scheduler's view of the cluster for one cycle: nodes (in a stable
 /// order), their pods, namespaces' labels and workload selectors.
 #[derive(Debug, Clone, Default)]
@@ -423,6 +500,26 @@ impl Snapshot {
             .filter(|n| !n.pods_with_required_anti_affinity.is_empty())
     }
 
+    /// Records a namespace's labels (for namespaceSelector).
+    pub fn upsert_namespace(&mut self, namespace: &k8s_openapi::api::core::v1::Namespace) {
+        if let Some(name) = namespace.metadata.name.clone() {
+            self.namespaces
+                .insert(name, namespace.metadata.labels.clone().unwrap_or_default());
+        }
+    }
+
+    /// Replaces (or adds) a workload selector, matched by kind, namespace and name.
+    pub fn upsert_workload_selector(&mut self, workload: WorkloadSelector) {
+        self.remove_workload_selector(workload.kind, &workload.namespace, &workload.name);
+        self.workload_selectors.push(workload);
+    }
+
+    /// Forgets a workload selector.
+    pub fn remove_workload_selector(&mut self, kind: WorkloadKind, namespace: &str, name: &str) {
+        self.workload_selectors
+            .retain(|w| !(w.kind == kind && w.namespace == namespace && w.name == name));
+    }
+
     /// The labels of a namespace (empty when unknown).
     pub fn namespace_labels(&self, namespace: &str) -> &BTreeMap<String, String> {
         static EMPTY: BTreeMap<String, String> = BTreeMap::new();
@@ -471,6 +568,61 @@ mod tests {
         assert!(used.check_conflict(&port("10.0.0.1", "UDP", 53)));
         used.remove(&port("0.0.0.0", "UDP", 53));
         assert!(!used.check_conflict(&port("10.0.0.1", "UDP", 53)));
+    }
+
+    #[test]
+    fn workload_selectors_from_objects() {
+        use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec};
+        use k8s_openapi::api::core::v1::{Service, ServiceSpec};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+        let meta = |name: &str| ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some("ns".to_string()),
+            ..Default::default()
+        };
+        let service = Service {
+            metadata: meta("svc"),
+            spec: Some(ServiceSpec {
+                selector: Some(BTreeMap::from([("app".to_string(), "web".to_string())])),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let headless = Service {
+            metadata: meta("no-selector"),
+            spec: Some(ServiceSpec::default()),
+            ..Default::default()
+        };
+        let rs = ReplicaSet {
+            metadata: meta("rs"),
+            spec: Some(ReplicaSetSpec {
+                selector: crate::testing::selector(&[("app", "web"), ("hash", "1")]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut snapshot = Snapshot::default();
+        snapshot
+            .upsert_workload_selector(WorkloadSelector::from_service(&service).expect("selector"));
+        snapshot
+            .upsert_workload_selector(WorkloadSelector::from_service(&service).expect("selector"));
+        snapshot
+            .upsert_workload_selector(WorkloadSelector::from_replica_set(&rs).expect("selector"));
+        assert!(WorkloadSelector::from_service(&headless).is_none());
+        assert_eq!(snapshot.workload_selectors.len(), 2);
+        let labels = BTreeMap::from([
+            ("app".to_string(), "web".to_string()),
+            ("hash".to_string(), "1".to_string()),
+        ]);
+        assert!(
+            snapshot
+                .workload_selectors
+                .iter()
+                .all(|w| w.namespace == "ns" && w.selector.matches(&labels))
+        );
+        snapshot.remove_workload_selector(WorkloadKind::Service, "ns", "svc");
+        assert_eq!(snapshot.workload_selectors.len(), 1);
     }
 
     #[test]

@@ -174,6 +174,15 @@ impl fmt::Display for ScheduleError {
 
 impl std::error::Error for ScheduleError {}
 
+/// The message of the `Scheduled` event (`Successfully assigned ns/pod to node`).
+pub fn scheduled_message(pod: &Pod, node: &str) -> String {
+    format!(
+        "Successfully assigned {}/{} to {node}",
+        super::pod_info::pod_namespace(pod),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
 /// How many feasible nodes to look for among `num_all_nodes` (upstream
 /// `numFeasibleNodesToFind`).
 pub fn num_feasible_nodes_to_find(percentage: Option<i32>, num_all_nodes: usize) -> usize {
@@ -705,6 +714,14 @@ mod tests {
             )),
             "0/3 nodes are available: pod affinity terms conflict. \
              preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.."
+        );
+    }
+
+    #[test]
+    fn scheduled_event_message() {
+        assert_eq!(
+            scheduled_message(&pod("web-0").namespace("shop").obj(), "node-3"),
+            "Successfully assigned shop/web-0 to node-3"
         );
     }
 
