@@ -255,7 +255,7 @@ impl DisruptionBudget {
 }
 
 impl WorkloadSelector {
-    fn new(
+    fn identity(
         kind: WorkloadKind,
         meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     ) -> (WorkloadKind, String, String) {
@@ -274,7 +274,7 @@ impl WorkloadSelector {
         selector: Option<&BTreeMap<String, String>>,
     ) -> Option<Self> {
         let selector = selector.filter(|s| !s.is_empty())?;
-        let (kind, namespace, name) = Self::new(kind, meta);
+        let (kind, namespace, name) = Self::identity(kind, meta);
         Some(WorkloadSelector {
             kind,
             namespace,
@@ -295,7 +295,7 @@ impl WorkloadSelector {
     ) -> Option<Self> {
         let selector =
             ksim_core::selector::LabelSelectorRequirements::from_label_selector(selector).ok()?;
-        let (kind, namespace, name) = Self::new(kind, meta);
+        let (kind, namespace, name) = Self::identity(kind, meta);
         Some(WorkloadSelector {
             kind,
             namespace,
