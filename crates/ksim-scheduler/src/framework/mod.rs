@@ -18,7 +18,7 @@ pub use interface::{
 };
 pub use node_info::{
     DisruptionBudget, HostPortInfo, NamespaceLabels, NodeInfo, Snapshot, WorkloadKind,
-    WorkloadSelector,
+    WorkloadSelector, zone_key,
 };
 pub use pod_info::{
     AffinityTerm, HostPort, PodInfo, Resource, Selector, WeightedAffinityTerm, host_ports,

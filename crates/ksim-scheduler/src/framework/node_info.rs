@@ -331,11 +331,89 @@ impl WorkloadSelector {
     }
 }
 
-/// The scheduler's view of the cluster for one cycle: nodes (in a stable
-/// order), their pods, namespaces' labels and workload selectors.
+/// The zone of a node as upstream keys it: region and zone labels (GA or
+/// beta), empty when neither is set.
+pub fn zone_key(node: &Node) -> String {
+    let labels = node.metadata.labels.as_ref();
+    let get = |ga: &str, beta: &str| {
+        labels
+            .and_then(|l| l.get(ga).or_else(|| l.get(beta)))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let region = get(
+        "topology.kubernetes.io/region",
+        "failure-domain.beta.kubernetes.io/region",
+    );
+    let zone = get(
+        "topology.kubernetes.io/zone",
+        "failure-domain.beta.kubernetes.io/zone",
+    );
+    if region.is_empty() && zone.is_empty() {
+        String::new()
+    } else {
+        format!("{region}:\x00:{zone}")
+    }
+}
+
+/// Node names grouped by zone, zones in the order first seen (upstream
+/// `nodeTree`); listing interleaves the zones.
+#[derive(Debug, Clone, Default)]
+struct NodeTree {
+    zones: Vec<String>,
+    tree: HashMap<String, Vec<String>>,
+}
+
+impl NodeTree {
+    fn add(&mut self, zone: &str, name: &str) {
+        match self.tree.get_mut(zone) {
+            Some(names) => names.push(name.to_string()),
+            None => {
+                self.zones.push(zone.to_string());
+                self.tree.insert(zone.to_string(), vec![name.to_string()]);
+            }
+        }
+    }
+
+    fn remove(&mut self, zone: &str, name: &str) {
+        let Some(names) = self.tree.get_mut(zone) else {
+            return;
+        };
+        if let Some(position) = names.iter().position(|n| n == name) {
+            names.swap_remove(position);
+        }
+        if names.is_empty() {
+            self.tree.remove(zone);
+            self.zones.retain(|z| z != zone);
+        }
+    }
+
+    /// The i-th node of every zone in turn.
+    fn list(&self) -> Vec<&str> {
+        let columns: Vec<&Vec<String>> =
+            self.zones.iter().filter_map(|z| self.tree.get(z)).collect();
+        let longest = columns.iter().map(|c| c.len()).max().unwrap_or(0);
+        let mut list = Vec::with_capacity(columns.iter().map(|c| c.len()).sum());
+        for i in 0..longest {
+            for column in &columns {
+                if let Some(name) = column.get(i) {
+                    list.push(name.as_str());
+                }
+            }
+        }
+        list
+    }
+}
+
+/// The scheduler's view of the cluster for one cycle: nodes, their pods,
+/// namespaces' labels and workload selectors. Scheduling walks the nodes
+/// zone by zone in turn, as upstream's node tree does.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     nodes: Vec<NodeInfo>,
+    tree: NodeTree,
+    /// Indexes into `nodes` in node-tree order, computed on first use after a change.
+    order: std::sync::OnceLock<Vec<usize>>,
     index: HashMap<String, usize>,
     /// Image name → number of nodes that have it.
     image_nodes: HashMap<String, usize>,
@@ -364,6 +442,17 @@ impl Snapshot {
     /// All nodes, in snapshot order.
     pub fn nodes(&self) -> &[NodeInfo] {
         &self.nodes
+    }
+
+    /// Indexes into [`Snapshot::nodes`] in node-tree order (zones in turn).
+    pub fn node_order(&self) -> &[usize] {
+        self.order.get_or_init(|| {
+            self.tree
+                .list()
+                .into_iter()
+                .filter_map(|name| self.index.get(name).copied())
+                .collect()
+        })
     }
 
     /// The number of nodes.
@@ -399,9 +488,16 @@ impl Snapshot {
     /// Adds a node, or replaces it keeping its pods.
     pub fn upsert_node(&mut self, node: Node) {
         let name = node.metadata.name.clone().unwrap_or_default();
+        let zone = zone_key(&node);
         let mut info = NodeInfo::new(Arc::new(node));
         match self.index.get(&name) {
             Some(&i) => {
+                let old_zone = zone_key(&self.nodes[i].node);
+                if old_zone != zone {
+                    self.tree.remove(&old_zone, &name);
+                    self.tree.add(&zone, &name);
+                    self.order = std::sync::OnceLock::new();
+                }
                 let old = std::mem::replace(&mut self.nodes[i], NodeInfo::new(info.node.clone()));
                 self.count_images(&old, -1);
                 for pod in old.pods {
@@ -412,6 +508,8 @@ impl Snapshot {
             }
             None => {
                 self.count_images(&info, 1);
+                self.tree.add(&zone, &name);
+                self.order = std::sync::OnceLock::new();
                 self.index.insert(name, self.nodes.len());
                 self.nodes.push(info);
             }
@@ -424,6 +522,8 @@ impl Snapshot {
             return false;
         };
         let removed = self.nodes.remove(i);
+        self.tree.remove(&zone_key(&removed.node), name);
+        self.order = std::sync::OnceLock::new();
         self.count_images(&removed, -1);
         for pod in &removed.pods {
             let (namespace, pod_name) = pod.key();
@@ -568,6 +668,40 @@ mod tests {
         assert!(used.check_conflict(&port("10.0.0.1", "UDP", 53)));
         used.remove(&port("0.0.0.0", "UDP", 53));
         assert!(!used.check_conflict(&port("10.0.0.1", "UDP", 53)));
+    }
+
+    #[test]
+    fn node_tree_order_interleaves_zones() {
+        let zoned =
+            |name: &str, zone: &str| node(name).label("topology.kubernetes.io/zone", zone).obj();
+        let mut snapshot = Snapshot::new(
+            [
+                zoned("a1", "a"),
+                zoned("a2", "a"),
+                zoned("b1", "b"),
+                node("none").obj(),
+                zoned("a3", "a"),
+                zoned("b2", "b"),
+            ],
+            [],
+        );
+        let names = |s: &Snapshot| -> Vec<String> {
+            s.node_order()
+                .iter()
+                .map(|&i| s.nodes()[i].name().to_string())
+                .collect()
+        };
+        assert_eq!(names(&snapshot), ["a1", "b1", "none", "a2", "b2", "a3"]);
+        snapshot.remove_node("b1");
+        assert_eq!(names(&snapshot), ["a1", "b2", "none", "a2", "a3"]);
+        snapshot.upsert_node(zoned("a1", "c"));
+        assert_eq!(names(&snapshot), ["a3", "b2", "none", "a1", "a2"]);
+        assert_eq!(
+            snapshot
+                .get("a1")
+                .map(|n| n.labels().get("topology.kubernetes.io/zone").cloned()),
+            Some(Some("c".to_string()))
+        );
     }
 
     #[test]

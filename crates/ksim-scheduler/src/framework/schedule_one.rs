@@ -328,7 +328,11 @@ pub fn schedule_one(
         return Err(fit_error(profile, &mut state, pod, snapshot, diagnosis));
     }
     let candidates: Vec<&NodeInfo> = match &pre_result.node_names {
-        None => all_nodes.iter().collect(),
+        None => snapshot
+            .node_order()
+            .iter()
+            .filter_map(|&i| all_nodes.get(i))
+            .collect(),
         Some(names) => {
             let nodes = names.iter().filter_map(|n| snapshot.get(n)).collect();
             let plugins: Vec<&str> = diagnosis.unschedulable_plugins.iter().copied().collect();
