@@ -5,6 +5,8 @@
 //! per topology pair once per cycle.
 
 use std::collections::HashMap;
+
+use foldhash::fast::FixedState;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -60,27 +62,36 @@ impl InterPodAffinity {
     }
 }
 
-type TopologyPair = (String, String);
-
-/// Counts per topology pair; entries that reach zero are dropped.
+/// Counts per topology key and value; entries that reach zero are dropped.
 #[derive(Debug, Clone, Default)]
-struct TopologyCounts(HashMap<TopologyPair, i64>);
+struct TopologyCounts(HashMap<String, HashMap<String, i64, FixedState>, FixedState>);
 
 impl TopologyCounts {
     fn update(&mut self, node: &NodeInfo, key: &str, value: i64) {
-        if let Some(tv) = node.labels().get(key) {
-            let pair = (key.to_string(), tv.clone());
-            let entry = self.0.entry(pair.clone()).or_default();
-            *entry += value;
-            if *entry == 0 {
-                self.0.remove(&pair);
+        let Some(tv) = node.labels().get(key) else {
+            return;
+        };
+        let values = match self.0.get_mut(key) {
+            Some(values) => values,
+            None => self.0.entry(key.to_string()).or_default(),
+        };
+        let count = match values.get_mut(tv.as_str()) {
+            Some(count) => count,
+            None => values.entry(tv.clone()).or_default(),
+        };
+        *count += value;
+        if *count == 0 {
+            values.remove(tv.as_str());
+            if values.is_empty() {
+                self.0.remove(key);
             }
         }
     }
 
     fn get(&self, key: &str, value: &str) -> i64 {
         self.0
-            .get(&(key.to_string(), value.to_string()))
+            .get(key)
+            .and_then(|values| values.get(value))
             .copied()
             .unwrap_or(0)
     }

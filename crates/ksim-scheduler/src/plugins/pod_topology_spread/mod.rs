@@ -324,10 +324,10 @@ impl FilterPlugin for PodTopologySpread {
 struct PreScoreState {
     constraints: Vec<Constraint>,
     /// Nodes without all topology keys (score 0).
-    ignored_nodes: HashSet<String>,
+    ignored_nodes: HashSet<String, FixedState>,
     /// Per constraint, matching pods per domain value (hostname constraints
     /// are counted per node at Score).
-    pod_counts: Vec<HashMap<String, i64>>,
+    pod_counts: Vec<DomainCounts>,
     normalizing_weights: Vec<f64>,
 }
 
@@ -364,7 +364,7 @@ impl PreScorePlugin for PodTopologySpread {
             .is_some_and(|c| !c.is_empty());
         let require_all_topologies = has_own || !self.system_defaulted;
         let mut s = PreScoreState {
-            pod_counts: vec![HashMap::new(); constraints.len()],
+            pod_counts: vec![DomainCounts::default(); constraints.len()],
             ..Default::default()
         };
         let mut topology_size = vec![0usize; constraints.len()];
