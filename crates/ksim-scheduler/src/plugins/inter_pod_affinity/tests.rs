@@ -302,3 +302,63 @@ fn ignore_preferred_terms_of_existing_pods_skips() {
         None
     );
 }
+
+#[test]
+fn existing_anti_affinity_namespace_selector_reads_incoming_namespace_labels() {
+    let term = PodAffinityTerm {
+        namespace_selector: Some(selector(&[("team", "a")])),
+        ..affinity_term(&[("app", "web")], "zone")
+    };
+    let mut s = snapshot(vec![
+        pod("e").namespace("ops").pod_anti_affinity(term).node("n1"),
+    ]);
+    s.namespaces.insert(
+        "team-a".to_string(),
+        BTreeMap::from([("team".to_string(), "a".to_string())]),
+    );
+    s.namespaces.insert(
+        "team-b".to_string(),
+        BTreeMap::from([("team".to_string(), "b".to_string())]),
+    );
+    check_filter(
+        "selected namespace",
+        pod("p").label("app", "web").namespace("team-a"),
+        &s,
+        &[EXISTING, EXISTING, OK],
+    );
+    check_filter(
+        "other namespace",
+        pod("p").label("app", "web").namespace("team-b"),
+        &s,
+        &[OK, OK, OK],
+    );
+}
+
+#[test]
+fn pre_filter_extensions_track_added_and_removed_pods() {
+    let s = snapshot(vec![pod("e").label("security", "S1").node("n1")]);
+    let incoming = pod("p")
+        .pod_anti_affinity(affinity_term(&[("security", "S1")], "zone"))
+        .obj();
+    let plugin = plugin();
+    let mut state = CycleState::new();
+    let (_, status) = plugin.pre_filter(&mut state, &incoming, &s);
+    assert!(status.is_success());
+    let n1 = s.get("n1").expect("n1");
+    let n3 = s.get("n3").expect("n3");
+    assert_eq!(plugin.filter(&state, &incoming, n1).message(), ANTI);
+    let existing = n1.pods[0].clone();
+    assert!(
+        plugin
+            .remove_pod(&mut state, &incoming, &existing, n1)
+            .is_success()
+    );
+    assert!(plugin.filter(&state, &incoming, n1).is_success());
+    assert!(
+        plugin
+            .add_pod(&mut state, &incoming, &existing, n3)
+            .is_success()
+    );
+    assert_eq!(plugin.filter(&state, &incoming, n3).message(), ANTI);
+    assert!(plugin.filter(&state, &incoming, n1).is_success());
+}
