@@ -143,14 +143,25 @@ struct PreFilterState {
     tp_value_to_match_num: Vec<DomainCounts>,
     /// Per constraint, the smallest count over domains (i32::MAX when none).
     min_match: Vec<i64>,
+    /// Per constraint, 1 when the incoming pod matches its own selector.
+    self_match: Vec<i64>,
 }
 
 impl PreFilterState {
-    fn new(constraints: Vec<Constraint>, tp_value_to_match_num: Vec<DomainCounts>) -> Self {
+    fn new(
+        pod: &Pod,
+        constraints: Vec<Constraint>,
+        tp_value_to_match_num: Vec<DomainCounts>,
+    ) -> Self {
+        let self_match = constraints
+            .iter()
+            .map(|c| i64::from(c.selector.matches(pod_labels(pod))))
+            .collect();
         let mut state = PreFilterState {
             constraints,
             tp_value_to_match_num,
             min_match: Vec::new(),
+            self_match,
         };
         state.min_match = (0..state.constraints.len())
             .map(|i| state.compute_min(i))
@@ -264,7 +275,10 @@ impl PreFilterPlugin for PodTopologySpread {
             .into_iter()
             .map(|m| m.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
             .collect();
-        state.write(PRE_FILTER_KEY, PreFilterState::new(constraints, counts));
+        state.write(
+            PRE_FILTER_KEY,
+            PreFilterState::new(pod, constraints, counts),
+        );
         (None, Status::success())
     }
 
@@ -296,19 +310,18 @@ impl PreFilterPlugin for PodTopologySpread {
 }
 
 impl FilterPlugin for PodTopologySpread {
-    fn filter(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
+    fn filter(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Status {
         let Some(s) = state.read::<PreFilterState>(PRE_FILTER_KEY) else {
             return Status::error(format!(
                 "reading {PRE_FILTER_KEY:?} from cycleState: not found"
             ));
         };
-        let labels = pod_labels(pod);
         for (i, c) in s.constraints.iter().enumerate() {
             let Some(value) = node.labels().get(&c.topology_key) else {
                 return Status::unresolvable(ERR_REASON_NODE_LABEL_NOT_MATCH);
             };
             let min_match = s.min_match_num(i);
-            let self_match = i64::from(c.selector.matches(labels));
+            let self_match = s.self_match[i];
             let match_num = s.tp_value_to_match_num[i].get(value).copied().unwrap_or(0);
             let skew = match_num + self_match - min_match;
             if skew > i64::from(c.max_skew) {
