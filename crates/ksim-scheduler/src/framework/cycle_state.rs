@@ -4,6 +4,8 @@
 use std::any::Any;
 use std::collections::{HashMap, HashSet};
 
+use foldhash::fast::FixedState;
+
 /// What a plugin stores in the state: any cloneable value (preemption
 /// evaluates nodes on copies of the state).
 pub trait StateData: Any + Send + Sync {
@@ -31,9 +33,9 @@ impl<T: Any + Clone + Send + Sync> StateData for T {
 /// because their PreFilter/PreScore returned Skip.
 #[derive(Default)]
 pub struct CycleState {
-    data: HashMap<&'static str, Box<dyn StateData>>,
-    pub(crate) skip_filter_plugins: HashSet<&'static str>,
-    pub(crate) skip_score_plugins: HashSet<&'static str>,
+    data: HashMap<&'static str, Box<dyn StateData>, FixedState>,
+    pub(crate) skip_filter_plugins: HashSet<&'static str, FixedState>,
+    pub(crate) skip_score_plugins: HashSet<&'static str, FixedState>,
 }
 
 impl CycleState {
