@@ -423,6 +423,8 @@ pub struct Snapshot {
     pub workload_selectors: Vec<WorkloadSelector>,
     /// PodDisruptionBudgets, for preemption.
     pub disruption_budgets: Vec<DisruptionBudget>,
+    /// Pods nominated to a node (status.nominatedNodeName) but not bound yet.
+    nominated: HashMap<String, Vec<Arc<PodInfo>>>,
 }
 
 impl Snapshot {
@@ -442,6 +444,35 @@ impl Snapshot {
     /// All nodes, in snapshot order.
     pub fn nodes(&self) -> &[NodeInfo] {
         &self.nodes
+    }
+
+    /// Records that `pod` is nominated to `node` (after preempting for it),
+    /// replacing an earlier nomination of the same pod.
+    pub fn nominate(&mut self, pod: Pod, node: &str) {
+        let info = Arc::new(PodInfo::new_lenient(Arc::new(pod)));
+        let (namespace, name) = info.key();
+        let (namespace, name) = (namespace.to_string(), name.to_string());
+        self.clear_nomination(&namespace, &name);
+        self.nominated
+            .entry(node.to_string())
+            .or_default()
+            .push(info);
+    }
+
+    /// Forgets a pod's nomination (bound, deleted or nominated elsewhere).
+    pub fn clear_nomination(&mut self, namespace: &str, name: &str) {
+        for pods in self.nominated.values_mut() {
+            pods.retain(|p| p.key() != (namespace, name));
+        }
+        self.nominated.retain(|_, pods| !pods.is_empty());
+    }
+
+    /// The pods nominated to a node.
+    pub fn nominated_pods(&self, node: &str) -> &[Arc<PodInfo>] {
+        self.nominated
+            .get(node)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
     }
 
     /// Indexes into [`Snapshot::nodes`] in node-tree order (zones in turn).
@@ -555,6 +586,9 @@ impl Snapshot {
         let info = PodInfo::new_lenient(Arc::new(pod));
         let (namespace, name) = info.key();
         let key = (namespace.to_string(), name.to_string());
+        if !self.nominated.is_empty() {
+            self.clear_nomination(&key.0, &key.1);
+        }
         if let Some(previous) = self.pod_nodes.insert(key.clone(), node_name.clone())
             && let Some(&at) = self.index.get(&previous)
         {

@@ -297,6 +297,71 @@ fn run_filters(
     Status::success()
 }
 
+fn priority(pod: &Pod) -> i32 {
+    pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
+}
+
+/// Upstream `RunFilterPluginsWithNominatedPods`: when pods of equal or
+/// higher priority are nominated to the node, the pod must fit both with
+/// them counted as running and without them.
+fn run_filters_with_nominated(
+    profile: &Profile,
+    filters: &[(&'static str, &dyn FilterPlugin)],
+    state: &CycleState,
+    pod: &Pod,
+    node: &NodeInfo,
+    snapshot: &Snapshot,
+) -> Status {
+    let pod_priority = priority(pod);
+    let own_key = (
+        super::pod_info::pod_namespace(pod),
+        pod.metadata.name.as_deref().unwrap_or_default(),
+    );
+    let nominated: Vec<_> = snapshot
+        .nominated_pods(node.name())
+        .iter()
+        .filter(|p| priority(&p.pod) >= pod_priority && p.key() != own_key)
+        .collect();
+    if nominated.is_empty() {
+        return run_filters(filters, state, pod, node);
+    }
+    let mut node_with = node.clone();
+    let mut state_with = state.clone();
+    for added in nominated {
+        node_with.add_pod(added.clone());
+        let status =
+            profile.run_pre_filter_extension_add_pod(&mut state_with, pod, added, &node_with);
+        if !status.is_success() {
+            return Status::error(status.message());
+        }
+    }
+    let status = run_filters(filters, &state_with, pod, &node_with);
+    if !status.is_success() {
+        return status;
+    }
+    run_filters(filters, state, pod, node)
+}
+
+/// Runs the Filter plugins on one node, counting pods nominated to it
+/// (see upstream `RunFilterPluginsWithNominatedPods`): the first rejection,
+/// with its plugin.
+pub fn run_filter_plugins_with_nominated_pods(
+    profile: &Profile,
+    state: &CycleState,
+    pod: &Pod,
+    node: &NodeInfo,
+    snapshot: &Snapshot,
+) -> Status {
+    run_filters_with_nominated(
+        profile,
+        &active_filters(profile, state),
+        state,
+        pod,
+        node,
+        snapshot,
+    )
+}
+
 /// Runs the Filter plugins on one node: the first rejection, with its plugin.
 pub fn run_filter_plugins(
     profile: &Profile,
@@ -345,6 +410,7 @@ pub fn schedule_one(
     };
     let feasible = find_nodes_that_pass_filters(
         profile,
+        snapshot,
         &state,
         pod,
         &candidates,
@@ -421,8 +487,10 @@ fn fit_error(
     }))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn find_nodes_that_pass_filters<'a>(
     profile: &Profile,
+    snapshot: &Snapshot,
     state: &CycleState,
     pod: &Pod,
     nodes: &[&'a NodeInfo],
@@ -447,7 +515,7 @@ fn find_nodes_that_pass_filters<'a>(
                 break;
             }
             let node = nodes[(start + i) % nodes.len()];
-            let status = run_filters(&filters, state, pod, node);
+            let status = run_filters_with_nominated(profile, &filters, state, pod, node, snapshot);
             if status.is_success() {
                 feasible.push(node);
             } else if status.code() == Code::Error {
@@ -719,6 +787,33 @@ mod tests {
             "0/3 nodes are available: pod affinity terms conflict. \
              preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.."
         );
+    }
+
+    #[test]
+    fn nominated_pods_of_equal_or_higher_priority_hold_their_room() {
+        let mut snapshot = Snapshot::new([node("n1").cpu("2").obj()], []);
+        snapshot.nominate(pod("nominee").priority(100).cpu("2").obj(), "n1");
+        let profile = Profile::default_profile();
+        let mut cursor = ScheduleState::seeded(1);
+        let lower = pod("lower").priority(10).cpu("1").obj();
+        let message = failure_message(schedule_one(&profile, &snapshot, &lower, &mut cursor));
+        assert!(
+            message.starts_with("0/1 nodes are available: 1 Insufficient cpu."),
+            "{message}"
+        );
+        let higher = pod("higher").priority(200).cpu("1").obj();
+        assert_eq!(
+            schedule_one(&profile, &snapshot, &higher, &mut cursor)
+                .map(|r| r.suggested_host)
+                .ok(),
+            Some("n1".to_string())
+        );
+        // The nominee itself is not blocked by its own nomination.
+        let nominee = pod("nominee").priority(100).cpu("2").obj();
+        assert!(schedule_one(&profile, &snapshot, &nominee, &mut cursor).is_ok());
+        // Once bound, the nomination is gone.
+        assert!(snapshot.bind_pod(nominee, "n1"));
+        assert!(snapshot.nominated_pods("n1").is_empty());
     }
 
     #[test]

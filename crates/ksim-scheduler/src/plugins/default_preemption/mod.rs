@@ -11,7 +11,8 @@ use k8s_openapi::api::core::v1::Pod;
 
 use crate::framework::{
     Code, CycleState, Diagnosis, DisruptionBudget, FitError, NodeInfo, Plugin, PodInfo,
-    PostFilterPlugin, PostFilterResult, Profile, Snapshot, Status, run_filter_plugins,
+    PostFilterPlugin, PostFilterResult, Profile, Snapshot, Status,
+    run_filter_plugins_with_nominated_pods,
 };
 
 /// The plugin name.
@@ -122,6 +123,7 @@ fn split_by_pdb_violation(
 /// Upstream `SelectVictimsOnNode`, on copies of the state and node.
 fn select_victims_on_node(
     profile: &Profile,
+    snapshot: &Snapshot,
     state: &mut CycleState,
     pod: &Pod,
     node: &mut NodeInfo,
@@ -145,7 +147,7 @@ fn select_victims_on_node(
     if potential.is_empty() {
         return Err(Status::unresolvable(ERR_NO_VICTIMS));
     }
-    let status = run_filter_plugins(profile, state, pod, node);
+    let status = run_filter_plugins_with_nominated_pods(profile, state, pod, node, snapshot);
     if !status.is_success() {
         return Err(status);
     }
@@ -160,7 +162,8 @@ fn select_victims_on_node(
         if !status.is_success() {
             return Err(status);
         }
-        if run_filter_plugins(profile, state, pod, node).is_success() {
+        if run_filter_plugins_with_nominated_pods(profile, state, pod, node, snapshot).is_success()
+        {
             return Ok(true);
         }
         let (namespace, name) = candidate.key();
@@ -310,6 +313,7 @@ impl DefaultPreemption {
             let mut state_copy = state.clone();
             match select_victims_on_node(
                 profile,
+                snapshot,
                 &mut state_copy,
                 pod,
                 &mut node_copy,
