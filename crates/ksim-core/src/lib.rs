@@ -6,8 +6,12 @@
 
 pub mod apply;
 mod error;
+pub mod node_affinity;
 pub mod patch;
+pub mod quantity;
+pub mod resources;
 pub mod schema;
 pub mod selector;
+pub mod toleration;
 
 pub use error::Error;

@@ -1,0 +1,186 @@
+//! Scheduling-cycle throughput on scheduler_perf-like workloads, without
+//! the API: SchedulingBasic, TopologySpreading and PreferredTopologySpreading
+//! on 5,000 nodes, and the per-pod cycle cost at 5,000 and 50,000 nodes.
+//! Run with `cargo bench -p ksim-scheduler --bench schedule_one` (release);
+//! `KSIM_BENCH_SCALE=0.1` shrinks every workload.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::{
+    Container, Node, NodeSpec, NodeStatus, Pod, PodSpec, ResourceRequirements,
+    TopologySpreadConstraint,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use ksim_scheduler::framework::{Profile, ScheduleState, Snapshot, schedule_one};
+
+fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+        .collect()
+}
+
+/// scheduler_perf's node template: 4 cpu, 32Gi, 110 pods, in one of 3 zones.
+fn node(i: usize) -> Node {
+    let name = format!("node-{i:06}");
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            labels: Some(BTreeMap::from([
+                ("kubernetes.io/hostname".to_string(), name),
+                (
+                    "topology.kubernetes.io/zone".to_string(),
+                    format!("zone-{}", i % 3),
+                ),
+            ])),
+            ..Default::default()
+        },
+        spec: Some(NodeSpec::default()),
+        status: Some(NodeStatus {
+            allocatable: Some(quantities(&[
+                ("cpu", "4"),
+                ("memory", "32Gi"),
+                ("pods", "110"),
+            ])),
+            ..Default::default()
+        }),
+    }
+}
+
+/// scheduler_perf's pod template: 100m cpu, 500Mi memory.
+fn pod(name: &str, spread: Option<&str>) -> Pod {
+    let constraints = spread.map(|when| {
+        vec![TopologySpreadConstraint {
+            max_skew: 1,
+            topology_key: "topology.kubernetes.io/zone".to_string(),
+            when_unsatisfiable: when.to_string(),
+            label_selector: Some(LabelSelector {
+                match_labels: Some(BTreeMap::from([("color".to_string(), "blue".to_string())])),
+                match_expressions: None,
+            }),
+            ..Default::default()
+        }]
+    });
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some("default".to_string()),
+            labels: Some(BTreeMap::from([("color".to_string(), "blue".to_string())])),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "pause".to_string(),
+                image: Some("registry.k8s.io/pause:3.10".to_string()),
+                resources: Some(ResourceRequirements {
+                    requests: Some(quantities(&[("cpu", "100m"), ("memory", "500Mi")])),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            topology_spread_constraints: constraints,
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+/// Schedules `pods` pods one by one (binding each into the snapshot);
+/// returns pods per second.
+fn run(nodes: usize, init_pods: usize, pods: usize, spread: Option<&str>) -> f64 {
+    let mut snapshot = Snapshot::new((0..nodes).map(node), []);
+    let profile = Profile::default_profile();
+    let mut state = ScheduleState::seeded(1);
+    for i in 0..init_pods {
+        let p = pod(&format!("init-{i}"), None);
+        if let Ok(result) = schedule_one(&profile, &snapshot, &p, &mut state) {
+            snapshot.bind_pod(p, &result.suggested_host);
+        }
+    }
+    let start = Instant::now();
+    let mut scheduled = 0usize;
+    for i in 0..pods {
+        let p = pod(&format!("pod-{i}"), spread);
+        if let Ok(result) = schedule_one(&profile, &snapshot, &p, &mut state) {
+            snapshot.bind_pod(p, &result.suggested_host);
+            scheduled += 1;
+        }
+    }
+    scheduled as f64 / start.elapsed().as_secs_f64().max(f64::EPSILON)
+}
+
+/// A scheduler_perf workload and its upstream threshold in pods/s.
+struct Workload {
+    name: &'static str,
+    nodes: usize,
+    init: usize,
+    pods: usize,
+    spread: Option<&'static str>,
+    threshold: f64,
+}
+
+const WORKLOADS: [Workload; 3] = [
+    Workload {
+        name: "SchedulingBasic",
+        nodes: 5_000,
+        init: 1_000,
+        pods: 10_000,
+        spread: None,
+        threshold: 270.0,
+    },
+    Workload {
+        name: "TopologySpreading",
+        nodes: 5_000,
+        init: 1_000,
+        pods: 5_000,
+        spread: Some("DoNotSchedule"),
+        threshold: 85.0,
+    },
+    Workload {
+        name: "PreferredTopologySpreading",
+        nodes: 5_000,
+        init: 1_000,
+        pods: 5_000,
+        spread: Some("ScheduleAnyway"),
+        threshold: 125.0,
+    },
+];
+
+fn main() {
+    let scale: f64 = std::env::var("KSIM_BENCH_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1.0);
+    let n = |count: usize| ((count as f64 * scale) as usize).max(1);
+    let mut out = std::io::stdout().lock();
+    for Workload {
+        name,
+        nodes,
+        init,
+        pods,
+        spread,
+        threshold,
+    } in WORKLOADS
+    {
+        let rate = run(n(nodes), n(init), n(pods), spread);
+        let _ = writeln!(
+            out,
+            "{name}: {rate:.0} pods/s ({} nodes, {} pods; upstream threshold {threshold}, target {})",
+            n(nodes),
+            n(pods),
+            threshold * 10.0
+        );
+    }
+    for nodes in [5_000, 50_000] {
+        let rate = run(n(nodes), 0, n(1_000), None);
+        let _ = writeln!(
+            out,
+            "cycle cost at {} nodes: {:.1} µs/pod",
+            n(nodes),
+            1e6 / rate
+        );
+    }
+}

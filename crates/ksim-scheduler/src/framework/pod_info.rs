@@ -1,0 +1,369 @@
+//! `PodInfo`: a pod with what the scheduler derives from it once (parsed
+//! affinity terms, requests, host ports), and the `Resource` accounting type.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, WeightedPodAffinityTerm};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use ksim_core::resources::{
+    PodResourcesOptions, RESOURCE_CPU, RESOURCE_EPHEMERAL_STORAGE, RESOURCE_MEMORY, RESOURCE_PODS,
+    ResourceList, is_scalar_resource, pod_requests,
+};
+use ksim_core::selector::{LabelSelectorRequirements, Labels, NoLabels};
+
+/// Resource amounts as the scheduler accounts them (upstream `framework.Resource`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Resource {
+    pub milli_cpu: i64,
+    pub memory: i64,
+    pub ephemeral_storage: i64,
+    pub allowed_pod_number: i64,
+    /// Extended, hugepages and attachable-volumes resources.
+    pub scalar_resources: BTreeMap<String, i64>,
+}
+
+impl Resource {
+    /// From a resource list: cpu in milli-cpu, the rest in units; names that
+    /// are neither native nor scalar are ignored.
+    pub fn from_list(list: &ResourceList) -> Self {
+        let mut resource = Resource::default();
+        for (name, quantity) in list {
+            match name.as_str() {
+                RESOURCE_CPU => resource.milli_cpu = quantity.milli_value(),
+                RESOURCE_MEMORY => resource.memory = quantity.value(),
+                RESOURCE_EPHEMERAL_STORAGE => resource.ephemeral_storage = quantity.value(),
+                RESOURCE_PODS => resource.allowed_pod_number = quantity.value(),
+                other if is_scalar_resource(other) => {
+                    resource
+                        .scalar_resources
+                        .insert(other.to_string(), quantity.value());
+                }
+                _ => {}
+            }
+        }
+        resource
+    }
+
+    /// Adds `other` in.
+    pub fn add(&mut self, other: &Resource) {
+        self.milli_cpu = self.milli_cpu.saturating_add(other.milli_cpu);
+        self.memory = self.memory.saturating_add(other.memory);
+        self.ephemeral_storage = self
+            .ephemeral_storage
+            .saturating_add(other.ephemeral_storage);
+        self.allowed_pod_number = self
+            .allowed_pod_number
+            .saturating_add(other.allowed_pod_number);
+        for (name, value) in &other.scalar_resources {
+            let entry = self.scalar_resources.entry(name.clone()).or_default();
+            *entry = entry.saturating_add(*value);
+        }
+    }
+
+    /// Takes `other` out.
+    pub fn subtract(&mut self, other: &Resource) {
+        self.milli_cpu = self.milli_cpu.saturating_sub(other.milli_cpu);
+        self.memory = self.memory.saturating_sub(other.memory);
+        self.ephemeral_storage = self
+            .ephemeral_storage
+            .saturating_sub(other.ephemeral_storage);
+        self.allowed_pod_number = self
+            .allowed_pod_number
+            .saturating_sub(other.allowed_pod_number);
+        for (name, value) in &other.scalar_resources {
+            let entry = self.scalar_resources.entry(name.clone()).or_default();
+            *entry = entry.saturating_sub(*value);
+        }
+    }
+
+    /// The amount of a resource by name (cpu in milli-cpu).
+    pub fn get(&self, name: &str) -> i64 {
+        match name {
+            RESOURCE_CPU => self.milli_cpu,
+            RESOURCE_MEMORY => self.memory,
+            RESOURCE_EPHEMERAL_STORAGE => self.ephemeral_storage,
+            RESOURCE_PODS => self.allowed_pod_number,
+            other => self.scalar_resources.get(other).copied().unwrap_or(0),
+        }
+    }
+}
+
+/// A label selector that may select nothing (a nil `LabelSelector`) or
+/// everything (an empty one), as `metav1.LabelSelectorAsSelector`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selector {
+    /// Selects nothing.
+    Nothing,
+    /// Selects what satisfies all requirements (none: everything).
+    Requirements(LabelSelectorRequirements),
+}
+
+impl Selector {
+    /// Converts an optional `LabelSelector`.
+    pub fn from_label_selector(selector: Option<&LabelSelector>) -> Result<Self, String> {
+        match selector {
+            None => Ok(Selector::Nothing),
+            Some(selector) => LabelSelectorRequirements::from_label_selector(selector)
+                .map(Selector::Requirements)
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Whether the labels are selected.
+    pub fn matches(&self, labels: &dyn Labels) -> bool {
+        match self {
+            Selector::Nothing => false,
+            Selector::Requirements(requirements) => requirements.matches(labels),
+        }
+    }
+
+    /// Whether the selector selects everything.
+    pub fn is_everything(&self) -> bool {
+        matches!(self, Selector::Requirements(r) if r.is_empty())
+    }
+}
+
+/// The labels of a pod (none when unset).
+pub fn pod_labels(pod: &Pod) -> &dyn Labels {
+    match pod.metadata.labels.as_ref() {
+        Some(labels) => labels,
+        None => &NoLabels,
+    }
+}
+
+/// The namespace of a pod (`default` when unset).
+pub fn pod_namespace(pod: &Pod) -> &str {
+    pod.metadata.namespace.as_deref().unwrap_or("default")
+}
+
+/// A parsed pod (anti-)affinity term (upstream `framework.AffinityTerm`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AffinityTerm {
+    /// Namespaces named by the term (or the pod's own namespace).
+    pub namespaces: BTreeSet<String>,
+    /// Selects pods by label.
+    pub selector: Selector,
+    pub topology_key: String,
+    /// Selects namespaces by label.
+    pub namespace_selector: Selector,
+}
+
+impl AffinityTerm {
+    /// Parses a term of `pod`.
+    pub fn new(pod: &Pod, term: &PodAffinityTerm) -> Result<Self, String> {
+        let selector = Selector::from_label_selector(term.label_selector.as_ref())?;
+        let namespace_selector = Selector::from_label_selector(term.namespace_selector.as_ref())?;
+        let listed = term.namespaces.as_deref().unwrap_or_default();
+        let namespaces = if listed.is_empty() && term.namespace_selector.is_none() {
+            BTreeSet::from([pod_namespace(pod).to_string()])
+        } else {
+            listed.iter().cloned().collect()
+        };
+        Ok(AffinityTerm {
+            namespaces,
+            selector,
+            topology_key: term.topology_key.clone(),
+            namespace_selector,
+        })
+    }
+
+    /// Whether `pod` (in a namespace with `namespace_labels`) is selected.
+    pub fn matches(&self, pod: &Pod, namespace_labels: &dyn Labels) -> bool {
+        (self.namespaces.contains(pod_namespace(pod))
+            || self.namespace_selector.matches(namespace_labels))
+            && self.selector.matches(pod_labels(pod))
+    }
+}
+
+/// A weighted affinity term.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WeightedAffinityTerm {
+    pub term: AffinityTerm,
+    pub weight: i32,
+}
+
+/// One host port a pod asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HostPort {
+    /// `0.0.0.0` when unset.
+    pub ip: String,
+    /// `TCP` when unset.
+    pub protocol: String,
+    pub port: i32,
+}
+
+/// A pod and what the scheduler derives from it once.
+#[derive(Debug, Clone)]
+pub struct PodInfo {
+    pub pod: Arc<Pod>,
+    pub required_affinity_terms: Vec<AffinityTerm>,
+    pub required_anti_affinity_terms: Vec<AffinityTerm>,
+    pub preferred_affinity_terms: Vec<WeightedAffinityTerm>,
+    pub preferred_anti_affinity_terms: Vec<WeightedAffinityTerm>,
+    /// Effective requests, overhead included.
+    pub requests: Resource,
+    /// cpu with 100m for containers that do not say (for scoring).
+    pub non_zero_milli_cpu: i64,
+    /// memory with 200Mi for containers that do not say (for scoring).
+    pub non_zero_memory: i64,
+    pub host_ports: Vec<HostPort>,
+}
+
+fn parse_terms(
+    pod: &Pod,
+    terms: Option<&Vec<PodAffinityTerm>>,
+) -> Result<Vec<AffinityTerm>, String> {
+    terms
+        .into_iter()
+        .flatten()
+        .map(|term| AffinityTerm::new(pod, term))
+        .collect()
+}
+
+fn parse_weighted(
+    pod: &Pod,
+    terms: Option<&Vec<WeightedPodAffinityTerm>>,
+) -> Result<Vec<WeightedAffinityTerm>, String> {
+    terms
+        .into_iter()
+        .flatten()
+        .map(|weighted| {
+            AffinityTerm::new(pod, &weighted.pod_affinity_term).map(|term| WeightedAffinityTerm {
+                term,
+                weight: weighted.weight,
+            })
+        })
+        .collect()
+}
+
+impl PodInfo {
+    /// Derives everything; an invalid affinity term is an error (upstream
+    /// `NewPodInfo`).
+    pub fn new(pod: Arc<Pod>) -> Result<Self, String> {
+        let affinity = pod.spec.as_ref().and_then(|s| s.affinity.as_ref());
+        let pod_affinity = affinity.and_then(|a| a.pod_affinity.as_ref());
+        let anti_affinity = affinity.and_then(|a| a.pod_anti_affinity.as_ref());
+        let required_affinity_terms = parse_terms(
+            &pod,
+            pod_affinity.and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            }),
+        )?;
+        let required_anti_affinity_terms = parse_terms(
+            &pod,
+            anti_affinity.and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            }),
+        )?;
+        let preferred_affinity_terms = parse_weighted(
+            &pod,
+            pod_affinity.and_then(|a| {
+                a.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+            }),
+        )?;
+        let preferred_anti_affinity_terms = parse_weighted(
+            &pod,
+            anti_affinity.and_then(|a| {
+                a.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+            }),
+        )?;
+        let requests = Resource::from_list(&pod_requests(&pod, &PodResourcesOptions::default()));
+        let non_zero = pod_requests(&pod, &PodResourcesOptions::non_zero());
+        let non_zero_milli_cpu = non_zero
+            .get(RESOURCE_CPU)
+            .map(|q| q.milli_value())
+            .unwrap_or(0);
+        let non_zero_memory = non_zero
+            .get(RESOURCE_MEMORY)
+            .map(|q| q.value())
+            .unwrap_or(0);
+        let host_ports = host_ports(&pod);
+        Ok(PodInfo {
+            pod,
+            required_affinity_terms,
+            required_anti_affinity_terms,
+            preferred_affinity_terms,
+            preferred_anti_affinity_terms,
+            requests,
+            non_zero_milli_cpu,
+            non_zero_memory,
+            host_ports,
+        })
+    }
+
+    /// Like [`PodInfo::new`], but an invalid term set is dropped instead of
+    /// failing (for pods already bound, which the scheduler must account).
+    pub fn new_lenient(pod: Arc<Pod>) -> Self {
+        match PodInfo::new(pod.clone()) {
+            Ok(info) => info,
+            Err(_) => {
+                let mut stripped = (*pod).clone();
+                if let Some(spec) = stripped.spec.as_mut() {
+                    spec.affinity = None;
+                }
+                let mut info = PodInfo::new(Arc::new(stripped)).unwrap_or_else(|_| PodInfo {
+                    pod: pod.clone(),
+                    required_affinity_terms: Vec::new(),
+                    required_anti_affinity_terms: Vec::new(),
+                    preferred_affinity_terms: Vec::new(),
+                    preferred_anti_affinity_terms: Vec::new(),
+                    requests: Resource::default(),
+                    non_zero_milli_cpu: 0,
+                    non_zero_memory: 0,
+                    host_ports: Vec::new(),
+                });
+                info.pod = pod;
+                info
+            }
+        }
+    }
+
+    /// Whether the pod has any pod affinity or anti-affinity.
+    pub fn has_affinity(&self) -> bool {
+        self.pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.affinity.as_ref())
+            .is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some())
+    }
+
+    /// Namespace and name.
+    pub fn key(&self) -> (&str, &str) {
+        (
+            pod_namespace(&self.pod),
+            self.pod.metadata.name.as_deref().unwrap_or_default(),
+        )
+    }
+}
+
+/// The host ports of a pod's containers (init containers do not count, as upstream).
+pub fn host_ports(pod: &Pod) -> Vec<HostPort> {
+    let Some(spec) = pod.spec.as_ref() else {
+        return Vec::new();
+    };
+    spec.containers
+        .iter()
+        .flat_map(|c| c.ports.iter().flatten())
+        .filter_map(|port| {
+            let host_port = port.host_port.filter(|p| *p > 0)?;
+            Some(HostPort {
+                ip: port
+                    .host_ip
+                    .clone()
+                    .filter(|ip| !ip.is_empty())
+                    .unwrap_or_else(|| "0.0.0.0".to_string()),
+                protocol: port
+                    .protocol
+                    .clone()
+                    .filter(|p| !p.is_empty())
+                    .unwrap_or_else(|| "TCP".to_string()),
+                port: host_port,
+            })
+        })
+        .collect()
+}

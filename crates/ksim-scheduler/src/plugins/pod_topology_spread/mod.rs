@@ -1,0 +1,508 @@
+//! PodTopologySpread: spreads matching pods across topology domains.
+//! Filter enforces `whenUnsatisfiable: DoNotSchedule` constraints
+//! (maxSkew, minDomains, nodeAffinityPolicy, nodeTaintsPolicy,
+//! matchLabelKeys); Score favours nodes in less crowded domains for
+//! `ScheduleAnyway` constraints and for the system default constraints of
+//! pods owned by workloads. Counting happens once per cycle in
+//! PreFilter/PreScore.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+
+use foldhash::fast::FixedState;
+
+use k8s_openapi::api::core::v1::{Pod, TopologySpreadConstraint};
+use ksim_core::node_affinity::RequiredNodeAffinity;
+
+pub use common::Constraint;
+use common::{
+    count_pods_match_selector, default_selector, filter_constraints, node_has_all_topology_keys,
+};
+
+use crate::framework::{
+    CycleState, FilterPlugin, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, PreFilterPlugin,
+    PreFilterResult, PreScorePlugin, ScorePlugin, Selector, Snapshot, Status, pod_labels,
+    pod_namespace,
+};
+
+/// The plugin name.
+pub const NAME: &str = "PodTopologySpread";
+/// The reason for a node whose domain is too crowded.
+pub const ERR_REASON_CONSTRAINTS_NOT_MATCH: &str =
+    "node(s) didn't match pod topology spread constraints";
+/// The reason for a node without a constraint's topology key.
+pub const ERR_REASON_NODE_LABEL_NOT_MATCH: &str =
+    "node(s) didn't match pod topology spread constraints (missing required label)";
+const DO_NOT_SCHEDULE: &str = "DoNotSchedule";
+const SCHEDULE_ANYWAY: &str = "ScheduleAnyway";
+const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+const PRE_FILTER_KEY: &str = "PreFilterPodTopologySpread";
+const PRE_SCORE_KEY: &str = "PreScorePodTopologySpread";
+
+/// Matching pods per domain value of one constraint.
+type DomainCounts = HashMap<String, i64, FixedState>;
+
+/// How default constraints are chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DefaultingType {
+    /// The system defaults (hostname maxSkew 3, zone maxSkew 5, ScheduleAnyway).
+    #[default]
+    System,
+    /// `defaultConstraints` as configured.
+    List,
+}
+
+/// `PodTopologySpreadArgs`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PodTopologySpreadArgs {
+    pub default_constraints: Vec<TopologySpreadConstraint>,
+    pub defaulting_type: DefaultingType,
+}
+
+/// The system default constraints.
+pub fn system_default_constraints() -> Vec<TopologySpreadConstraint> {
+    vec![
+        TopologySpreadConstraint {
+            max_skew: 3,
+            topology_key: HOSTNAME_LABEL.to_string(),
+            when_unsatisfiable: SCHEDULE_ANYWAY.to_string(),
+            ..Default::default()
+        },
+        TopologySpreadConstraint {
+            max_skew: 5,
+            topology_key: "topology.kubernetes.io/zone".to_string(),
+            when_unsatisfiable: SCHEDULE_ANYWAY.to_string(),
+            ..Default::default()
+        },
+    ]
+}
+
+/// The plugin.
+#[derive(Debug, Clone)]
+pub struct PodTopologySpread {
+    default_constraints: Vec<TopologySpreadConstraint>,
+    system_defaulted: bool,
+}
+
+impl PodTopologySpread {
+    /// With these arguments.
+    pub fn new(args: &PodTopologySpreadArgs) -> Self {
+        match args.defaulting_type {
+            DefaultingType::System => PodTopologySpread {
+                default_constraints: system_default_constraints(),
+                system_defaulted: true,
+            },
+            DefaultingType::List => PodTopologySpread {
+                default_constraints: args.default_constraints.clone(),
+                system_defaulted: false,
+            },
+        }
+    }
+
+    /// The constraints of `pod` for one `whenUnsatisfiable` kind: its own,
+    /// or (when it has none at all) the defaults with the workload selector.
+    pub fn constraints(
+        &self,
+        pod: &Pod,
+        snapshot: &Snapshot,
+        when_unsatisfiable: &str,
+    ) -> Result<Vec<Constraint>, String> {
+        let own = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.topology_spread_constraints.as_deref())
+            .unwrap_or_default();
+        if !own.is_empty() {
+            return filter_constraints(own, pod.metadata.labels.as_ref(), when_unsatisfiable);
+        }
+        let mut constraints = filter_constraints(
+            &self.default_constraints,
+            pod.metadata.labels.as_ref(),
+            when_unsatisfiable,
+        )?;
+        if constraints.is_empty() {
+            return Ok(constraints);
+        }
+        let selector = default_selector(pod, snapshot);
+        if selector.is_empty() {
+            return Ok(Vec::new());
+        }
+        for c in &mut constraints {
+            c.selector = Selector::Requirements(selector.clone());
+        }
+        Ok(constraints)
+    }
+}
+
+/// What PreFilter counts: per constraint, matching pods per domain value
+/// and the global minimum (kept current when preemption adds or removes pods).
+#[derive(Debug, Clone, Default)]
+struct PreFilterState {
+    constraints: Vec<Constraint>,
+    tp_value_to_match_num: Vec<DomainCounts>,
+    /// Per constraint, the smallest count over domains (i32::MAX when none).
+    min_match: Vec<i64>,
+    /// Per constraint, 1 when the incoming pod matches its own selector.
+    self_match: Vec<i64>,
+}
+
+impl PreFilterState {
+    fn new(
+        pod: &Pod,
+        constraints: Vec<Constraint>,
+        tp_value_to_match_num: Vec<DomainCounts>,
+    ) -> Self {
+        let self_match = constraints
+            .iter()
+            .map(|c| i64::from(c.selector.matches(pod_labels(pod))))
+            .collect();
+        let mut state = PreFilterState {
+            constraints,
+            tp_value_to_match_num,
+            min_match: Vec::new(),
+            self_match,
+        };
+        state.min_match = (0..state.constraints.len())
+            .map(|i| state.compute_min(i))
+            .collect();
+        state
+    }
+
+    fn compute_min(&self, i: usize) -> i64 {
+        self.tp_value_to_match_num[i]
+            .values()
+            .copied()
+            .min()
+            .unwrap_or(i64::from(i32::MAX))
+    }
+
+    /// The global minimum, or 0 when fewer domains than minDomains exist.
+    fn min_match_num(&self, i: usize) -> i64 {
+        let domains = i64::try_from(self.tp_value_to_match_num[i].len()).unwrap_or(i64::MAX);
+        if domains < i64::from(self.constraints[i].min_domains) {
+            return 0;
+        }
+        self.min_match[i]
+    }
+
+    /// Accounts `delta` matching pods of `updated` on `node` (upstream `updateWithPod`).
+    fn update_with_pod(&mut self, updated: &Pod, preemptor: &Pod, node: &NodeInfo, delta: i64) {
+        if pod_namespace(updated) != pod_namespace(preemptor)
+            || !node_has_all_topology_keys(node, &self.constraints)
+        {
+            return;
+        }
+        let required = RequiredNodeAffinity::from_pod(preemptor);
+        for i in 0..self.constraints.len() {
+            let c = &self.constraints[i];
+            if !c.selector.matches(pod_labels(updated))
+                || !c.matches_node_inclusion_policies(preemptor, node, &required)
+            {
+                continue;
+            }
+            let value = node
+                .labels()
+                .get(&c.topology_key)
+                .cloned()
+                .unwrap_or_default();
+            *self.tp_value_to_match_num[i].entry(value).or_default() += delta;
+            self.min_match[i] = self.compute_min(i);
+        }
+    }
+}
+
+impl Plugin for PodTopologySpread {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
+        Some(self)
+    }
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        Some(self)
+    }
+    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
+        Some(self)
+    }
+    fn as_score(&self) -> Option<&dyn ScorePlugin> {
+        Some(self)
+    }
+}
+
+impl PreFilterPlugin for PodTopologySpread {
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        snapshot: &Snapshot,
+    ) -> (Option<PreFilterResult>, Status) {
+        let constraints = match self.constraints(pod, snapshot, DO_NOT_SCHEDULE) {
+            Ok(c) => c,
+            Err(e) => return (None, Status::error(e)),
+        };
+        if constraints.is_empty() {
+            return (None, Status::skip());
+        }
+        let required = RequiredNodeAffinity::from_pod(pod);
+        let namespace = pod_namespace(pod);
+        // Counted with domain names borrowed from the snapshot; owned once at the end.
+        let mut borrowed: Vec<HashMap<&str, i64, FixedState>> =
+            vec![HashMap::default(); constraints.len()];
+        let mut values: Vec<&str> = Vec::with_capacity(constraints.len());
+        'nodes: for node in snapshot.nodes() {
+            let labels = node.labels();
+            values.clear();
+            for c in &constraints {
+                match labels.get(&c.topology_key) {
+                    Some(value) => values.push(value.as_str()),
+                    None => continue 'nodes,
+                }
+            }
+            for (i, c) in constraints.iter().enumerate() {
+                if !c.matches_node_inclusion_policies(pod, node, &required) {
+                    continue;
+                }
+                let count = if node.pods.is_empty() {
+                    0
+                } else {
+                    count_pods_match_selector(&node.pods, &c.selector, namespace)
+                };
+                *borrowed[i].entry(values[i]).or_insert(0) += count;
+            }
+        }
+        let counts: Vec<DomainCounts> = borrowed
+            .into_iter()
+            .map(|m| m.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+            .collect();
+        state.write(
+            PRE_FILTER_KEY,
+            PreFilterState::new(pod, constraints, counts),
+        );
+        (None, Status::success())
+    }
+
+    fn add_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        added: &PodInfo,
+        node: &NodeInfo,
+    ) -> Status {
+        if let Some(s) = state.read_mut::<PreFilterState>(PRE_FILTER_KEY) {
+            s.update_with_pod(&added.pod, pod, node, 1);
+        }
+        Status::success()
+    }
+
+    fn remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        removed: &PodInfo,
+        node: &NodeInfo,
+    ) -> Status {
+        if let Some(s) = state.read_mut::<PreFilterState>(PRE_FILTER_KEY) {
+            s.update_with_pod(&removed.pod, pod, node, -1);
+        }
+        Status::success()
+    }
+}
+
+impl FilterPlugin for PodTopologySpread {
+    fn filter(&self, state: &CycleState, _pod: &Pod, node: &NodeInfo) -> Status {
+        let Some(s) = state.read::<PreFilterState>(PRE_FILTER_KEY) else {
+            return Status::error(format!(
+                "reading {PRE_FILTER_KEY:?} from cycleState: not found"
+            ));
+        };
+        for (i, c) in s.constraints.iter().enumerate() {
+            let Some(value) = node.labels().get(&c.topology_key) else {
+                return Status::unresolvable(ERR_REASON_NODE_LABEL_NOT_MATCH);
+            };
+            let min_match = s.min_match_num(i);
+            let self_match = s.self_match[i];
+            let match_num = s.tp_value_to_match_num[i].get(value).copied().unwrap_or(0);
+            let skew = match_num + self_match - min_match;
+            if skew > i64::from(c.max_skew) {
+                return Status::unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH);
+            }
+        }
+        Status::success()
+    }
+}
+
+/// What PreScore counts.
+#[derive(Debug, Clone, Default)]
+struct PreScoreState {
+    constraints: Vec<Constraint>,
+    /// Nodes without all topology keys (score 0).
+    ignored_nodes: HashSet<String, FixedState>,
+    /// Per constraint, matching pods per domain value (hostname constraints
+    /// are counted per node at Score).
+    pod_counts: Vec<DomainCounts>,
+    normalizing_weights: Vec<f64>,
+}
+
+fn topology_normalizing_weight(size: usize) -> f64 {
+    ((size + 2) as f64).ln()
+}
+
+fn score_for_count(count: i64, max_skew: i32, weight: f64) -> f64 {
+    count as f64 * weight + (f64::from(max_skew) - 1.0)
+}
+
+impl PreScorePlugin for PodTopologySpread {
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        nodes: &[&NodeInfo],
+        snapshot: &Snapshot,
+    ) -> Status {
+        if nodes.is_empty() || snapshot.is_empty() {
+            return Status::skip();
+        }
+        let constraints = match self.constraints(pod, snapshot, SCHEDULE_ANYWAY) {
+            Ok(c) => c,
+            Err(e) => return Status::error(e),
+        };
+        if constraints.is_empty() {
+            return Status::skip();
+        }
+        let has_own = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.topology_spread_constraints.as_ref())
+            .is_some_and(|c| !c.is_empty());
+        let require_all_topologies = has_own || !self.system_defaulted;
+        let mut s = PreScoreState {
+            pod_counts: vec![DomainCounts::default(); constraints.len()],
+            ..Default::default()
+        };
+        let mut topology_size = vec![0usize; constraints.len()];
+        for node in nodes {
+            if require_all_topologies && !node_has_all_topology_keys(node, &constraints) {
+                s.ignored_nodes.insert(node.name().to_string());
+                continue;
+            }
+            for (i, c) in constraints.iter().enumerate() {
+                if c.topology_key == HOSTNAME_LABEL {
+                    continue;
+                }
+                let value = node
+                    .labels()
+                    .get(&c.topology_key)
+                    .map(String::as_str)
+                    .unwrap_or("");
+                if !s.pod_counts[i].contains_key(value) {
+                    s.pod_counts[i].insert(value.to_string(), 0);
+                    topology_size[i] += 1;
+                }
+            }
+        }
+        s.normalizing_weights = constraints
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let size = if c.topology_key == HOSTNAME_LABEL {
+                    nodes.len().saturating_sub(s.ignored_nodes.len())
+                } else {
+                    topology_size[i]
+                };
+                topology_normalizing_weight(size)
+            })
+            .collect();
+        let required = RequiredNodeAffinity::from_pod(pod);
+        let namespace = pod_namespace(pod);
+        for node in snapshot.nodes() {
+            if require_all_topologies && !node_has_all_topology_keys(node, &constraints) {
+                continue;
+            }
+            for (i, c) in constraints.iter().enumerate() {
+                if !c.matches_node_inclusion_policies(pod, node, &required) {
+                    continue;
+                }
+                let value = node
+                    .labels()
+                    .get(&c.topology_key)
+                    .map(String::as_str)
+                    .unwrap_or("");
+                let Some(count) = s.pod_counts[i].get_mut(value) else {
+                    continue;
+                };
+                *count += count_pods_match_selector(&node.pods, &c.selector, namespace);
+            }
+        }
+        s.constraints = constraints;
+        state.write(PRE_SCORE_KEY, s);
+        Status::success()
+    }
+}
+
+impl ScorePlugin for PodTopologySpread {
+    fn score(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
+        let s = state.read::<PreScoreState>(PRE_SCORE_KEY).ok_or_else(|| {
+            Status::error(format!(
+                "reading {PRE_SCORE_KEY:?} from cycleState: not found"
+            ))
+        })?;
+        if s.ignored_nodes.contains(node.name()) {
+            return Ok(0);
+        }
+        let mut score = 0.0;
+        for (i, c) in s.constraints.iter().enumerate() {
+            let Some(value) = node.labels().get(&c.topology_key) else {
+                continue;
+            };
+            let count = if c.topology_key == HOSTNAME_LABEL {
+                count_pods_match_selector(&node.pods, &c.selector, pod_namespace(pod))
+            } else {
+                s.pod_counts[i].get(value).copied().unwrap_or(0)
+            };
+            score += score_for_count(count, c.max_skew, s.normalizing_weights[i]);
+        }
+        Ok(score.round() as i64)
+    }
+
+    fn normalize_score(
+        &self,
+        state: &CycleState,
+        _pod: &Pod,
+        nodes: &[&NodeInfo],
+        scores: &mut [i64],
+    ) -> Status {
+        let Some(s) = state.read::<PreScoreState>(PRE_SCORE_KEY) else {
+            return Status::success();
+        };
+        let (mut min_score, mut max_score) = (i64::MAX, 0i64);
+        let ignored: Vec<bool> = nodes
+            .iter()
+            .map(|n| s.ignored_nodes.contains(n.name()))
+            .collect();
+        for (score, ignored) in scores.iter().zip(&ignored) {
+            if *ignored {
+                continue;
+            }
+            min_score = min_score.min(*score);
+            max_score = max_score.max(*score);
+        }
+        for (score, ignored) in scores.iter_mut().zip(&ignored) {
+            if *ignored {
+                *score = 0;
+            } else if max_score == 0 {
+                *score = MAX_NODE_SCORE;
+            } else {
+                let normalized = i128::from(MAX_NODE_SCORE)
+                    * (i128::from(max_score) + i128::from(min_score) - i128::from(*score))
+                    / i128::from(max_score);
+                *score =
+                    i64::try_from(normalized.clamp(0, i128::from(MAX_NODE_SCORE))).unwrap_or(0);
+            }
+        }
+        Status::success()
+    }
+}
+
+#[cfg(test)]
+mod tests;

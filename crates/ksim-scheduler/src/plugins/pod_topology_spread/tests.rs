@@ -1,0 +1,485 @@
+//! Tests of PodTopologySpread: Filter and Score tables in the spirit of
+//! upstream's filtering_test.go and scoring_test.go.
+
+use k8s_openapi::api::core::v1::TopologySpreadConstraint;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use ksim_core::selector::LabelSelectorRequirements;
+
+use super::*;
+use crate::framework::{Code, WorkloadKind, WorkloadSelector};
+use crate::testing::{
+    NodeBuilder, PodBuilder, filter_all, messages, node, pod, score_all, selector,
+};
+
+const OK: &str = "";
+const SKEW: &str = ERR_REASON_CONSTRAINTS_NOT_MATCH;
+const LABEL: &str = ERR_REASON_NODE_LABEL_NOT_MATCH;
+
+fn plugin() -> PodTopologySpread {
+    PodTopologySpread::new(&PodTopologySpreadArgs::default())
+}
+
+/// node-a, node-b in zone1; node-x, node-y in zone2.
+fn four_nodes() -> Vec<NodeBuilder> {
+    vec![
+        node("node-a").label("zone", "zone1"),
+        node("node-b").label("zone", "zone1"),
+        node("node-x").label("zone", "zone2"),
+        node("node-y").label("zone", "zone2"),
+    ]
+}
+
+fn foo_pods(per_node: &[(&str, usize)]) -> Vec<PodBuilder> {
+    per_node
+        .iter()
+        .flat_map(|(node, n)| {
+            (0..*n).map(move |i| pod(&format!("p-{node}-{i}")).label("foo", "").node(node))
+        })
+        .collect()
+}
+
+fn check_filter(
+    name: &str,
+    incoming: Pod,
+    nodes: Vec<NodeBuilder>,
+    existing: Vec<PodBuilder>,
+    expected: &[&str],
+) {
+    let snapshot = Snapshot::new(
+        nodes.into_iter().map(NodeBuilder::obj),
+        existing.into_iter().map(PodBuilder::obj),
+    );
+    assert_eq!(
+        messages(&filter_all(&plugin(), &incoming, &snapshot)),
+        expected,
+        "{name}"
+    );
+}
+
+fn exists_foo() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+        match_labels: None,
+        match_expressions: Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
+                key: "foo".to_string(),
+                operator: "Exists".to_string(),
+                values: None,
+            },
+        ]),
+    }
+}
+
+fn constraint(max_skew: i32, key: &str, when: &str) -> TopologySpreadConstraint {
+    TopologySpreadConstraint {
+        max_skew,
+        topology_key: key.to_string(),
+        when_unsatisfiable: when.to_string(),
+        label_selector: Some(exists_foo()),
+        ..Default::default()
+    }
+}
+
+fn spread_pod(constraints: Vec<TopologySpreadConstraint>) -> PodBuilder {
+    constraints
+        .into_iter()
+        .fold(pod("p").label("foo", ""), |p, c| p.spread_constraint(c))
+}
+
+#[test]
+fn filter_single_constraint() {
+    let zone = || spread_pod(vec![constraint(1, "zone", "DoNotSchedule")]).obj();
+    let host = |skew| {
+        spread_pod(vec![constraint(
+            skew,
+            "kubernetes.io/hostname",
+            "DoNotSchedule",
+        )])
+        .obj()
+    };
+    check_filter(
+        "no existing pods",
+        zone(),
+        four_nodes(),
+        vec![],
+        &[OK, OK, OK, OK],
+    );
+    check_filter(
+        "incoming pod does not match itself",
+        pod("p")
+            .label("bar", "")
+            .spread_constraint(constraint(1, "zone", "DoNotSchedule"))
+            .obj(),
+        four_nodes(),
+        foo_pods(&[("node-a", 1)]),
+        &[OK, OK, OK, OK],
+    );
+    check_filter(
+        "pods in other namespaces do not count",
+        zone(),
+        four_nodes(),
+        foo_pods(&[("node-a", 2)])
+            .into_iter()
+            .map(|p| p.namespace("other"))
+            .collect(),
+        &[OK, OK, OK, OK],
+    );
+    check_filter(
+        "3/3 spread, all fit",
+        zone(),
+        four_nodes(),
+        foo_pods(&[("node-a", 2), ("node-b", 1), ("node-x", 1), ("node-y", 2)]),
+        &[OK, OK, OK, OK],
+    );
+    check_filter(
+        "2/1: only zone2 fits",
+        zone(),
+        four_nodes(),
+        foo_pods(&[("node-a", 1), ("node-b", 1), ("node-x", 1)]),
+        &[SKEW, SKEW, OK, OK],
+    );
+    let mut nodes = four_nodes();
+    nodes[1] = node("node-b");
+    check_filter(
+        "1/2 because node-b has no zone label",
+        zone(),
+        nodes,
+        foo_pods(&[("node-a", 1), ("node-b", 1), ("node-x", 1), ("node-y", 1)]),
+        &[OK, LABEL, SKEW, SKEW],
+    );
+    check_filter(
+        "no node has the key",
+        spread_pod(vec![constraint(1, "rack", "DoNotSchedule")]).obj(),
+        four_nodes(),
+        vec![],
+        &[LABEL, LABEL, LABEL, LABEL],
+    );
+    let per_node = || foo_pods(&[("node-a", 2), ("node-b", 1), ("node-y", 3)]);
+    check_filter(
+        "2/1/0/3 on hostname: only node-x",
+        host(1),
+        four_nodes(),
+        per_node(),
+        &[SKEW, SKEW, OK, SKEW],
+    );
+    check_filter(
+        "2/1/0/3 with maxSkew 2: node-b and node-x",
+        host(2),
+        four_nodes(),
+        per_node(),
+        &[SKEW, OK, OK, SKEW],
+    );
+    check_filter(
+        "terminating pods do not count",
+        zone(),
+        four_nodes(),
+        foo_pods(&[("node-a", 1)])
+            .into_iter()
+            .map(|p| {
+                let mut pod = p.obj();
+                pod.metadata.deletion_timestamp = Some(
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()),
+                );
+                PodBuilder::from(pod)
+            })
+            .collect(),
+        &[OK, OK, OK, OK],
+    );
+    check_filter(
+        "ScheduleAnyway constraints do not filter",
+        spread_pod(vec![constraint(1, "zone", "ScheduleAnyway")]).obj(),
+        four_nodes(),
+        foo_pods(&[("node-a", 5)]),
+        &[OK, OK, OK, OK],
+    );
+}
+
+#[test]
+fn filter_multiple_constraints_must_all_hold() {
+    let incoming = spread_pod(vec![
+        constraint(1, "zone", "DoNotSchedule"),
+        constraint(1, "kubernetes.io/hostname", "DoNotSchedule"),
+    ])
+    .obj();
+    // zone1: 3 pods, zone2: 2 pods; per node a1 b2 x2 y0.
+    check_filter(
+        "zone says zone2, hostname says node-y",
+        incoming,
+        four_nodes(),
+        foo_pods(&[("node-a", 1), ("node-b", 2), ("node-x", 2)]),
+        &[SKEW, SKEW, SKEW, OK],
+    );
+}
+
+#[test]
+fn filter_min_domains_treats_global_minimum_as_zero() {
+    let with_min_domains = |min| {
+        let mut c = constraint(1, "zone", "DoNotSchedule");
+        c.min_domains = Some(min);
+        spread_pod(vec![c]).obj()
+    };
+    let existing = || foo_pods(&[("node-a", 1), ("node-x", 1)]);
+    // Two domains with one pod each: fine with minDomains 2, but with 3
+    // domains required the minimum counts as 0 so skew becomes 2.
+    check_filter(
+        "enough domains",
+        with_min_domains(2),
+        four_nodes(),
+        existing(),
+        &[OK, OK, OK, OK],
+    );
+    check_filter(
+        "too few domains",
+        with_min_domains(3),
+        four_nodes(),
+        existing(),
+        &[SKEW, SKEW, SKEW, SKEW],
+    );
+}
+
+#[test]
+fn filter_node_inclusion_policies() {
+    // zone3 only on a node the pod's affinity excludes or that is tainted.
+    let nodes = || {
+        let mut nodes = four_nodes();
+        nodes.push(
+            node("node-z")
+                .label("zone", "zone3")
+                .label("excluded", "true")
+                .taint("t", "", "NoSchedule"),
+        );
+        nodes
+    };
+    let existing = || foo_pods(&[("node-a", 1), ("node-x", 1)]);
+    let mut honor_affinity = constraint(1, "zone", "DoNotSchedule");
+    honor_affinity.node_affinity_policy = Some("Honor".to_string());
+    let mut ignore_affinity = honor_affinity.clone();
+    ignore_affinity.node_affinity_policy = Some("Ignore".to_string());
+    let affinity_pod = |c: TopologySpreadConstraint| {
+        let mut p = spread_pod(vec![c]);
+        p.required_node_term(k8s_openapi::api::core::v1::NodeSelectorTerm {
+            match_expressions: Some(vec![k8s_openapi::api::core::v1::NodeSelectorRequirement {
+                key: "excluded".to_string(),
+                operator: "DoesNotExist".to_string(),
+                values: None,
+            }]),
+            match_fields: None,
+        });
+        p.obj()
+    };
+    // (node-z itself is NodeAffinity's to reject; its empty domain is simply not counted.)
+    check_filter(
+        "affinity honored: zone3 not a domain",
+        affinity_pod(honor_affinity),
+        nodes(),
+        existing(),
+        &[OK, OK, OK, OK, OK],
+    );
+    check_filter(
+        "affinity ignored: empty zone3 is the minimum",
+        affinity_pod(ignore_affinity),
+        nodes(),
+        existing(),
+        &[SKEW, SKEW, SKEW, SKEW, OK],
+    );
+    let mut honor_taints = constraint(1, "zone", "DoNotSchedule");
+    honor_taints.node_taints_policy = Some("Honor".to_string());
+    check_filter(
+        "taints ignored by default",
+        spread_pod(vec![constraint(1, "zone", "DoNotSchedule")]).obj(),
+        nodes(),
+        existing(),
+        &[SKEW, SKEW, SKEW, SKEW, OK],
+    );
+    check_filter(
+        "taints honored: tainted zone3 not a domain",
+        spread_pod(vec![honor_taints]).obj(),
+        nodes(),
+        existing(),
+        &[OK, OK, OK, OK, OK],
+    );
+}
+
+#[test]
+fn filter_match_label_keys_narrow_the_selector() {
+    let mut c = constraint(1, "zone", "DoNotSchedule");
+    c.match_label_keys = Some(vec!["pod-template-hash".to_string()]);
+    let incoming = spread_pod(vec![c]).label("pod-template-hash", "v2").obj();
+    // Old revision pods (v1) crowd zone1 but do not count.
+    let old: Vec<PodBuilder> = foo_pods(&[("node-a", 3)])
+        .into_iter()
+        .map(|p| p.label("pod-template-hash", "v1"))
+        .collect();
+    check_filter(
+        "other revisions ignored",
+        incoming.clone(),
+        four_nodes(),
+        old,
+        &[OK, OK, OK, OK],
+    );
+    let new: Vec<PodBuilder> = foo_pods(&[("node-a", 1)])
+        .into_iter()
+        .map(|p| p.label("pod-template-hash", "v2"))
+        .collect();
+    check_filter(
+        "same revision counts",
+        incoming,
+        four_nodes(),
+        new,
+        &[SKEW, SKEW, OK, OK],
+    );
+}
+
+#[test]
+fn filter_skips_pods_without_hard_constraints() {
+    let snapshot = Snapshot::new(four_nodes().into_iter().map(NodeBuilder::obj), []);
+    let mut state = CycleState::new();
+    let (_, status) = plugin().pre_filter(&mut state, &pod("p").obj(), &snapshot);
+    assert_eq!(status.code(), Code::Skip);
+}
+
+fn check_score(name: &str, incoming: Pod, snapshot: Snapshot, expected: Option<Vec<i64>>) {
+    assert_eq!(
+        score_all(&plugin(), &incoming, &snapshot),
+        expected,
+        "{name}"
+    );
+}
+
+#[test]
+fn score_soft_constraints() {
+    let host = || {
+        spread_pod(vec![constraint(
+            1,
+            "kubernetes.io/hostname",
+            "ScheduleAnyway",
+        )])
+        .obj()
+    };
+    let zone = || spread_pod(vec![constraint(1, "zone", "ScheduleAnyway")]).obj();
+    let snapshot = |existing: Vec<PodBuilder>| {
+        Snapshot::new(
+            four_nodes().into_iter().map(NodeBuilder::obj),
+            existing.into_iter().map(PodBuilder::obj),
+        )
+    };
+    check_score(
+        "no existing pods",
+        host(),
+        snapshot(vec![]),
+        Some(vec![100, 100, 100, 100]),
+    );
+    // weight ln(4+2); raw 0, 2, 4, 5 -> 100*(5+0-s)/5
+    check_score(
+        "0/1/2/3 on hostname",
+        host(),
+        snapshot(foo_pods(&[("node-b", 1), ("node-x", 2), ("node-y", 3)])),
+        Some(vec![100, 60, 20, 0]),
+    );
+    // weight ln(2+2); zone1 2 pods -> 3, zone2 1 pod -> 1; 100*(3+1-s)/3
+    check_score(
+        "2/1 on zones",
+        zone(),
+        snapshot(foo_pods(&[("node-a", 2), ("node-x", 1)])),
+        Some(vec![33, 33, 100, 100]),
+    );
+    check_score(
+        "hard constraints do not score",
+        spread_pod(vec![constraint(1, "zone", "DoNotSchedule")]).obj(),
+        snapshot(vec![]),
+        None,
+    );
+    let mut nodes = four_nodes();
+    nodes[3] = node("node-y");
+    check_score(
+        "nodes without the key score 0",
+        zone(),
+        Snapshot::new(
+            nodes.into_iter().map(NodeBuilder::obj),
+            foo_pods(&[("node-a", 1)]).into_iter().map(PodBuilder::obj),
+        ),
+        // weight ln(4); zone1 1 pod -> 1, zone2 0 -> 0; 100*(1+0-s)/1
+        Some(vec![0, 0, 100, 0]),
+    );
+}
+
+#[test]
+fn score_system_default_constraints_for_owned_pods() {
+    let owned = |name: &str| {
+        let mut p = pod(name).label("app", "web").obj();
+        p.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "apps/v1".to_string(),
+            kind: "ReplicaSet".to_string(),
+            name: "rs1".to_string(),
+            controller: Some(true),
+            ..Default::default()
+        }]);
+        p
+    };
+    let mut existing = Vec::new();
+    for (i, n) in ["node-a", "node-a", "node-b"].iter().enumerate() {
+        let mut p = owned(&format!("e{i}"));
+        if let Some(spec) = p.spec.as_mut() {
+            spec.node_name = Some(n.to_string());
+        }
+        existing.push(p);
+    }
+    let mut snapshot = Snapshot::new(
+        [
+            node("node-a").obj(),
+            node("node-b").obj(),
+            node("node-c").obj(),
+        ],
+        existing,
+    );
+    snapshot.workload_selectors.push(WorkloadSelector {
+        kind: WorkloadKind::ReplicaSet,
+        namespace: "default".to_string(),
+        name: "rs1".to_string(),
+        selector: LabelSelectorRequirements::from_label_selector(&selector(&[("app", "web")]))
+            .expect("valid"),
+    });
+    // Hostname default (maxSkew 3), weight ln(5): raw 5, 4, 2; zone label
+    // absent everywhere so the zone default adds nothing.
+    check_score(
+        "replica set pods spread by hostname",
+        owned("new"),
+        snapshot.clone(),
+        Some(vec![40, 60, 100]),
+    );
+    check_score(
+        "pods without a workload are not spread",
+        pod("lonely").label("app", "web").obj(),
+        snapshot,
+        None,
+    );
+}
+
+#[test]
+fn list_defaulting_uses_configured_constraints() {
+    let args = PodTopologySpreadArgs {
+        default_constraints: vec![TopologySpreadConstraint {
+            max_skew: 1,
+            topology_key: "zone".to_string(),
+            when_unsatisfiable: "DoNotSchedule".to_string(),
+            ..Default::default()
+        }],
+        defaulting_type: DefaultingType::List,
+    };
+    let plugin = PodTopologySpread::new(&args);
+    let mut snapshot = Snapshot::new(
+        four_nodes().into_iter().map(NodeBuilder::obj),
+        [pod("e").label("app", "web").node("node-a").obj()],
+    );
+    snapshot.workload_selectors.push(WorkloadSelector {
+        kind: WorkloadKind::Service,
+        namespace: "default".to_string(),
+        name: "svc".to_string(),
+        selector: LabelSelectorRequirements::from_label_selector(&selector(&[("app", "web")]))
+            .expect("valid"),
+    });
+    let incoming = pod("p").label("app", "web").obj();
+    assert_eq!(
+        messages(&filter_all(&plugin, &incoming, &snapshot)),
+        [SKEW, SKEW, OK, OK]
+    );
+}
