@@ -7,7 +7,6 @@ mod defaults;
 mod field;
 mod json;
 mod names;
-mod quantity;
 mod validation;
 
 pub use defaults::default_object;

@@ -12,7 +12,7 @@ use crate::admission::names::{
     is_dns1123_label, is_qualified_name, is_valid_label_value, is_valid_port_name,
     is_valid_port_num,
 };
-use crate::admission::quantity::Quantity;
+use ksim_core::quantity::Quantity;
 
 const MAX_INT32: i64 = 2_147_483_647;
 
@@ -219,13 +219,13 @@ fn validate_resources(resources: &Value, path: &str, errors: &mut FieldErrors) {
     let requests_path = child(path, "requests");
     let limits = sorted_quantities(resources.get("limits"));
     let check_value = |text: &str, field: &str, errors: &mut FieldErrors| {
-        match Quantity::parse(text) {
+        match Quantity::parse(text).ok() {
         None => errors.push(FieldError::invalid(
             field,
             BadValue::str(text),
             "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
         )),
-        Some(q) if q.is_negative() => errors.push(FieldError::invalid(
+        Some(q) if q.nanos() < 0 => errors.push(FieldError::invalid(
             field,
             BadValue::str(text),
             "must be greater than or equal to 0",
@@ -241,8 +241,7 @@ fn validate_resources(resources: &Value, path: &str, errors: &mut FieldErrors) {
         let Some((_, limit_text)) = limits.iter().find(|(n, _)| *n == name) else {
             continue;
         };
-        let (Some(request), Some(limit)) = (Quantity::parse(&text), Quantity::parse(limit_text))
-        else {
+        let (Ok(request), Ok(limit)) = (Quantity::parse(&text), Quantity::parse(limit_text)) else {
             continue;
         };
         let overcommit_allowed = is_native(&name) && !name.starts_with("hugepages-");
