@@ -52,7 +52,10 @@ pub(crate) fn decode_object(headers: &HeaderMap, body: &[u8]) -> Result<Value, A
 pub(crate) fn decode(format: BodyFormat, body: &[u8]) -> Result<Value, ApiError> {
     let value = match format {
         BodyFormat::Json => serde_json::from_slice::<Value>(body).map_err(|e| {
-            ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+            ApiError::bad_request(format!(
+                "couldn't get version/kind; json parse error: {}",
+                go_json_error(body, &e)
+            ))
         })?,
         BodyFormat::Yaml => {
             let text = std::str::from_utf8(body).map_err(|e| {
@@ -69,6 +72,29 @@ pub(crate) fn decode(format: BodyFormat, body: &[u8]) -> Result<Value, ApiError>
         ));
     }
     Ok(value)
+}
+
+/// A JSON syntax error worded as Go's encoding/json words it.
+fn go_json_error(body: &[u8], error: &serde_json::Error) -> String {
+    if error.is_eof() {
+        return "unexpected end of JSON input".to_string();
+    }
+    // serde_json counts lines and columns from 1; find the offending byte.
+    let offset = body
+        .split(|b| *b == b'\n')
+        .take(error.line().saturating_sub(1))
+        .map(|line| line.len() + 1)
+        .sum::<usize>()
+        + error.column().saturating_sub(1);
+    match body.get(offset) {
+        Some(byte) if error.is_syntax() => {
+            format!(
+                "invalid character {:?} looking for beginning of value",
+                char::from(*byte)
+            )
+        }
+        _ => error.to_string(),
+    }
 }
 
 /// What the client asked to get back.
@@ -199,6 +225,21 @@ mod tests {
             Output::Json
         );
         assert_eq!(negotiate(&accept("text/html")).expect_err("406").code, 406);
+    }
+
+    #[test]
+    fn json_syntax_errors_are_worded_as_go_does() {
+        let truncated = serde_json::from_slice::<Value>(br#"{"apiVersion":"#).expect_err("eof");
+        assert_eq!(
+            go_json_error(br#"{"apiVersion":"#, &truncated),
+            "unexpected end of JSON input"
+        );
+        let body = b"{\"a\": x}";
+        let invalid = serde_json::from_slice::<Value>(body).expect_err("syntax");
+        assert_eq!(
+            go_json_error(body, &invalid),
+            "invalid character 'x' looking for beginning of value"
+        );
     }
 
     #[test]

@@ -70,17 +70,35 @@ pub(crate) fn prepare_for_create(
         ("", "Namespace") => {
             object["status"] = json!({"phase": "Active"});
         }
-        _ if status_is_separate(resource) && !resource.custom => {
-            if let Some(map) = object.as_object_mut() {
-                map.remove("status");
-            }
-        }
-        _ if resource.custom && status_is_separate(resource) => {
+        // "Nodes allow *all* fields, including status, to be set on create."
+        ("", "Node") => {}
+        _ if status_is_separate(resource) => {
             if let Some(map) = object.as_object_mut() {
                 map.remove("status");
             }
         }
         _ => {}
+    }
+    drop_empty_metadata(object);
+}
+
+/// ObjectMeta's lists and maps are `omitempty`: an emptied `labels`,
+/// `annotations`, `finalizers` or `ownerReferences` is not stored.
+pub(crate) fn drop_empty_metadata(object: &mut Value) {
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.retain(|key, value| {
+            let omittable = matches!(
+                key.as_str(),
+                "labels" | "annotations" | "finalizers" | "ownerReferences" | "managedFields"
+            );
+            let empty = match value {
+                Value::Null => true,
+                Value::Object(map) => map.is_empty(),
+                Value::Array(list) => list.is_empty(),
+                _ => false,
+            };
+            !(omittable && empty)
+        });
     }
 }
 
@@ -127,6 +145,7 @@ pub(crate) fn prepare_for_update(resource: &ResourceInfo, old: &Value, new: &mut
         let generation = old_metadata["generation"].as_i64().unwrap_or(0) + 1;
         metadata.insert("generation".into(), json!(generation));
     }
+    drop_empty_metadata(new);
     if status_is_separate(resource)
         && let Some(map) = new.as_object_mut()
     {
@@ -315,6 +334,24 @@ mod tests {
             scaled.get("status").is_none(),
             "main resource ignores status"
         );
+    }
+
+    #[test]
+    fn emptied_labels_and_finalizers_are_not_stored() {
+        let config_maps = resource("configmaps");
+        let old = json!({"metadata": {"name": "c", "labels": {"a": "b"}}});
+        let mut new =
+            json!({"metadata": {"name": "c", "labels": {}, "annotations": {}, "finalizers": []}});
+        prepare_for_update(&config_maps, &old, &mut new);
+        assert_eq!(new["metadata"], json!({"name": "c"}));
+    }
+
+    #[test]
+    fn nodes_keep_the_status_they_are_created_with() {
+        let nodes = resource("nodes");
+        let mut node = json!({"metadata": {"name": "n"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+        prepare_for_create(&nodes, &mut node, "u", "2026-01-01T00:00:00Z");
+        assert_eq!(node["status"]["conditions"][0]["type"], "Ready");
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Defaults of the core and scheduling kinds other than pods: Service,
-//! Namespace, Secret, PersistentVolumeClaim, Node, PriorityClass.
+//! Endpoints, Namespace, Secret, PersistentVolumeClaim, Node, PriorityClass.
 
 use serde_json::{Value, json};
 
@@ -44,6 +44,17 @@ pub(crate) fn default_service(object: &mut Value) {
         default_field(spec, "internalTrafficPolicy", json!("Cluster"));
         default_field(spec, "ipFamilyPolicy", json!("SingleStack"));
         default_field(spec, "ipFamilies", json!(["IPv4"]));
+    }
+}
+
+pub(crate) fn default_endpoints(object: &mut Value) {
+    let Some(subsets) = object.get_mut("subsets").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for subset in subsets.iter_mut().filter_map(Value::as_object_mut) {
+        for port in each_object_mut(subset, "ports") {
+            default_field(port, "protocol", json!("TCP"));
+        }
     }
 }
 

@@ -25,6 +25,7 @@ pub fn default_object(resource: &ResourceInfo, object: &mut Value) {
         ("", "Service") => core::default_service(object),
         ("", "Namespace") => core::default_namespace(object),
         ("", "Secret") => core::default_secret(object),
+        ("", "Endpoints") => core::default_endpoints(object),
         ("", "PersistentVolumeClaim") => core::default_persistent_volume_claim(object),
         ("", "Node") => core::default_node(object),
         ("apps", "Deployment") => workloads::default_deployment(object),

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::admission::field::{BadValue, FieldError, FieldErrors, child};
+use crate::admission::field::{BadValue, FieldError, FieldErrors, child, go_quote};
 use crate::admission::json::str_of;
 use crate::admission::names::{
     is_dns1035_label, is_dns1123_label, is_dns1123_subdomain, is_qualified_name,
@@ -165,6 +165,35 @@ pub(crate) fn validate_object_meta_update(old: &Value, new: &Value, errors: &mut
     }
     validate_labels(new_meta.get("labels"), "metadata.labels", errors);
     validate_annotations(new_meta.get("annotations"), "metadata.annotations", errors);
+    if old_meta
+        .get("deletionTimestamp")
+        .is_some_and(Value::is_string)
+    {
+        let finalizers = |meta: &Value| -> Vec<String> {
+            meta.get("finalizers")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        };
+        let before = finalizers(old_meta);
+        let added: Vec<String> = finalizers(new_meta)
+            .into_iter()
+            .filter(|f| !before.contains(f))
+            .map(|f| go_quote(&f))
+            .collect();
+        if !added.is_empty() {
+            errors.push(FieldError::forbidden(
+                "metadata.finalizers",
+                &format!(
+                    "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                    added.join(", ")
+                ),
+            ));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -176,6 +205,24 @@ mod tests {
         let mut errors = Vec::new();
         validate_object_meta(&object, rule, &mut errors);
         errors.iter().map(FieldError::rendered).collect()
+    }
+
+    #[test]
+    fn terminating_objects_take_no_new_finalizers() {
+        let old = json!({"metadata": {"name": "a", "deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": ["x/a"]}});
+        let new = json!({"metadata": {"name": "a", "deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": ["x/a", "x/b"]}});
+        let mut errors = Vec::new();
+        validate_object_meta_update(&old, &new, &mut errors);
+        let rendered: Vec<String> = errors.iter().map(FieldError::rendered).collect();
+        assert_eq!(
+            rendered,
+            [
+                "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{\"x/b\"}"
+            ]
+        );
+        let mut errors = Vec::new();
+        validate_object_meta_update(&old, &old, &mut errors);
+        assert!(errors.is_empty());
     }
 
     #[test]

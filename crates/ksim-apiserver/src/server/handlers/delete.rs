@@ -16,7 +16,7 @@ impl ResourceRequest {
                 self.name()
             )));
         }
-        if self.query.dry_run() {
+        if self.dry_run_delete(&options) {
             let current = self.stored()?;
             return Ok(self.respond_object(StatusCode::OK, output, &current));
         }
@@ -28,6 +28,14 @@ impl ResourceRequest {
             &options,
         )?;
         Ok(self.respond_object(status, output, &object))
+    }
+
+    /// `dryRun=All`, in the query or (as kubectl sends it) in the DeleteOptions.
+    fn dry_run_delete(&self, options: &Value) -> bool {
+        self.query.dry_run()
+            || options["dryRun"]
+                .as_array()
+                .is_some_and(|modes| modes.iter().any(|m| m == "All"))
     }
 
     pub(super) fn delete_options(&self, body: &[u8]) -> Result<Value, ApiError> {
@@ -68,7 +76,7 @@ impl ResourceRequest {
             {
                 continue;
             }
-            if self.query.dry_run() {
+            if self.dry_run_delete(&options) {
                 deleted.push(object.clone());
                 continue;
             }
@@ -98,7 +106,7 @@ impl ResourceRequest {
 /// marking when finalizers remain, at once otherwise. Returns 200 with the
 /// deleted object, or 202 with the marked one.
 pub(crate) fn delete_object(
-    state: &State,
+    state: &Arc<State>,
     resource: &ResourceInfo,
     namespace: &str,
     name: &str,
@@ -171,21 +179,13 @@ pub(crate) fn delete_object(
                     value["metadata"]["deletionTimestamp"].clone();
             }
         }
-        if let Some(pod_grace) = (grace > 0).then_some(grace)
-            && resource.plural == "pods"
-        {
-            marked["spec"]["terminationGracePeriodSeconds"] = json!(pod_grace);
-        }
         match state
             .store
             .update(&collection, marked, Some(current.revision))
         {
             Ok(outcome) => {
-                if is_namespace {
-                    delete_namespace_contents(state, name);
-                    if let Some(gone) = finish_namespace_if_empty(state, name) {
-                        return Ok((StatusCode::OK, gone));
-                    }
+                if is_namespace && !already_terminating {
+                    schedule_namespace_cleanup(state, name);
                 }
                 let status = if matches!(outcome, UpdateOutcome::Deleted(_)) {
                     StatusCode::OK
@@ -233,10 +233,38 @@ pub(crate) fn pod_grace_period(resource: &ResourceInfo, pod: &Value, options: &V
     if !bound || finished { 0 } else { requested }
 }
 
+/// How long a deleted namespace stays Terminating with its contents before
+/// they are deleted: the namespace controller of a real cluster acts after
+/// the DELETE returns, so `kubectl delete -f` of a namespace and the objects
+/// in it finds those objects still there.
+const NAMESPACE_CLEANUP_DELAY: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Empties a terminating namespace after [`NAMESPACE_CLEANUP_DELAY`], then
+/// lets it go (at once when no async runtime runs, as in unit tests).
+fn schedule_namespace_cleanup(state: &Arc<State>, namespace: &str) {
+    let cleanup = {
+        let state = state.clone();
+        let namespace = namespace.to_string();
+        move || {
+            delete_namespace_contents(&state, &namespace);
+            finish_namespace_if_empty(&state, &namespace);
+        }
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            runtime.spawn(async move {
+                tokio::time::sleep(NAMESPACE_CLEANUP_DELAY).await;
+                cleanup();
+            });
+        }
+        Err(_) => cleanup(),
+    }
+}
+
 /// Deletes every namespaced object in a terminating namespace (those with
 /// finalizers are only marked). Until the namespace controller runs as a
 /// client, the server does this itself.
-pub(crate) fn delete_namespace_contents(state: &State, namespace: &str) {
+pub(crate) fn delete_namespace_contents(state: &Arc<State>, namespace: &str) {
     let registry = state.registry();
     let mut seen = std::collections::HashSet::new();
     for resource in registry.resources().iter().filter(|r| r.namespaced) {

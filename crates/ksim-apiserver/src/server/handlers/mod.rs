@@ -153,6 +153,7 @@ async fn dispatch(state: Arc<State>, request: Request) -> Result<Response, ApiEr
             false,
         )),
         Target::Resource(target) => {
+            let deprecation = deprecation_warning(&target.resource);
             let request = ResourceRequest {
                 state: state.clone(),
                 registry,
@@ -160,7 +161,11 @@ async fn dispatch(state: Arc<State>, request: Request) -> Result<Response, ApiEr
                 query,
                 headers,
             };
-            request.dispatch(parts.method, body).await
+            let mut response = request.dispatch(parts.method, body).await?;
+            if let Some(warning) = deprecation {
+                add_warnings(&mut response, &[warning.to_string()]);
+            }
+            Ok(response)
         }
     }
 }
@@ -428,6 +433,14 @@ impl ResourceRequest {
             Ok(crate::openapi::warning_headers(&problems))
         }
     }
+}
+
+/// The `Warning` kube-apiserver 1.33 sends with every request on a
+/// deprecated API.
+fn deprecation_warning(resource: &ResourceInfo) -> Option<&'static str> {
+    (resource.group.is_empty() && resource.plural == "endpoints").then_some(
+        "299 - \"v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice\"",
+    )
 }
 
 /// What `kubectl logs/exec/attach/port-forward` get for a simulated pod.

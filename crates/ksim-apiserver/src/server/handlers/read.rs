@@ -14,7 +14,7 @@ impl ResourceRequest {
     pub(crate) fn selectors(&self) -> Result<ObjectFilter, ApiError> {
         let labels = match self.query.get("labelSelector") {
             Some(s) => LabelSelectorRequirements::parse(s)
-                .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?,
+                .map_err(|e| ApiError::bad_request(e.to_string()))?,
             None => LabelSelectorRequirements::default(),
         };
         let mut fields = match self.query.get("fieldSelector") {
