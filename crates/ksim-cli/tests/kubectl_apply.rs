@@ -1,0 +1,241 @@
+//! End-to-end tests of `kubectl apply`: client-side (create, then an edited
+//! manifest whose three-way strategic merge patch changes an image, drops a
+//! container port and a label) and server-side (field managers, conflicts as
+//! kubectl prints them, `--force-conflicts`).
+
+use std::path::Path;
+
+use ksim_testutils::TestCluster;
+use ksim_testutils::kubectl::stdout_json;
+use serde_json::{Value, json};
+
+fn cluster() -> TestCluster {
+    TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")))
+}
+
+fn fixture(name: &str) -> String {
+    format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn get_json(cluster: &TestCluster, args: &[&str]) -> Value {
+    let mut all = vec!["get"];
+    all.extend_from_slice(args);
+    all.extend(["-o", "json", "--show-managed-fields"]);
+    stdout_json(&cluster.kubectl(&all))
+}
+
+const CONFIGMAP: &str = "apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: shared
+data:
+  color: blue
+  size: small
+";
+
+const CONFIGMAP_OTHER_COLOR: &str = "apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: shared
+data:
+  color: red
+";
+
+#[test]
+fn client_side_apply_twice_with_an_edit_stores_exactly_the_edited_object() {
+    let cluster = cluster();
+    let first = cluster.kubectl(&["apply", "-f", &fixture("deployment.yaml")]);
+    assert_eq!(first.success().stdout, "deployment.apps/app created\n");
+    let created = get_json(&cluster, &["deployment", "app"]);
+    assert_eq!(
+        created["metadata"]["labels"],
+        json!({"app": "app", "tier": "web"})
+    );
+    assert_eq!(created["metadata"]["generation"], json!(1));
+
+    let second = cluster.kubectl(&["apply", "-f", &fixture("deployment-edited.yaml")]);
+    assert_eq!(second.success().stdout, "deployment.apps/app configured\n");
+    let applied = get_json(&cluster, &["deployment", "app"]);
+    assert_eq!(applied["metadata"]["labels"], json!({"app": "app"}));
+    assert_eq!(applied["metadata"]["generation"], json!(2));
+    assert_eq!(
+        applied["spec"]["template"]["spec"]["containers"],
+        json!([{
+            "name": "c",
+            "image": "nginx:1.27",
+            "imagePullPolicy": "IfNotPresent",
+            "ports": [{"containerPort": 80, "protocol": "TCP"}],
+            "resources": {},
+            "terminationMessagePath": "/dev/termination-log",
+            "terminationMessagePolicy": "File",
+        }])
+    );
+    // The last applied configuration is the edited manifest.
+    let annotations = applied["metadata"]["annotations"]
+        .as_object()
+        .expect("annotations");
+    assert_eq!(
+        annotations.keys().collect::<Vec<_>>(),
+        vec!["kubectl.kubernetes.io/last-applied-configuration"]
+    );
+    let last: Value = serde_json::from_str(
+        annotations["kubectl.kubernetes.io/last-applied-configuration"]
+            .as_str()
+            .expect("a string"),
+    )
+    .expect("last-applied-configuration is JSON");
+    assert_eq!(last["metadata"]["labels"], json!({"app": "app"}));
+    assert_eq!(
+        last["spec"]["template"]["spec"]["containers"][0]["ports"],
+        json!([{"containerPort": 80}])
+    );
+    // The resourceVersion moved on; the uid did not.
+    assert_eq!(applied["metadata"]["uid"], created["metadata"]["uid"]);
+    assert_ne!(
+        applied["metadata"]["resourceVersion"],
+        created["metadata"]["resourceVersion"]
+    );
+
+    let third = cluster.kubectl(&["apply", "-f", &fixture("deployment-edited.yaml")]);
+    assert_eq!(third.success().stdout, "deployment.apps/app unchanged\n");
+    let unchanged = get_json(&cluster, &["deployment", "app"]);
+    assert_eq!(
+        unchanged["metadata"]["resourceVersion"],
+        applied["metadata"]["resourceVersion"]
+    );
+}
+
+#[test]
+fn client_side_apply_keeps_fields_set_by_others() {
+    let cluster = cluster();
+    cluster
+        .kubectl(&["apply", "-f", &fixture("deployment.yaml")])
+        .success();
+    // Someone else adds a label that no manifest names...
+    cluster
+        .kubectl(&["label", "deployment", "app", "owner=someone"])
+        .success();
+    cluster
+        .kubectl(&["apply", "-f", &fixture("deployment-edited.yaml")])
+        .success();
+    let applied = get_json(&cluster, &["deployment", "app"]);
+    // ...while a label apply never knew about survives.
+    assert_eq!(
+        applied["metadata"]["labels"],
+        json!({"app": "app", "owner": "someone"})
+    );
+}
+
+#[test]
+fn server_side_apply_creates_then_reports_conflicts_like_kube_apiserver() {
+    let cluster = cluster();
+    let created = cluster.kubectl_stdin(&["apply", "--server-side", "-f", "-"], CONFIGMAP);
+    assert_eq!(
+        created.success().stdout,
+        "configmap/shared serverside-applied\n"
+    );
+    let again = cluster.kubectl_stdin(&["apply", "--server-side", "-f", "-"], CONFIGMAP);
+    assert_eq!(
+        again.success().stdout,
+        "configmap/shared serverside-applied\n"
+    );
+
+    let object = get_json(&cluster, &["configmap", "shared"]);
+    let managers: Vec<(&str, &str)> = object["metadata"]["managedFields"]
+        .as_array()
+        .expect("managedFields")
+        .iter()
+        .map(|entry| {
+            (
+                entry["manager"].as_str().unwrap_or(""),
+                entry["operation"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(managers, vec![("kubectl", "Apply")]);
+    assert!(
+        object["metadata"]["annotations"].is_null(),
+        "server-side apply writes no last-applied annotation: {object:#}"
+    );
+
+    let conflict = cluster.kubectl_stdin(
+        &["apply", "--server-side", "--field-manager=other", "-f", "-"],
+        CONFIGMAP_OTHER_COLOR,
+    );
+    conflict.failure();
+    assert!(
+        conflict.stderr.starts_with(
+            "error: Apply failed with 1 conflict: conflict with \"kubectl\": .data.color\n"
+        ),
+        "{}",
+        conflict.stderr
+    );
+    assert!(
+        conflict.stderr.contains("--force-conflicts"),
+        "{}",
+        conflict.stderr
+    );
+    let unchanged = get_json(&cluster, &["configmap", "shared"]);
+    assert_eq!(unchanged["data"]["color"], json!("blue"));
+}
+
+#[test]
+fn server_side_apply_force_conflicts_takes_the_field_over() {
+    let cluster = cluster();
+    cluster
+        .kubectl_stdin(&["apply", "--server-side", "-f", "-"], CONFIGMAP)
+        .success();
+    let forced = cluster.kubectl_stdin(
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager=other",
+            "--force-conflicts",
+            "-f",
+            "-",
+        ],
+        CONFIGMAP_OTHER_COLOR,
+    );
+    assert_eq!(
+        forced.success().stdout,
+        "configmap/shared serverside-applied\n"
+    );
+    let object = get_json(&cluster, &["configmap", "shared"]);
+    // `other` owns color now; kubectl still owns size, which stays.
+    assert_eq!(object["data"], json!({"color": "red", "size": "small"}));
+    let owners: Vec<(String, Vec<String>)> = object["metadata"]["managedFields"]
+        .as_array()
+        .expect("managedFields")
+        .iter()
+        .map(|entry| {
+            let data = entry["fieldsV1"]["f:data"]
+                .as_object()
+                .map(|m| m.keys().filter(|k| *k != ".").cloned().collect())
+                .unwrap_or_default();
+            (entry["manager"].as_str().unwrap_or("").to_string(), data)
+        })
+        .collect();
+    assert_eq!(
+        owners,
+        vec![
+            ("kubectl".to_string(), vec!["f:size".to_string()]),
+            ("other".to_string(), vec!["f:color".to_string()]),
+        ]
+    );
+}
+
+#[test]
+fn server_side_apply_by_the_same_manager_removes_fields_it_no_longer_names() {
+    let cluster = cluster();
+    cluster
+        .kubectl_stdin(&["apply", "--server-side", "-f", "-"], CONFIGMAP)
+        .success();
+    cluster
+        .kubectl_stdin(
+            &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+            CONFIGMAP_OTHER_COLOR,
+        )
+        .success();
+    let object = get_json(&cluster, &["configmap", "shared"]);
+    assert_eq!(object["data"], json!({"color": "red"}));
+}
