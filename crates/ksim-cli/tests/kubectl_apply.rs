@@ -239,3 +239,46 @@ fn server_side_apply_by_the_same_manager_removes_fields_it_no_longer_names() {
     let object = get_json(&cluster, &["configmap", "shared"]);
     assert_eq!(object["data"], json!({"color": "red"}));
 }
+
+#[test]
+fn server_side_apply_conflict_names_the_list_item_by_merge_key() {
+    let cluster = cluster();
+    cluster
+        .kubectl(&["apply", "--server-side", "-f", &fixture("deployment.yaml")])
+        .success();
+    let conflict = cluster.kubectl(&[
+        "apply",
+        "--server-side",
+        "--field-manager=ci",
+        "-f",
+        &fixture("deployment-edited.yaml"),
+    ]);
+    conflict.failure();
+    assert!(
+        conflict.stderr.starts_with(
+            "error: Apply failed with 1 conflict: conflict with \"kubectl\": \
+             .spec.template.spec.containers[name=\"c\"].image\n"
+        ),
+        "{}",
+        conflict.stderr
+    );
+    // The owner itself applies the edit: fields it no longer names go.
+    cluster
+        .kubectl(&[
+            "apply",
+            "--server-side",
+            "-f",
+            &fixture("deployment-edited.yaml"),
+        ])
+        .success();
+    let object = get_json(&cluster, &["deployment", "app"]);
+    assert_eq!(object["metadata"]["labels"], json!({"app": "app"}));
+    assert_eq!(
+        object["spec"]["template"]["spec"]["containers"][0]["image"],
+        json!("nginx:1.27")
+    );
+    assert_eq!(
+        object["spec"]["template"]["spec"]["containers"][0]["ports"],
+        json!([{"containerPort": 80, "protocol": "TCP"}])
+    );
+}

@@ -297,3 +297,68 @@ fn oversized_body_is_request_entity_too_large() {
     let missing = cluster.kubectl(&["get", "configmap", "big"]);
     missing.failure();
 }
+
+#[test]
+fn immutable_fields_are_refused_with_kubes_messages() {
+    let cluster = cluster();
+    cluster
+        .kubectl(&["create", "deployment", "web", "--image=nginx"])
+        .success();
+    assert_eq!(
+        stderr_of_failure(
+            &cluster,
+            &[
+                "patch",
+                "deployment",
+                "web",
+                "--type=merge",
+                "-p",
+                r#"{"spec":{"selector":{"matchLabels":{"app":"x"}},"template":{"metadata":{"labels":{"app":"x"}}}}}"#,
+            ]
+        ),
+        "The Deployment \"web\" is invalid: spec.selector: Invalid value: \
+         v1.LabelSelector{MatchLabels:map[string]string{\"app\":\"x\"}, \
+         MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: field is immutable\n"
+    );
+    cluster
+        .kubectl_stdin(
+            &["apply", "-f", "-"],
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: frozen\nimmutable: true\ndata:\n  a: b\n",
+        )
+        .success();
+    assert_eq!(
+        stderr_of_failure(
+            &cluster,
+            &[
+                "patch",
+                "configmap",
+                "frozen",
+                "--type=merge",
+                "-p",
+                r#"{"data":{"a":"c"}}"#
+            ]
+        ),
+        "The ConfigMap \"frozen\" is invalid: data: Forbidden: field is immutable when `immutable` is set\n"
+    );
+}
+
+#[test]
+fn invalid_namespace_name_and_missing_image() {
+    let cluster = cluster();
+    assert_eq!(
+        stderr_of_failure(&cluster, &["create", "namespace", "Bad"]),
+        "The Namespace \"Bad\" is invalid: metadata.name: \
+         Invalid value: \"Bad\": a lowercase RFC 1123 label must consist of lower case \
+         alphanumeric characters or '-', and must start and end with an alphanumeric character \
+         (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')\n"
+    );
+    let out = cluster.kubectl_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: noimg\nspec:\n  containers:\n  - name: c\n",
+    );
+    out.failure();
+    assert_eq!(
+        out.stderr,
+        "The Pod \"noimg\" is invalid: spec.containers[0].image: Required value\n"
+    );
+}
