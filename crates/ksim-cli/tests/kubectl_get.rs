@@ -442,3 +442,161 @@ fn chunked_list_pages_through_all_objects() {
     );
     assert_eq!(table_rows(&table).len(), 5, "{}", table.stdout);
 }
+
+/// The header and first row (cells split on blanks) of `kubectl get <args>`.
+fn header_and_row(cluster: &TestCluster, args: &[&str]) -> (String, Vec<String>) {
+    let out = cluster.kubectl(args);
+    out.success();
+    let row = table_rows(&out).into_iter().next().unwrap_or_default();
+    (header_line(&out).to_string(), row)
+}
+
+#[test]
+fn workload_and_other_kinds_table_columns() {
+    let cluster = cluster();
+    let manifest = format!(
+        "{}/tests/fixtures/workloads.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    cluster.kubectl(&["apply", "-f", &manifest]).success();
+    let cases: &[(&[&str], &str, &[&str])] = &[
+        (
+            &["get", "statefulsets"],
+            "NAME   READY   AGE",
+            &["db", "0/2"],
+        ),
+        (
+            &["get", "statefulsets", "-o", "wide"],
+            "NAME   READY   AGE   CONTAINERS   IMAGES",
+            &["db", "0/2"],
+        ),
+        (
+            &["get", "daemonsets"],
+            "NAME    DESIRED   CURRENT   READY   UP-TO-DATE   AVAILABLE   NODE SELECTOR            AGE",
+            &["agent", "0", "0", "0", "0", "0", "kubernetes.io/os=linux"],
+        ),
+        (
+            &["get", "replicasets"],
+            "NAME   DESIRED   CURRENT   READY   AGE",
+            &["rs1", "2", "0", "0"],
+        ),
+        (
+            &["get", "replicasets", "-o", "wide"],
+            "NAME   DESIRED   CURRENT   READY   AGE   CONTAINERS   IMAGES   SELECTOR",
+            &["rs1", "2", "0", "0"],
+        ),
+        (&["get", "leases"], "NAME   HOLDER   AGE", &["l1", "me"]),
+        (
+            &["get", "serviceaccounts", "sa1"],
+            "NAME   SECRETS   AGE",
+            &["sa1", "0"],
+        ),
+        (
+            &["get", "events"],
+            "LAST SEEN   TYPE     REASON      OBJECT   MESSAGE",
+            &["<unknown>", "Normal", "Scheduled", "pod/p1", "hello"],
+        ),
+        (
+            &["get", "priorityclasses"],
+            "NAME                      VALUE        GLOBAL-DEFAULT   AGE   PREEMPTIONPOLICY",
+            &["system-cluster-critical", "2000000000", "false"],
+        ),
+    ];
+    for (args, header, row_start) in cases {
+        let (got_header, row) = header_and_row(&cluster, args);
+        assert_eq!(got_header, *header, "{args:?}");
+        assert_eq!(row[..row_start.len()], **row_start, "{args:?}");
+    }
+}
+
+const BOUND_POD: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: bound
+spec:
+  nodeName: node-a
+  containers:
+  - name: c
+    image: nginx
+";
+
+const RUNNING_STATUS: &str = r#"{"status":{"phase":"Running",
+  "podIP":"10.244.0.5","podIPs":[{"ip":"10.244.0.5"}],
+  "conditions":[{"type":"Ready","status":"True"}],
+  "containerStatuses":[{"name":"c","ready":true,"restartCount":2,"image":"nginx","imageID":"",
+    "started":true,"state":{"running":{"startedAt":"2026-01-01T00:00:00Z"}},
+    "lastState":{"terminated":{"exitCode":1,"startedAt":"2026-01-01T00:00:00Z",
+                               "finishedAt":"2026-01-01T00:10:00Z"}}}]}}"#;
+
+#[test]
+fn running_bound_pod_row_and_terminating_status() {
+    let cluster = cluster();
+    cluster
+        .kubectl_stdin(&["create", "-f", "-"], BOUND_POD)
+        .success();
+    cluster
+        .kubectl(&["run", "unbound", "--image=nginx"])
+        .success();
+    cluster
+        .kubectl(&[
+            "patch",
+            "pod",
+            "bound",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            RUNNING_STATUS,
+        ])
+        .success();
+    let wide = cluster.kubectl(&["get", "pod", "bound", "-o", "wide"]);
+    wide.success();
+    let line = wide.stdout.lines().nth(1).expect("a pod row");
+    assert!(
+        line.starts_with("bound   1/1     Running   2 ("),
+        "{}",
+        wide.stdout
+    );
+    assert!(
+        line.ends_with("10.244.0.5   node-a   <none>           <none>"),
+        "{}",
+        wide.stdout
+    );
+    let on_node = cluster.kubectl(&[
+        "get",
+        "pods",
+        "--field-selector=spec.nodeName=node-a",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(on_node.success().stdout, "pod/bound\n");
+    let running = cluster.kubectl(&[
+        "get",
+        "pods",
+        "--field-selector=status.phase=Running",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(running.success().stdout, "pod/bound\n");
+    cluster
+        .kubectl(&[
+            "wait",
+            "--for=condition=Ready",
+            "pod/bound",
+            "--timeout=10s",
+        ])
+        .success();
+
+    // A bound pod waits for its kubelet: deleted, it shows Terminating.
+    cluster
+        .kubectl(&["delete", "pod", "bound", "--wait=false"])
+        .success();
+    let table = cluster.kubectl(&["get", "pod", "bound"]);
+    assert_eq!(table_rows(table.success())[0][2], "Terminating");
+    let pod = stdout_json(&cluster.kubectl(&["get", "pod", "bound", "-o", "json"]));
+    assert_eq!(pod["metadata"]["deletionGracePeriodSeconds"], json!(30));
+    // An unbound pod goes at once.
+    cluster
+        .kubectl(&["delete", "pod", "unbound", "--wait=false"])
+        .success();
+    cluster.kubectl(&["get", "pod", "unbound"]).failure();
+}
