@@ -124,3 +124,117 @@ fn watch_of_one_object_by_name_sees_only_it() {
         output.stdout
     );
 }
+
+#[test]
+fn watch_sees_a_finalized_delete_as_modified_then_deleted() {
+    let cluster = cluster();
+    let watch = BackgroundKubectl::spawn(
+        cluster.env(),
+        &[
+            "get",
+            "configmaps",
+            "-w",
+            "--watch-only",
+            "--output-watch-events",
+        ],
+    );
+    // --watch-only prints nothing until the first event: give the watch a
+    // moment to be established (events before it would be missed).
+    std::thread::sleep(Duration::from_millis(500));
+    cluster
+        .kubectl_stdin(
+            &["create", "-f", "-"],
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  finalizers: [example.com/hold]\n",
+        )
+        .success();
+    cluster
+        .kubectl(&["delete", "configmap", "held", "--wait=false"])
+        .success();
+    cluster
+        .kubectl(&[
+            "patch",
+            "configmap",
+            "held",
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"finalizers":null}}"#,
+        ])
+        .success();
+    watch.wait_for_stdout(WAIT, |out| out.contains("DELETED"));
+    let output = watch.stop();
+    // The finalizer's removal deletes the object: no MODIFIED for it.
+    assert_eq!(
+        events(&output.stdout),
+        vec![
+            pair("ADDED", "held"),
+            pair("MODIFIED", "held"),
+            pair("DELETED", "held"),
+        ],
+        "{}",
+        output.stdout
+    );
+}
+
+#[test]
+fn watch_of_custom_resources_prints_printer_columns() {
+    let cluster = cluster();
+    let crd = format!(
+        "{}/tests/fixtures/crd-widgets.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    cluster.kubectl(&["apply", "-f", &crd]).success();
+    cluster
+        .kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "crd/widgets.example.com",
+            "--timeout=20s",
+        ])
+        .success();
+    let widget = "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: small\n  replicas: 1\n";
+    let deadline = std::time::Instant::now() + WAIT;
+    while cluster.kubectl_stdin(&["apply", "-f", "-"], widget).status != 0 {
+        assert!(std::time::Instant::now() < deadline, "widgets never served");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let watch = BackgroundKubectl::spawn(
+        cluster.env(),
+        &["get", "widgets", "-w", "--output-watch-events"],
+    );
+    watch.wait_for_stdout(WAIT, |out| out.contains("w1"));
+    cluster
+        .kubectl(&[
+            "patch",
+            "widget",
+            "w1",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"size":"large"}}"#,
+        ])
+        .success();
+    cluster.kubectl(&["delete", "widget", "w1"]).success();
+    watch.wait_for_stdout(WAIT, |out| out.contains("DELETED"));
+    let output = watch.stop();
+    let lines: Vec<Vec<&str>> = output
+        .stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines[0],
+        ["EVENT", "NAME", "SIZE", "REPLICAS", "AGE"],
+        "{}",
+        output.stdout
+    );
+    let cells: Vec<&[&str]> = lines[1..].iter().map(|l| &l[..4]).collect();
+    assert_eq!(
+        cells,
+        [
+            &["ADDED", "w1", "small", "1"][..],
+            &["MODIFIED", "w1", "large", "1"][..],
+            &["DELETED", "w1", "large", "1"][..],
+        ],
+        "{}",
+        output.stdout
+    );
+}
