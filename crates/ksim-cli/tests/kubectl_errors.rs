@@ -92,7 +92,7 @@ fn unknown_field_is_a_strict_decoding_error() {
             "{verb}"
         );
     }
-    // With validation off the field is dropped and the object stored.
+    // With validation off the object is stored.
     let lax = cluster.kubectl(&["create", "--validate=false", "-f", &file]);
     assert_eq!(lax.success().stdout, "deployment.apps/unknown created\n");
     // With --validate=warn the server warns and stores.
