@@ -282,3 +282,45 @@ fn server_side_apply_conflict_names_the_list_item_by_merge_key() {
         json!([{"containerPort": 80, "protocol": "TCP"}])
     );
 }
+
+#[test]
+fn client_side_apply_merges_lists_by_their_keys_and_drops_what_was_removed() {
+    let cluster = cluster();
+    cluster
+        .kubectl(&["apply", "-f", &fixture("deployment-rich.yaml")])
+        .success();
+    cluster
+        .kubectl(&["label", "deployment", "rich", "extra=1"])
+        .success();
+    cluster
+        .kubectl(&["apply", "-f", &fixture("deployment-rich-edited.yaml")])
+        .success();
+    let object = get_json(&cluster, &["deployment", "rich"]);
+    let mut annotations = object["metadata"]["annotations"].clone();
+    if let Some(map) = annotations.as_object_mut() {
+        map.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+    assert_eq!(annotations, json!({"team": "a"}));
+    assert_eq!(object["metadata"]["labels"], json!({"extra": "1"}));
+    let spec = &object["spec"]["template"]["spec"];
+    assert_eq!(
+        spec["tolerations"],
+        json!([{"key": "k2", "operator": "Exists"}])
+    );
+    assert_eq!(
+        spec["volumes"],
+        json!([{"name": "v2", "configMap": {"name": "cfg2", "defaultMode": 420}}])
+    );
+    let containers = spec["containers"].as_array().expect("containers");
+    assert_eq!(containers.len(), 1, "{spec:#}");
+    let main = &containers[0];
+    assert_eq!(main["name"], json!("main"));
+    assert_eq!(main["image"], json!("app:2"));
+    assert_eq!(main["args"], json!(["--c"]));
+    assert_eq!(main["env"], json!([{"name": "A", "value": "10"}]));
+    assert_eq!(main["resources"], json!({"limits": {"cpu": "2"}}));
+    assert_eq!(
+        main["volumeMounts"],
+        json!([{"name": "v2", "mountPath": "/v2"}])
+    );
+}
