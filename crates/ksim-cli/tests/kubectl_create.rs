@@ -280,3 +280,63 @@ fn cluster_ip_services_get_distinct_addresses() {
     assert_ne!(one, two);
     assert_ne!(one, "10.96.0.1", "the kubernetes service holds 10.96.0.1");
 }
+
+#[test]
+fn configmap_and_secret_from_files_keep_binary_bytes() {
+    let cluster = cluster();
+    let dir = cluster.env().root();
+    let binary = dir.join("blob.bin");
+    let text = dir.join("note.txt");
+    std::fs::write(&binary, [0u8, 1, 0xff, 0xfe]).expect("write");
+    std::fs::write(&text, "hello\n").expect("write");
+    let from_binary = format!("--from-file={}", binary.display());
+    let from_text = format!("--from-file={}", text.display());
+    cluster
+        .kubectl(&["create", "configmap", "files", &from_binary, &from_text])
+        .success();
+    let cm = stdout_json(&cluster.kubectl(&["get", "configmap", "files", "-o", "json"]));
+    assert_eq!(cm["data"], json!({"note.txt": "hello\n"}));
+    assert_eq!(cm["binaryData"], json!({"blob.bin": "AAH//g=="}));
+    cluster
+        .kubectl(&["create", "secret", "generic", "blob", &from_binary])
+        .success();
+    let secret = stdout_json(&cluster.kubectl(&["get", "secret", "blob", "-o", "json"]));
+    assert_eq!(secret["data"], json!({"blob.bin": "AAH//g=="}));
+}
+
+#[test]
+fn deployment_with_a_command_and_several_images() {
+    let cluster = cluster();
+    cluster
+        .kubectl(&[
+            "create",
+            "deployment",
+            "sleeper",
+            "--image=busybox",
+            "--",
+            "sleep",
+            "3600",
+        ])
+        .success();
+    let sleeper = stdout_json(&cluster.kubectl(&["get", "deployment", "sleeper", "-o", "json"]));
+    let container = &sleeper["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["command"], json!(["sleep", "3600"]));
+    assert!(container.get("args").is_none(), "{container:#}");
+    cluster
+        .kubectl(&[
+            "create",
+            "deployment",
+            "pair",
+            "--image=nginx:1.27",
+            "--image=redis:7",
+        ])
+        .success();
+    let pair = stdout_json(&cluster.kubectl(&["get", "deployment", "pair", "-o", "json"]));
+    let names: Vec<&str> = pair["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .expect("containers")
+        .iter()
+        .map(|c| c["name"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(names, ["nginx", "redis"]);
+}
