@@ -324,3 +324,55 @@ fn client_side_apply_merges_lists_by_their_keys_and_drops_what_was_removed() {
         json!([{"name": "v2", "mountPath": "/v2"}])
     );
 }
+
+#[test]
+fn apply_of_a_multi_document_manifest_creates_the_namespace_first() {
+    let cluster = cluster();
+    let manifest = "apiVersion: v1
+kind: Namespace
+metadata:
+  name: stack
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: conf
+  namespace: stack
+data:
+  k: v
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: api
+  namespace: stack
+spec:
+  selector: {matchLabels: {app: api}}
+  template:
+    metadata: {labels: {app: api}}
+    spec: {containers: [{name: c, image: api:1}]}
+";
+    let created = cluster.kubectl_stdin(&["apply", "-f", "-"], manifest);
+    assert_eq!(
+        created.success().stdout,
+        "namespace/stack created\nconfigmap/conf created\ndeployment.apps/api created\n"
+    );
+    let again = cluster.kubectl_stdin(&["apply", "-f", "-"], manifest);
+    assert_eq!(
+        again.success().stdout,
+        "namespace/stack unchanged\nconfigmap/conf unchanged\ndeployment.apps/api unchanged\n"
+    );
+    let names = cluster.kubectl(&[
+        "get",
+        "configmap,deployment",
+        "-n",
+        "stack",
+        "--field-selector=metadata.name!=kube-root-ca.crt",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(
+        names.success().stdout,
+        "configmap/conf\ndeployment.apps/api\n"
+    );
+}
