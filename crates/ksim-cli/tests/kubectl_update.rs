@@ -357,3 +357,70 @@ fn scale_sets_replicas_through_the_scale_subresource() {
     assert_eq!(scale["spec"], json!({"replicas": 5}));
     assert_eq!(scale["status"]["selector"], json!("app=web"));
 }
+
+#[test]
+fn status_of_built_in_kinds_changes_only_through_the_status_subresource() {
+    let cluster = cluster();
+    cluster
+        .kubectl(&[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx",
+            "--replicas=3",
+        ])
+        .success();
+    cluster
+        .kubectl(&[
+            "patch",
+            "deployment",
+            "web",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"replicas":3,"readyReplicas":2,"updatedReplicas":3,"availableReplicas":2,"observedGeneration":1}}"#,
+        ])
+        .success();
+    let table = cluster.kubectl(&["get", "deployment", "web"]);
+    let row = &ksim_testutils::kubectl::table_rows(table.success())[0];
+    assert_eq!(row[..4], ["web", "2/3", "3", "2"]);
+    let ignored = cluster.kubectl(&[
+        "patch",
+        "deployment",
+        "web",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"readyReplicas":3}}"#,
+    ]);
+    assert_eq!(
+        ignored.success().stdout,
+        "deployment.apps/web patched (no change)\n"
+    );
+    let object = get_json(&cluster, "deployment", "web");
+    assert_eq!(object["status"]["readyReplicas"], json!(2));
+    assert_eq!(object["metadata"]["generation"], json!(1));
+
+    cluster
+        .kubectl(&[
+            "create",
+            "pdb",
+            "web",
+            "--selector=app=web",
+            "--min-available=1",
+        ])
+        .success();
+    cluster
+        .kubectl(&[
+            "patch",
+            "pdb",
+            "web",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"disruptionsAllowed":1,"currentHealthy":2,"desiredHealthy":1,"expectedPods":2}}"#,
+        ])
+        .success();
+    let pdbs = cluster.kubectl(&["get", "pdb", "web"]);
+    let row = &ksim_testutils::kubectl::table_rows(pdbs.success())[0];
+    assert_eq!(row[..4], ["web", "1", "N/A", "1"]);
+}
