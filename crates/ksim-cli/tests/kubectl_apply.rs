@@ -376,3 +376,37 @@ spec:
         "configmap/conf\ndeployment.apps/api\n"
     );
 }
+
+#[test]
+fn client_side_apply_switches_union_fields_with_retain_keys() {
+    let cluster = cluster();
+    cluster
+        .kubectl(&["apply", "-f", &fixture("deployment-retain-keys.yaml")])
+        .success();
+    let created = get_json(&cluster, &["deployment", "rk"]);
+    assert_eq!(
+        created["spec"]["strategy"]["rollingUpdate"],
+        json!({"maxSurge": "25%", "maxUnavailable": "25%"})
+    );
+    // kubectl sends $retainKeys for strategy and volumes: the defaulted
+    // rollingUpdate and the old emptyDir go, or validation would refuse them.
+    cluster
+        .kubectl(&[
+            "apply",
+            "-f",
+            &fixture("deployment-retain-keys-edited.yaml"),
+        ])
+        .success();
+    let applied = get_json(&cluster, &["deployment", "rk"]);
+    assert_eq!(applied["spec"]["strategy"], json!({"type": "Recreate"}));
+    assert_eq!(
+        applied["spec"]["template"]["spec"]["volumes"],
+        json!([{"name": "data", "configMap": {"name": "cfg", "defaultMode": 420}}])
+    );
+    // Metadata-only changes leave the generation alone.
+    cluster
+        .kubectl(&["label", "deployment", "rk", "x=1"])
+        .success();
+    let labeled = get_json(&cluster, &["deployment", "rk"]);
+    assert_eq!(labeled["metadata"]["generation"], json!(2));
+}
