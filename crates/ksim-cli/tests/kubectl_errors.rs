@@ -362,3 +362,36 @@ fn invalid_namespace_name_and_missing_image() {
         "The Pod \"noimg\" is invalid: spec.containers[0].image: Required value\n"
     );
 }
+
+#[test]
+fn apply_with_a_stale_resource_version_is_a_conflict() {
+    let cluster = cluster();
+    cluster
+        .kubectl_stdin(
+            &["apply", "-f", "-"],
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  a: \"1\"\n",
+        )
+        .success();
+    let out = cluster.kubectl_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  resourceVersion: \"1\"\ndata:\n  a: \"2\"\n",
+    );
+    out.failure();
+    assert!(
+        out.stderr
+            .starts_with("Error from server (Conflict): error when applying patch:\n"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.ends_with(
+            "for: \"STDIN\": error when patching \"STDIN\": Operation cannot be fulfilled on \
+             configmaps \"c\": the object has been modified; please apply your changes to the \
+             latest version and try again\n"
+        ),
+        "{}",
+        out.stderr
+    );
+    let value = cluster.kubectl(&["get", "configmap", "c", "-o", "jsonpath={.data.a}"]);
+    assert_eq!(value.success().stdout, "1");
+}
