@@ -410,3 +410,42 @@ fn client_side_apply_switches_union_fields_with_retain_keys() {
     let labeled = get_json(&cluster, &["deployment", "rk"]);
     assert_eq!(labeled["metadata"]["generation"], json!(2));
 }
+
+#[test]
+fn server_side_apply_takes_over_a_client_side_applied_object() {
+    let cluster = cluster();
+    cluster
+        .kubectl(&["apply", "-f", &fixture("deployment.yaml")])
+        .success();
+    // kubectl migrates kubectl-client-side-apply's fields to its apply
+    // manager first: no conflict, and removed fields go.
+    let out = cluster.kubectl(&[
+        "apply",
+        "--server-side",
+        "-f",
+        &fixture("deployment-edited.yaml"),
+    ]);
+    assert_eq!(
+        out.success().stdout,
+        "deployment.apps/app serverside-applied\n"
+    );
+    let object = get_json(&cluster, &["deployment", "app"]);
+    assert_eq!(object["metadata"]["labels"], json!({"app": "app"}));
+    let container = &object["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["image"], json!("nginx:1.27"));
+    assert_eq!(
+        container["ports"],
+        json!([{"containerPort": 80, "protocol": "TCP"}])
+    );
+    let managers: Vec<&str> = object["metadata"]["managedFields"]
+        .as_array()
+        .expect("managedFields")
+        .iter()
+        .filter_map(|entry| entry["manager"].as_str())
+        .collect();
+    assert!(managers.contains(&"kubectl"), "{managers:?}");
+    assert!(
+        !managers.contains(&"kubectl-client-side-apply"),
+        "{managers:?}"
+    );
+}
