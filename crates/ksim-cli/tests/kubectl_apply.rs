@@ -449,3 +449,52 @@ fn server_side_apply_takes_over_a_client_side_applied_object() {
         "{managers:?}"
     );
 }
+
+#[test]
+fn client_side_apply_follows_the_manifest_order_of_merged_lists() {
+    let cluster = cluster();
+    cluster
+        .kubectl(&["apply", "-f", &fixture("deployment-order.yaml")])
+        .success();
+    // kubectl sends $setElementOrder for containers and env.
+    cluster
+        .kubectl(&["apply", "-f", &fixture("deployment-order-edited.yaml")])
+        .success();
+    let object = get_json(&cluster, &["deployment", "order"]);
+    let containers: Vec<(String, String, Vec<String>)> =
+        object["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .expect("containers")
+            .iter()
+            .map(|c| {
+                let env = c["env"]
+                    .as_array()
+                    .map(|env| {
+                        env.iter()
+                            .map(|e| e["name"].as_str().unwrap_or("").to_string())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                (
+                    c["name"].as_str().unwrap_or("").to_string(),
+                    c["image"].as_str().unwrap_or("").to_string(),
+                    env,
+                )
+            })
+            .collect();
+    assert_eq!(
+        containers,
+        [
+            ("b".to_string(), "nginx".to_string(), vec![]),
+            (
+                "a".to_string(),
+                "nginx:2".to_string(),
+                vec![
+                    "THIRD".to_string(),
+                    "SECOND".to_string(),
+                    "FIRST".to_string()
+                ]
+            ),
+        ]
+    );
+}
