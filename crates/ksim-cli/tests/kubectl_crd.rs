@@ -236,3 +236,19 @@ fn deleting_the_crd_removes_its_resources_and_kind() {
     ]);
     raw.failure();
 }
+
+#[test]
+fn unknown_fields_of_custom_resources_are_refused_under_strict_validation() {
+    let cluster = cluster_with_widgets();
+    let out = cluster.kubectl_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: odd\nspec:\n  color: red\n",
+    );
+    out.failure();
+    assert_eq!(
+        out.stderr,
+        "Error from server (BadRequest): error when creating \"STDIN\": Widget in version \"v1\" \
+         cannot be handled as a Widget: strict decoding error: unknown field \"spec.color\"\n"
+    );
+    cluster.kubectl(&["get", "widget", "odd"]).failure();
+}
