@@ -395,3 +395,26 @@ fn apply_with_a_stale_resource_version_is_a_conflict() {
     let value = cluster.kubectl(&["get", "configmap", "c", "-o", "jsonpath={.data.a}"]);
     assert_eq!(value.success().stdout, "1");
 }
+
+#[test]
+fn pod_validation_messages() {
+    let cluster = cluster();
+    let cases: &[(&str, &str)] = &[
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: q2\nspec:\n  containers:\n  - name: c\n    image: nginx\n    resources:\n      requests: {cpu: \"2\"}\n      limits: {cpu: \"1\"}\n",
+            "The Pod \"q2\" is invalid: spec.containers[0].resources.requests: Invalid value: \"2\": \
+             must be less than or equal to cpu limit of 1\n",
+        ),
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: q3\nspec:\n  containers:\n  - name: c\n    image: nginx\n  - name: c\n    image: nginx\n",
+            "The Pod \"q3\" is invalid: spec.containers[1].name: Duplicate value: \"c\"\n",
+        ),
+    ];
+    for (manifest, expected) in cases {
+        let out = cluster.kubectl_stdin(&["create", "-f", "-"], manifest);
+        out.failure();
+        assert_eq!(out.stderr, *expected);
+    }
+    let none = cluster.kubectl(&["get", "pods", "-o", "name"]);
+    assert_eq!(none.success().stdout, "");
+}
