@@ -128,19 +128,16 @@ fn watch_of_one_object_by_name_sees_only_it() {
 #[test]
 fn watch_sees_a_finalized_delete_as_modified_then_deleted() {
     let cluster = cluster();
+    // A first object: once kubectl prints it, the list is done and the watch
+    // continues from the list's resourceVersion, so no later event is missed.
+    cluster
+        .kubectl(&["create", "configmap", "sentinel"])
+        .success();
     let watch = BackgroundKubectl::spawn(
         cluster.env(),
-        &[
-            "get",
-            "configmaps",
-            "-w",
-            "--watch-only",
-            "--output-watch-events",
-        ],
+        &["get", "configmaps", "-w", "--output-watch-events"],
     );
-    // --watch-only prints nothing until the first event: give the watch a
-    // moment to be established (events before it would be missed).
-    std::thread::sleep(Duration::from_millis(500));
+    watch.wait_for_stdout(WAIT, |out| out.contains("sentinel"));
     cluster
         .kubectl_stdin(
             &["create", "-f", "-"],
@@ -163,8 +160,12 @@ fn watch_sees_a_finalized_delete_as_modified_then_deleted() {
     watch.wait_for_stdout(WAIT, |out| out.contains("DELETED"));
     let output = watch.stop();
     // The finalizer's removal deletes the object: no MODIFIED for it.
+    let held: Vec<(String, String)> = events(&output.stdout)
+        .into_iter()
+        .filter(|(_, name)| name == "held")
+        .collect();
     assert_eq!(
-        events(&output.stdout),
+        held,
         vec![
             pair("ADDED", "held"),
             pair("MODIFIED", "held"),
