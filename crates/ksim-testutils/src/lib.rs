@@ -6,5 +6,6 @@
 //! drop.
 
 mod cluster;
+pub mod kubectl;
 
 pub use cluster::{KSIM_CLUSTER_NAME, KsimEnv, KubectlOutput, TestCluster};
