@@ -237,7 +237,7 @@ pub(crate) fn pod_grace_period(resource: &ResourceInfo, pod: &Value, options: &V
 /// they are deleted: the namespace controller of a real cluster acts after
 /// the DELETE returns, so `kubectl delete -f` of a namespace and the objects
 /// in it finds those objects still there.
-const NAMESPACE_CLEANUP_DELAY: std::time::Duration = std::time::Duration::from_millis(500);
+const NAMESPACE_CLEANUP_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Empties a terminating namespace after [`NAMESPACE_CLEANUP_DELAY`], then
 /// lets it go (at once when no async runtime runs, as in unit tests).

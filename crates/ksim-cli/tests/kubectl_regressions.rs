@@ -1,0 +1,303 @@
+//! Regression tests for differences from a real cluster that the first
+//! end-to-end run found: each pins what kube-apiserver 1.33 with kubectl
+//! 1.33 prints (the comment above each test says what ksim did before).
+
+use std::path::Path;
+
+use ksim_testutils::TestCluster;
+use ksim_testutils::kubectl::{header_line, stdout_json, table_rows};
+use serde_json::json;
+
+fn cluster() -> TestCluster {
+    TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")))
+}
+
+// BUG 1 (kubectl_get): a Node created with a status keeps it.
+// kube-apiserver's node strategy lets clients set *all* fields, status
+// included, on create (pkg/registry/core/node/strategy.go PrepareForCreate:
+// "Nodes allow *all* fields, including status, to be set on create."), so
+// `kubectl apply -f node.yaml` with a status shows `Ready ... v1.33.0` and the
+// INTERNAL-IP. ksim drops the status: `kubectl get node -o json` has no
+// `status` at all, the row reads `node-a   Unknown   control-plane   0s` with
+// an empty VERSION, and wide shows `<none>` / `<unknown>` for node info.
+// Every tool that registers fake nodes with one create (kwok, tests,
+// `kubectl apply`) hits this.
+#[test]
+fn node_created_with_a_status_keeps_it() {
+    let cluster = cluster();
+    cluster
+        .kubectl_stdin(
+            &["apply", "-f", "-"],
+            "apiVersion: v1
+kind: Node
+metadata:
+  name: node-a
+  labels:
+    node-role.kubernetes.io/control-plane: \"\"
+status:
+  conditions:
+  - type: Ready
+    status: \"True\"
+  nodeInfo:
+    kubeletVersion: v1.33.0
+    osImage: Ubuntu 24.04
+    kernelVersion: 6.8.0
+    containerRuntimeVersion: containerd://1.7.0
+  addresses:
+  - type: InternalIP
+    address: 10.0.0.1
+",
+        )
+        .success();
+    let wide = cluster.kubectl(&["get", "nodes", "-o", "wide"]);
+    wide.success();
+    assert_eq!(
+        header_line(&wide),
+        "NAME     STATUS   ROLES           AGE   VERSION   INTERNAL-IP   EXTERNAL-IP   OS-IMAGE       KERNEL-VERSION   CONTAINER-RUNTIME"
+    );
+    let row = &table_rows(&wide)[0];
+    assert_eq!(row[..3], ["node-a", "Ready", "control-plane"]);
+    assert_eq!(
+        row[4..],
+        [
+            "v1.33.0",
+            "10.0.0.1",
+            "<none>",
+            "Ubuntu",
+            "24.04",
+            "6.8.0",
+            "containerd://1.7.0"
+        ]
+    );
+}
+
+// BUG 2 (kubectl_update): removing the last label/annotation leaves no empty
+// map behind. ObjectMeta's labels and annotations are `omitempty`, so after
+// `kubectl label cm c team-` and `kubectl annotate cm c note-` a real server's
+// `-o json` metadata has neither key. ksim keeps `"labels": {}` and
+// `"annotations": {}` (so `-o yaml` prints `labels: {}`).
+#[test]
+fn removing_the_last_label_and_annotation_leaves_no_empty_maps() {
+    let cluster = cluster();
+    cluster.kubectl(&["create", "configmap", "c"]).success();
+    cluster
+        .kubectl(&["label", "configmap", "c", "team=a"])
+        .success();
+    cluster
+        .kubectl(&["annotate", "configmap", "c", "note=x"])
+        .success();
+    cluster
+        .kubectl(&["label", "configmap", "c", "team-"])
+        .success();
+    cluster
+        .kubectl(&["annotate", "configmap", "c", "note-"])
+        .success();
+    let object = stdout_json(&cluster.kubectl(&["get", "configmap", "c", "-o", "json"]));
+    assert!(object["metadata"].get("labels").is_none(), "{object:#}");
+    assert!(
+        object["metadata"].get("annotations").is_none(),
+        "{object:#}"
+    );
+}
+
+// BUG 4 (kubectl_errors): malformed JSON bodies get kube-apiserver's message.
+// Real: `Error from server (BadRequest): couldn't get version/kind; json parse
+// error: unexpected end of JSON input`. ksim: `... json parse error: EOF while
+// parsing a value at line 1 column 14` (serde_json's wording leaks out).
+#[test]
+fn truncated_json_body_gets_kubes_parse_error() {
+    let cluster = cluster();
+    let file = cluster.env().root().join("truncated.json");
+    std::fs::write(&file, r#"{"apiVersion":"#).expect("write");
+    let out = cluster.kubectl(&[
+        "create",
+        "--raw",
+        "/api/v1/namespaces/default/configmaps",
+        "-f",
+        file.to_str().expect("UTF-8 path"),
+    ]);
+    out.failure();
+    assert_eq!(
+        out.stderr,
+        "Error from server (BadRequest): couldn't get version/kind; json parse error: unexpected end of JSON input\n"
+    );
+}
+
+// BUG 5 (kubectl_delete): an object being deleted takes no new finalizers.
+// apimachinery's ValidateObjectMetaUpdate refuses them once
+// deletionTimestamp is set; kubectl prints
+//   The ConfigMap "held" is invalid: metadata.finalizers: Forbidden: no new
+//   finalizers can be added if the object is being deleted, found new
+//   finalizers []string{"example.com/late"}
+// ksim accepts the patch (`configmap/held patched`), so a terminating object
+// can be held forever by a controller that keeps re-adding its finalizer.
+#[test]
+fn terminating_object_takes_no_new_finalizers() {
+    let cluster = cluster();
+    cluster
+        .kubectl_stdin(
+            &["create", "-f", "-"],
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  finalizers:\n  - example.com/hold\n",
+        )
+        .success();
+    cluster
+        .kubectl(&["delete", "configmap", "held", "--wait=false"])
+        .success();
+    let refused = cluster.kubectl(&[
+        "patch",
+        "configmap",
+        "held",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":["example.com/hold","example.com/late"]}}"#,
+    ]);
+    refused.failure();
+    assert_eq!(
+        refused.stderr,
+        "The ConfigMap \"held\" is invalid: metadata.finalizers: Forbidden: no new finalizers can \
+         be added if the object is being deleted, found new finalizers []string{\"example.com/late\"}\n"
+    );
+    let object = stdout_json(&cluster.kubectl(&["get", "configmap", "held", "-o", "json"]));
+    assert_eq!(
+        object["metadata"]["finalizers"],
+        json!(["example.com/hold"])
+    );
+}
+
+// BUG 9 (kubectl_get, low): v1 Endpoints carry kube-apiserver 1.33's
+// deprecation warning and their ports' protocol default. Real 1.33:
+//   $ kubectl get endpoints ep1
+//   Warning: v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice
+// and a stored port `{port: 80}` reads back `{"port": 80, "protocol": "TCP"}`
+// (SetDefaults_EndpointPort). ksim prints no warning and stores no protocol.
+#[test]
+fn endpoints_are_deprecated_and_port_protocol_defaults() {
+    let cluster = cluster();
+    let created = cluster.kubectl_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: v1\nkind: Endpoints\nmetadata:\n  name: ep1\nsubsets:\n- addresses: [{ip: 10.0.0.5}]\n  ports: [{port: 80}]\n",
+    );
+    created.success();
+    let out = cluster.kubectl(&["get", "endpoints", "ep1"]);
+    out.success();
+    assert_eq!(
+        out.stderr,
+        "Warning: v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice\n"
+    );
+    let object = stdout_json(&cluster.kubectl(&["get", "endpoints", "ep1", "-o", "json"]));
+    assert_eq!(
+        object["subsets"][0]["ports"],
+        json!([{"port": 80, "protocol": "TCP"}])
+    );
+}
+
+// BUG 10 (kubectl_delete, DATA LOSS, most important): `dryRun=All` on DELETE
+// deletes. Real: `kubectl delete cm keep --dry-run=server` prints
+// `configmap "keep" deleted (server dry run)` and the object stays, as does
+// every object of `kubectl delete cm --all --dry-run=server`
+// (deletecollection). ksim prints the same line but removes the object(s):
+// the next `kubectl get cm keep` says NotFound. (Dry-run create, update,
+// patch and apply are respected.)
+#[test]
+fn server_dry_run_delete_keeps_the_object() {
+    let cluster = cluster();
+    cluster.kubectl(&["create", "configmap", "keep"]).success();
+    cluster.kubectl(&["create", "configmap", "also"]).success();
+    let out = cluster.kubectl(&["delete", "configmap", "keep", "--dry-run=server"]);
+    assert_eq!(
+        out.success().stdout,
+        "configmap \"keep\" deleted (server dry run)\n"
+    );
+    let still = cluster.kubectl(&["get", "configmap", "keep", "-o", "name"]);
+    assert_eq!(still.success().stdout, "configmap/keep\n");
+    cluster
+        .kubectl(&["delete", "configmaps", "--all", "--dry-run=server"])
+        .success();
+    let all = cluster.kubectl(&[
+        "get",
+        "configmaps",
+        "--field-selector=metadata.name!=kube-root-ca.crt",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(all.success().stdout, "configmap/also\nconfigmap/keep\n");
+}
+
+// BUG 11 (kubectl_errors, important): unknown fields are dropped, never
+// stored. With fieldValidation Warn (the server default, and what kubectl
+// patch / create --raw get) or Ignore (`--validate=false`), kube-apiserver
+// decodes into the typed object, so unknown fields vanish: real
+//   $ kubectl create --validate=false -f deployment-unknown-field.yaml
+//   $ kubectl get deploy unknown -o jsonpath='{.spec.bogus}'    -> (empty)
+//   $ kubectl patch deploy unknown --type=merge -p '{"spec":{"bogus2":1}}'
+//   Warning: unknown field "spec.bogus2"
+//   deployment.apps/unknown patched (no change)
+// ksim stores `spec.bogus: 1` (and `bogus`/`metadata.bogusMeta` at any depth,
+// with managedFields entries `f:bogus`), bumps generation for it, and the
+// patch path prints no warning at all. Clients then read objects that no
+// Kubernetes server would hold.
+#[test]
+fn unknown_fields_are_dropped_under_warn_and_ignore() {
+    let cluster = cluster();
+    let file = format!(
+        "{}/tests/fixtures/deployment-unknown-field.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    cluster
+        .kubectl(&["create", "--validate=false", "-f", &file])
+        .success();
+    let object = stdout_json(&cluster.kubectl(&["get", "deployment", "unknown", "-o", "json"]));
+    assert!(object["spec"].get("bogus").is_none(), "{object:#}");
+
+    let patched = cluster.kubectl(&[
+        "patch",
+        "deployment",
+        "unknown",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"bogus2":1}}"#,
+    ]);
+    patched.success();
+    assert_eq!(patched.stderr, "Warning: unknown field \"spec.bogus2\"\n");
+    assert_eq!(
+        patched.stdout,
+        "deployment.apps/unknown patched (no change)\n"
+    );
+    let object = stdout_json(&cluster.kubectl(&["get", "deployment", "unknown", "-o", "json"]));
+    assert!(object["spec"].get("bogus2").is_none(), "{object:#}");
+    assert_eq!(object["metadata"]["generation"], json!(1));
+}
+
+// BUG 12b (kubectl_delete, user-visible consequence of BUG 12): `kubectl
+// delete -f` of a manifest holding a namespace and objects in it succeeds on
+// a real cluster (the namespace is still Terminating when kubectl deletes the
+// objects after it):
+//   namespace "stack" deleted
+//   configmap "conf" deleted
+// ksim prints `namespace "stack" deleted`, then `Error from server
+// (NotFound): error when deleting "...": configmaps "conf" not found` and
+// exits 1.
+#[test]
+fn delete_of_a_manifest_with_its_namespace_succeeds() {
+    let cluster = cluster();
+    let manifest = "apiVersion: v1
+kind: Namespace
+metadata:
+  name: stack
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: conf
+  namespace: stack
+";
+    cluster
+        .kubectl_stdin(&["apply", "-f", "-"], manifest)
+        .success();
+    let deleted = cluster.kubectl_stdin(&["delete", "--wait=false", "-f", "-"], manifest);
+    deleted.success();
+    assert_eq!(
+        deleted.stdout,
+        "namespace \"stack\" deleted\nconfigmap \"conf\" deleted\n"
+    );
+}
