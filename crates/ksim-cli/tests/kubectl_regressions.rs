@@ -301,3 +301,36 @@ metadata:
         "namespace \"stack\" deleted\nconfigmap \"conf\" deleted\n"
     );
 }
+
+// Pods run as the namespace's `default` ServiceAccount, which every
+// namespace gets (the serviceaccount controller's job in a real cluster);
+// naming a missing account is refused by the ServiceAccount admission.
+#[test]
+fn pods_run_as_the_default_service_account_of_their_namespace() {
+    let cluster = cluster();
+    cluster.kubectl(&["create", "namespace", "team"]).success();
+    let accounts = cluster
+        .kubectl(&["get", "serviceaccounts", "-n", "team", "-o", "name"])
+        .success()
+        .stdout
+        .clone();
+    assert_eq!(accounts, "serviceaccount/default\n");
+    cluster
+        .kubectl(&["run", "p1", "-n", "team", "--image=nginx"])
+        .success();
+    let pod = stdout_json(&cluster.kubectl(&["get", "pod", "p1", "-n", "team", "-o", "json"]));
+    assert_eq!(pod["spec"]["serviceAccountName"], json!("default"));
+    let refused = cluster.kubectl(&[
+        "run",
+        "p2",
+        "-n",
+        "team",
+        "--image=nginx",
+        "--overrides={\"spec\":{\"serviceAccountName\":\"robot\"}}",
+    ]);
+    refused.failure();
+    assert_eq!(
+        refused.stderr,
+        "Error from server (Forbidden): pods \"p2\" is forbidden: error looking up service account team/robot: serviceaccount \"robot\" not found\n"
+    );
+}

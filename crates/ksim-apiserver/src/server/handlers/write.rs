@@ -184,6 +184,9 @@ pub(crate) fn prepare_new_object(
             object["metadata"]["name"].as_str().unwrap_or_default(),
             object["metadata"]["namespace"].as_str().unwrap_or_default(),
         )?;
+        if resource.group.is_empty() && resource.plural == "pods" {
+            admit_service_account(state, &mut object)?;
+        }
     }
     let definition = definition_of(resource);
     ksim_core::apply::track_update(
@@ -238,6 +241,9 @@ pub(crate) fn create_object_tracked(
             Ok(stored) => {
                 if resource.group == "apiextensions.k8s.io" {
                     state.reload_custom_resources();
+                }
+                if resource.group.is_empty() && resource.plural == "namespaces" {
+                    create_default_service_account(state, &name);
                 }
                 return Ok(stored);
             }
@@ -306,6 +312,55 @@ pub(crate) fn check_namespace_open(
         return Err(ApiError::forbidden(format!(
             "{} \"{name}\" is forbidden: unable to create new content in namespace {namespace} because it is being terminated",
             resource.qualified_plural()
+        )));
+    }
+    Ok(())
+}
+
+/// What kube-controller-manager's serviceaccount controller does for every
+/// namespace: a `default` ServiceAccount.
+fn create_default_service_account(state: &State, namespace: &str) {
+    let Some(resource) = state.registry().find("", "v1", "serviceaccounts") else {
+        return;
+    };
+    let account = json!({
+        "apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": "default", "namespace": namespace},
+    });
+    match create_object(state, &resource, account, "kube-controller-manager") {
+        Ok(_) => {}
+        Err(error) if error.code == 409 => {}
+        Err(error) => {
+            tracing::warn!(%error, namespace, "cannot create the default service account")
+        }
+    }
+}
+
+/// The ServiceAccount admission plugin: a pod runs as `default` unless it
+/// names another account, and the account must exist.
+fn admit_service_account(state: &State, pod: &mut Value) -> Result<(), ApiError> {
+    let spec = &mut pod["spec"];
+    let account = match spec["serviceAccountName"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+    {
+        Some(name) => name.to_string(),
+        None => match spec["serviceAccount"].as_str().filter(|n| !n.is_empty()) {
+            Some(name) => name.to_string(),
+            None => "default".to_string(),
+        },
+    };
+    spec["serviceAccountName"] = json!(account);
+    spec["serviceAccount"] = json!(account);
+    let namespace = pod["metadata"]["namespace"].as_str().unwrap_or_default();
+    if state
+        .store
+        .get("/serviceaccounts", namespace, &account)
+        .is_none()
+    {
+        let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+        return Err(ApiError::forbidden(format!(
+            "pods \"{name}\" is forbidden: error looking up service account {namespace}/{account}: serviceaccount \"{account}\" not found"
         )));
     }
     Ok(())
