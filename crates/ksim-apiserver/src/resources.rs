@@ -333,7 +333,79 @@ const BUILT_INS: &[BuiltIn] = &[
         NONE,
         STATUS,
     ),
+    builtin(
+        "authentication.k8s.io/v1",
+        "SelfSubjectReview",
+        "selfsubjectreviews",
+        false,
+        NONE,
+        NONE,
+        NONE,
+    ),
+    builtin(
+        "authentication.k8s.io/v1",
+        "TokenReview",
+        "tokenreviews",
+        false,
+        NONE,
+        NONE,
+        NONE,
+    ),
+    builtin(
+        "authorization.k8s.io/v1",
+        "SelfSubjectAccessReview",
+        "selfsubjectaccessreviews",
+        false,
+        NONE,
+        NONE,
+        NONE,
+    ),
+    builtin(
+        "authorization.k8s.io/v1",
+        "SelfSubjectRulesReview",
+        "selfsubjectrulesreviews",
+        false,
+        NONE,
+        NONE,
+        NONE,
+    ),
+    builtin(
+        "authorization.k8s.io/v1",
+        "SubjectAccessReview",
+        "subjectaccessreviews",
+        false,
+        NONE,
+        NONE,
+        NONE,
+    ),
+    builtin(
+        "authorization.k8s.io/v1",
+        "LocalSubjectAccessReview",
+        "localsubjectaccessreviews",
+        true,
+        NONE,
+        NONE,
+        NONE,
+    ),
 ];
+
+/// Whether a resource is a review: created to get an answer, never stored
+/// (authentication and authorization reviews).
+pub fn is_review(resource: &ResourceInfo) -> bool {
+    matches!(
+        resource.group.as_str(),
+        "authentication.k8s.io" | "authorization.k8s.io"
+    )
+}
+
+/// The verbs a resource supports.
+pub fn verbs(resource: &ResourceInfo) -> &'static [&'static str] {
+    if is_review(resource) {
+        &["create"]
+    } else {
+        ALL_VERBS
+    }
+}
 
 /// Every built-in resource, in discovery order.
 pub fn built_in_resources() -> Vec<Arc<ResourceInfo>> {

@@ -334,3 +334,23 @@ fn pods_run_as_the_default_service_account_of_their_namespace() {
         "Error from server (Forbidden): pods \"p2\" is forbidden: error looking up service account team/robot: serviceaccount \"robot\" not found\n"
     );
 }
+
+// `kubectl auth can-i` and `kubectl auth whoami` create reviews (the first
+// run got 404): ksim has no authorization, so everything is allowed, for
+// the cluster administrator.
+#[test]
+fn auth_reviews_allow_the_administrator_everything() {
+    let cluster = cluster();
+    let can = cluster.kubectl(&["auth", "can-i", "delete", "nodes"]);
+    assert_eq!(can.success().stdout, "yes\n");
+    let whoami = cluster.kubectl(&["auth", "whoami"]);
+    let text = whoami.success().stdout.clone();
+    assert!(text.contains("Username    kubernetes-admin"), "{text}");
+    let listed = cluster.kubectl(&["get", "selfsubjectaccessreviews"]);
+    listed.failure();
+    assert!(
+        listed.stderr.contains("(MethodNotAllowed)"),
+        "{}",
+        listed.stderr
+    );
+}

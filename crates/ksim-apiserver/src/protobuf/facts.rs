@@ -35,6 +35,11 @@ pub(super) static ROOT_KINDS: &[RootKind] = &[
     },
     RootKind {
         api_version: "authentication.k8s.io/v1",
+        kind: "SelfSubjectReview",
+        message: "k8s.io.api.authentication.v1.SelfSubjectReview",
+    },
+    RootKind {
+        api_version: "authentication.k8s.io/v1",
         kind: "TokenRequest",
         message: "k8s.io.api.authentication.v1.TokenRequest",
     },
@@ -655,6 +660,32 @@ pub(super) static MESSAGES: &[MessageFacts] = &[
         ],
     },
     MessageFacts {
+        name: "k8s.io.api.authentication.v1.SelfSubjectReview",
+        fields: &[
+            f(
+                1,
+                "metadata",
+                Kind::Message("k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta"),
+                OMIT,
+            ),
+            f(
+                2,
+                "status",
+                Kind::Message("k8s.io.api.authentication.v1.SelfSubjectReviewStatus"),
+                OMIT,
+            ),
+        ],
+    },
+    MessageFacts {
+        name: "k8s.io.api.authentication.v1.SelfSubjectReviewStatus",
+        fields: &[f(
+            1,
+            "userInfo",
+            Kind::Message("k8s.io.api.authentication.v1.UserInfo"),
+            OMIT,
+        )],
+    },
+    MessageFacts {
         name: "k8s.io.api.authentication.v1.TokenRequest",
         fields: &[
             f(
@@ -695,6 +726,15 @@ pub(super) static MESSAGES: &[MessageFacts] = &[
         fields: &[
             f(1, "token", Kind::String, 0),
             f(2, "expirationTimestamp", Kind::Time, 0),
+        ],
+    },
+    MessageFacts {
+        name: "k8s.io.api.authentication.v1.UserInfo",
+        fields: &[
+            f(1, "username", Kind::String, OMIT),
+            f(2, "uid", Kind::String, OMIT),
+            f(3, "groups", Kind::String, OMIT | REP),
+            f(4, "extra", Kind::Map(&Kind::StringList), OMIT),
         ],
     },
     MessageFacts {

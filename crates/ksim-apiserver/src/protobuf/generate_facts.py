@@ -45,6 +45,7 @@ ROOTS = [
     ("networking.k8s.io/v1", "NetworkPolicy", "k8s.io/api/networking/v1"),
     ("coordination.k8s.io/v1", "Lease", "k8s.io/api/coordination/v1"),
     ("events.k8s.io/v1", "Event", "k8s.io/api/events/v1"),
+    ("authentication.k8s.io/v1", "SelfSubjectReview", "k8s.io/api/authentication/v1"),
     ("authentication.k8s.io/v1", "TokenRequest", "k8s.io/api/authentication/v1"),
     ("autoscaling/v1", "Scale", "k8s.io/api/autoscaling/v1"),
     ("autoscaling/v1", "HorizontalPodAutoscaler", "k8s.io/api/autoscaling/v1"),

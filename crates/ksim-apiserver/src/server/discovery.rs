@@ -5,7 +5,7 @@
 use http::HeaderMap;
 use serde_json::{Value, json};
 
-use crate::resources::{ALL_VERBS, ResourceInfo};
+use crate::resources::{ResourceInfo, verbs};
 
 use super::registry::Registry;
 
@@ -153,7 +153,7 @@ pub(crate) fn resource_list(registry: &Registry, group: &str, version: &str) -> 
             "singularName": resource.singular,
             "namespaced": resource.namespaced,
             "kind": resource.kind,
-            "verbs": ALL_VERBS,
+            "verbs": verbs(resource),
         });
         if !resource.short_names.is_empty() {
             entry["shortNames"] = json!(resource.short_names);
@@ -192,7 +192,7 @@ fn aggregated_resource(resource: &ResourceInfo) -> Value {
         "responseKind": {"group": "", "version": "", "kind": resource.kind},
         "scope": if resource.namespaced { "Namespaced" } else { "Cluster" },
         "singularResource": resource.singular,
-        "verbs": ALL_VERBS,
+        "verbs": verbs(resource),
     });
     if !resource.short_names.is_empty() {
         entry["shortNames"] = json!(resource.short_names);

@@ -37,6 +37,7 @@ use super::strategy;
 mod delete;
 mod patch;
 mod read;
+mod review;
 mod subresources;
 mod write;
 
@@ -225,6 +226,17 @@ impl ResourceRequest {
         let has_name = self.target.name.is_some();
         let subresource = self.target.subresource.clone();
         let watch = self.target.watch_prefix || self.query.flag("watch");
+        if crate::resources::is_review(self.resource()) {
+            return match (method, has_name, subresource) {
+                (Method::POST, false, None) => {
+                    let body = read_body(body).await?;
+                    self.review(&body)
+                }
+                (method, _, _) => Err(ApiError::method_not_allowed(format!(
+                    "the server does not allow this method on the requested resource ({method})"
+                ))),
+            };
+        }
         match (method, has_name, subresource.as_deref()) {
             (Method::GET, _, None) if watch => super::watch::serve(self, output),
             (Method::GET, false, None) => self.list(output),
