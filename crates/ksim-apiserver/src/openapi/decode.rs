@@ -34,17 +34,21 @@ pub(super) struct BuiltInFindings {
     pub decode_error: Option<String>,
 }
 
-/// Where the walk is: the field path as field validation prints it (with
-/// list indexes and map keys) and as `encoding/json` prints it (JSON field
-/// names only), and the Go struct that holds the current field.
-struct Position<'a> {
-    path: String,
-    go_path: String,
-    go_struct: &'a str,
+/// One step of the path to the current value.
+#[derive(Debug, Clone, Copy)]
+enum Segment<'v> {
+    /// A struct field.
+    Field(&'v str),
+    /// A list item.
+    Index(usize),
+    /// A map key.
+    Key(&'v str),
 }
 
-/// The walk's state: findings, and whether an unmarshaler error stopped decoding.
-struct Walk {
+/// The walk's state: where it is, its findings, and whether an unmarshaler
+/// error stopped decoding. Paths are rendered only when something is found.
+struct Walk<'v> {
+    segments: Vec<Segment<'v>>,
     findings: BuiltInFindings,
     /// The first type error (Go keeps decoding after it and reports it at the end).
     type_error: Option<String>,
@@ -53,18 +57,18 @@ struct Walk {
 }
 
 /// Walks `object` (a built-in kind `kind` with schema `schema`).
-pub(super) fn check_built_in(schema: &Value, kind: &str, object: &Value) -> BuiltInFindings {
+pub(super) fn check_built_in<'v>(
+    schema: &Value,
+    kind: &'v str,
+    object: &'v Value,
+) -> BuiltInFindings {
     let mut walk = Walk {
+        segments: Vec::with_capacity(16),
         findings: BuiltInFindings::default(),
         type_error: None,
         fatal: None,
     };
-    let position = Position {
-        path: String::new(),
-        go_path: String::new(),
-        go_struct: kind,
-    };
-    walk.value(schema, object, &position, 0);
+    walk.value(schema, object, kind, 0);
     let mut findings = walk.findings;
     findings.decode_error = walk.fatal.or(walk.type_error);
     findings
@@ -72,7 +76,7 @@ pub(super) fn check_built_in(schema: &Value, kind: &str, object: &Value) -> Buil
 
 /// Follows `$ref` and a single-element `allOf`: the definition name (if
 /// reached through a reference) and the schema.
-fn resolve(schema: &Value) -> Option<(Option<&str>, &Value)> {
+fn resolve(schema: &Value) -> Option<(Option<&'static str>, &Value)> {
     let mut schema = schema;
     let mut name = None;
     for _ in 0..MAX_DEPTH {
@@ -92,14 +96,6 @@ fn resolve(schema: &Value) -> Option<(Option<&str>, &Value)> {
         }
     }
     None
-}
-
-fn join(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}.{key}")
-    }
 }
 
 /// How `encoding/json` names a JSON value in `cannot unmarshal <value>`.
@@ -171,21 +167,115 @@ fn fits_integer(value: &Value, format: Option<&str>) -> bool {
     format != Some("int32") || i32::try_from(n).is_ok()
 }
 
-impl Walk {
+/// Where Go's `base64.StdEncoding` stops decoding `s` (the byte offset its
+/// `CorruptInputError` reports), or `None` if it decodes. Line breaks are skipped, as Go does.
+fn base64_error_at(s: &str) -> Option<usize> {
+    let bytes = s.as_bytes();
+    let mut quantum = 0;
+    let mut quantum_start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'\r' || b == b'\n' {
+            i += 1;
+            continue;
+        }
+        if quantum == 0 {
+            quantum_start = i;
+        }
+        if b == b'=' {
+            // Padding: only after two or three symbols, then nothing but padding to the end.
+            let needed = match quantum {
+                2 => 2,
+                3 => 1,
+                _ => return Some(i),
+            };
+            let mut seen = 0;
+            let mut j = i;
+            while j < bytes.len() {
+                match bytes[j] {
+                    b'\r' | b'\n' => {}
+                    b'=' if seen < needed => seen += 1,
+                    // Incorrect padding: Go points at the byte before.
+                    _ if seen < needed => return Some(j - 1),
+                    // Trailing garbage after the padding.
+                    _ => return Some(j),
+                }
+                j += 1;
+            }
+            return (seen < needed).then_some(bytes.len());
+        }
+        if !(b.is_ascii_alphanumeric() || b == b'+' || b == b'/') {
+            return Some(i);
+        }
+        quantum = (quantum + 1) % 4;
+        i += 1;
+    }
+    (quantum != 0).then_some(quantum_start)
+}
+
+impl<'v> Walk<'v> {
     fn stopped(&self) -> bool {
         self.fatal.is_some()
     }
 
-    fn type_mismatch(&mut self, value_kind: &str, schema: &Value, position: &Position) {
-        if self.type_error.is_some() || position.go_path.is_empty() {
+    /// The path as field validation prints it: `spec.containers[0].name`, `data.key`.
+    fn path(&self) -> String {
+        let mut path = String::new();
+        for segment in &self.segments {
+            match segment {
+                Segment::Field(name) | Segment::Key(name) => {
+                    if !path.is_empty() {
+                        path.push('.');
+                    }
+                    path.push_str(name);
+                }
+                Segment::Index(i) => {
+                    path.push('[');
+                    path.push_str(&i.to_string());
+                    path.push(']');
+                }
+            }
+        }
+        path
+    }
+
+    /// The path as `encoding/json` prints it: struct fields only (`spec.containers.name`).
+    fn go_path(&self) -> String {
+        let fields: Vec<&str> = self
+            .segments
+            .iter()
+            .filter_map(|segment| match segment {
+                Segment::Field(name) => Some(*name),
+                _ => None,
+            })
+            .collect();
+        fields.join(".")
+    }
+
+    fn type_mismatch(&mut self, value_kind: &str, schema: &Value, go_struct: &str) {
+        if self.type_error.is_some() || self.segments.is_empty() {
             return;
         }
         self.type_error = Some(format!(
-            "json: cannot unmarshal {value_kind} into Go struct field {}.{} of type {}",
-            position.go_struct,
-            position.go_path,
+            "json: cannot unmarshal {value_kind} into Go struct field {go_struct}.{} of type {}",
+            self.go_path(),
             go_type(schema, 0)
         ));
+    }
+
+    /// Walks `value` one segment down.
+    fn nested(
+        &mut self,
+        segment: Segment<'v>,
+        schema: &Value,
+        value: &'v Value,
+        go_struct: &'v str,
+        depth: usize,
+    ) {
+        self.segments.push(segment);
+        self.value(schema, value, go_struct, depth + 1);
+        self.segments.pop();
     }
 
     /// `resource.Quantity`'s UnmarshalJSON: strings and bare literals parse as quantities.
@@ -219,7 +309,7 @@ impl Walk {
         }
     }
 
-    fn value(&mut self, schema: &Value, value: &Value, position: &Position, depth: usize) {
+    fn value(&mut self, schema: &Value, value: &'v Value, go_struct: &'v str, depth: usize) {
         if depth > MAX_DEPTH || self.stopped() || value.is_null() {
             return;
         }
@@ -251,12 +341,21 @@ impl Walk {
         let properties = resolved.get("properties").and_then(Value::as_object);
         let declared = resolved.get("type").and_then(Value::as_str);
         match (declared, value) {
+            (Some("string"), Value::String(s))
+                if resolved.get("format").and_then(Value::as_str) == Some("byte") =>
+            {
+                if let Some(at) = base64_error_at(s)
+                    && self.type_error.is_none()
+                {
+                    self.type_error = Some(format!("illegal base64 data at input byte {at}"));
+                }
+            }
             (Some("string"), Value::String(_)) | (Some("boolean"), Value::Bool(_)) => {}
             (Some("number"), Value::Number(_)) => {}
             (Some("integer"), Value::Number(_)) => {
                 if !fits_integer(value, resolved.get("format").and_then(Value::as_str)) {
                     let kind = format!("number {}", number_text(value));
-                    self.type_mismatch(&kind, schema, position);
+                    self.type_mismatch(&kind, schema, go_struct);
                 }
             }
             (Some("array"), Value::Array(items)) => {
@@ -264,12 +363,7 @@ impl Walk {
                     return;
                 };
                 for (i, item) in items.iter().enumerate() {
-                    let nested = Position {
-                        path: format!("{}[{i}]", position.path),
-                        go_path: position.go_path.clone(),
-                        go_struct: position.go_struct,
-                    };
-                    self.value(item_schema, item, &nested, depth + 1);
+                    self.nested(Segment::Index(i), item_schema, item, go_struct, depth);
                     if self.stopped() {
                         return;
                     }
@@ -277,28 +371,26 @@ impl Walk {
             }
             (Some("object") | None, Value::Object(fields)) => {
                 if let Some(properties) = properties {
-                    let go_struct = name.map(short_name).unwrap_or(position.go_struct);
+                    let go_struct = name.map(short_name).unwrap_or(go_struct);
                     for (key, field) in fields {
                         if depth == 0 && (key == "apiVersion" || key == "kind") {
                             continue;
                         }
-                        let path = join(&position.path, key);
                         match properties.get(key) {
                             Some(property) => {
-                                let nested = Position {
-                                    path,
-                                    go_path: join(&position.go_path, key),
-                                    go_struct,
-                                };
-                                self.value(property, field, &nested, depth + 1);
+                                self.nested(Segment::Field(key), property, field, go_struct, depth);
                                 if self.stopped() {
                                     return;
                                 }
                             }
-                            None => self
-                                .findings
-                                .unknown
-                                .push(format!("unknown field {path:?}")),
+                            None => {
+                                self.segments.push(Segment::Field(key));
+                                let path = self.path();
+                                self.segments.pop();
+                                self.findings
+                                    .unknown
+                                    .push(format!("unknown field {path:?}"));
+                            }
                         }
                     }
                 } else if let Some(values) = resolved
@@ -306,12 +398,7 @@ impl Walk {
                     .filter(|v| v.is_object())
                 {
                     for (key, field) in fields {
-                        let nested = Position {
-                            path: join(&position.path, key),
-                            go_path: position.go_path.clone(),
-                            go_struct: position.go_struct,
-                        };
-                        self.value(values, field, &nested, depth + 1);
+                        self.nested(Segment::Key(key), values, field, go_struct, depth);
                         if self.stopped() {
                             return;
                         }
@@ -319,7 +406,7 @@ impl Walk {
                 }
             }
             (None, _) if properties.is_none() => {}
-            (_, other) => self.type_mismatch(json_kind(other), schema, position),
+            (_, other) => self.type_mismatch(json_kind(other), schema, go_struct),
         }
     }
 }
@@ -397,6 +484,35 @@ mod tests {
             let findings = check(definition, kind, object);
             assert_eq!(findings.decode_error.as_deref(), Some(want), "{kind}");
         }
+    }
+
+    #[test]
+    fn base64_errors_are_reported_where_go_stops() {
+        let cases = [
+            ("aGVsbG8=", None),
+            ("aGVsbA==", None),
+            ("aGVs\nbG8=", None),
+            ("", None),
+            ("abc", Some(0)),
+            ("abcde", Some(4)),
+            ("ab!d", Some(2)),
+            ("a===", Some(1)),
+            ("ab=", Some(3)),
+            ("ab==cd", Some(4)),
+            ("ab=c", Some(2)),
+        ];
+        for (input, want) in cases {
+            assert_eq!(base64_error_at(input), want, "{input:?}");
+        }
+        let findings = check(
+            "io.k8s.api.core.v1.Secret",
+            "Secret",
+            json!({"metadata": {"name": "s"}, "data": {"password": "not base64!"}}),
+        );
+        assert_eq!(
+            findings.decode_error.as_deref(),
+            Some("illegal base64 data at input byte 3")
+        );
     }
 
     #[test]
