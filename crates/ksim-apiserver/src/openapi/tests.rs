@@ -422,3 +422,14 @@ fn unknown_fields_of_custom_resources_are_what_pruning_drops() {
         ]
     );
 }
+
+#[test]
+fn crds_themselves_decode_cleanly() {
+    let open_api = open_api();
+    let mut crd = widget_crd();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["size"] = json!({"type": "string", "default": "small", "enum": ["small", 1],
+            "items": [{"type": "string"}], "additionalProperties": false});
+    let check = open_api.check_fields(&resource("CustomResourceDefinition"), &crd);
+    assert!(check.decode_error.is_none(), "{:?}", check.decode_error);
+    assert!(check.unknown.is_empty(), "{:?}", check.unknown);
+}
