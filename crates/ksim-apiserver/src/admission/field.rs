@@ -22,6 +22,18 @@ impl BadValue {
         BadValue::Str(value.to_string())
     }
 
+    /// A value of unstructured JSON as Go renders the decoded value
+    /// (`"x"`, `3`, `1.5`, `true`, `map[string]interface {}{...}`).
+    pub(crate) fn json(value: &Value) -> Self {
+        match value {
+            Value::String(s) => BadValue::Str(s.clone()),
+            Value::Number(n) if n.as_i64().is_some() => {
+                BadValue::Int(n.as_i64().unwrap_or_default())
+            }
+            other => BadValue::Raw(go_sharp_v(other)),
+        }
+    }
+
     fn render(&self) -> String {
         match self {
             BadValue::Str(s) => go_quote(s),
@@ -48,6 +60,41 @@ pub(crate) fn go_quote(s: &str) -> String {
     }
     out.push('"');
     out
+}
+
+/// A float as Go's `%v` prints it (plain up to 1e21).
+pub(crate) fn go_float(f: f64) -> String {
+    if f.fract() == 0.0 && f.abs() < 1e21 {
+        format!("{f:.0}")
+    } else {
+        f.to_string()
+    }
+}
+
+/// `%#v` of decoded unstructured JSON (maps with sorted keys, as Go prints them).
+pub(crate) fn go_sharp_v(value: &Value) -> String {
+    match value {
+        Value::Null => "<nil>".to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => i.to_string(),
+            None => go_float(n.as_f64().unwrap_or_default()),
+        },
+        Value::String(s) => go_quote(s),
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(go_sharp_v).collect();
+            format!("[]interface {{}}{{{}}}", items.join(", "))
+        }
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let entries: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{}:{}", go_quote(k), go_sharp_v(&map[k])))
+                .collect();
+            format!("map[string]interface {{}}{{{}}}", entries.join(", "))
+        }
+    }
 }
 
 /// `%#v` of a Go `map[string]string` (keys sorted, as Go prints maps).
@@ -118,6 +165,29 @@ impl FieldError {
         Self::with_value("FieldValueInvalid", "Invalid value", field, &value, detail)
     }
 
+    /// `Invalid value: <value>: detail`, of a value of the wrong type.
+    pub(crate) fn type_invalid(field: &str, value: BadValue, detail: &str) -> Self {
+        Self::with_value(
+            "FieldValueTypeInvalid",
+            "Invalid value",
+            field,
+            &value,
+            detail,
+        )
+    }
+
+    /// `Too many: <actual>: must have at most N items`.
+    pub(crate) fn too_many(field: &str, actual: usize, max: i64) -> Self {
+        let noun = if max == 1 { "item" } else { "items" };
+        Self::with_value(
+            "FieldValueTooMany",
+            "Too many",
+            field,
+            &BadValue::Int(i64::try_from(actual).unwrap_or(i64::MAX)),
+            &format!("must have at most {max} {noun}"),
+        )
+    }
+
     /// `Unsupported value: <value>: supported values: "a", "b"`.
     pub(crate) fn not_supported(field: &str, value: BadValue, supported: &[&str]) -> Self {
         let quoted: Vec<String> = supported.iter().map(|s| go_quote(s)).collect();
@@ -143,11 +213,12 @@ impl FieldError {
 
     /// `Too long: may not be more than N bytes`.
     pub(crate) fn too_long(field: &str, max_bytes: usize) -> Self {
+        let noun = if max_bytes == 1 { "byte" } else { "bytes" };
         Self::plain(
             "FieldValueTooLong",
             "Too long",
             field,
-            &format!("may not be more than {max_bytes} bytes"),
+            &format!("may not be more than {max_bytes} {noun}"),
         )
     }
 

@@ -5,6 +5,7 @@
 //! given set of built-in resources) and shared; only CRD documents are
 //! rebuilt.
 
+mod decode;
 mod paths;
 mod schemas;
 mod validation;
@@ -18,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
+use crate::ApiError;
 use crate::resources::ResourceInfo;
 use paths::{PathResource, add_paths};
 use schemas::{
@@ -325,24 +327,69 @@ impl OpenApi {
     /// `x-kubernetes-preserve-unknown-fields`. Kinds without a schema give none.
     /// Duplicate fields need the raw body: see [`duplicate_fields`].
     pub fn unknown_fields(&self, resource: &ResourceInfo, object: &Value) -> Vec<String> {
-        let mut problems = Vec::new();
+        self.check_fields(resource, object).unknown
+    }
+
+    /// The decoding error kube-apiserver answers for a body that does not
+    /// fit the kind's Go types: 400 BadRequest
+    /// `ConfigMap in version "v1" cannot be handled as a ConfigMap: json: cannot unmarshal number into Go struct field ConfigMap.data of type string`,
+    /// or `... cannot be handled as a Pod: quantities must match the regular expression ...`.
+    /// Custom resources decode as unstructured JSON: none (their schema is
+    /// checked by [`crate::admission::validate_custom_resource`]).
+    pub fn decode_errors(&self, resource: &ResourceInfo, object: &Value) -> Option<ApiError> {
+        self.check_fields(resource, object).decode_error
+    }
+
+    /// [`OpenApi::unknown_fields`] and [`OpenApi::decode_errors`] in one walk
+    /// over the object (use this on create and update).
+    pub fn check_fields(&self, resource: &ResourceInfo, object: &Value) -> FieldCheck {
+        let mut check = FieldCheck::default();
         if resource.custom {
-            let key = (
-                resource.group.clone(),
-                resource.version.clone(),
-                resource.kind.clone(),
-            );
-            if let Some(schema) = self.inner.crd_schemas.get(&key) {
-                validation::structural_unknown_fields(schema, object, "", true, 0, &mut problems);
+            if let Some(schema) = self.crd_schema(resource) {
+                validation::structural_unknown_fields(
+                    schema,
+                    object,
+                    "",
+                    true,
+                    0,
+                    &mut check.unknown,
+                );
             }
         } else if let Some(schema) = ksim_core::schema::definitions()
             .definition_for_kind(&resource.group, &resource.version, &resource.kind)
             .and_then(|definition| built_in_schemas().get(definition))
         {
-            validation::built_in_unknown_fields(schema, object, "", 0, &mut problems);
+            let findings = decode::check_built_in(schema, &resource.kind, object);
+            check.unknown = findings.unknown;
+            check.decode_error = findings.decode_error.map(|error| {
+                ApiError::bad_request(format!(
+                    "{kind} in version {version:?} cannot be handled as a {kind}: {error}",
+                    kind = resource.kind,
+                    version = resource.version,
+                ))
+            });
         }
-        problems
+        check
     }
+
+    /// The `openAPIV3Schema` of a custom resource's CRD version, if it has one.
+    pub fn crd_schema(&self, resource: &ResourceInfo) -> Option<&Value> {
+        let key = (
+            resource.group.clone(),
+            resource.version.clone(),
+            resource.kind.clone(),
+        );
+        self.inner.crd_schemas.get(&key)
+    }
+}
+
+/// What one walk over a written object found: see [`OpenApi::check_fields`].
+#[derive(Debug, Clone, Default)]
+pub struct FieldCheck {
+    /// `unknown field "spec.foo"`, as [`OpenApi::unknown_fields`] reports them.
+    pub unknown: Vec<String>,
+    /// The 400 decoding error, as [`OpenApi::decode_errors`] reports it.
+    pub decode_error: Option<ApiError>,
 }
 
 /// Adds a CRD version's schemas and paths to its group-version.

@@ -61,6 +61,9 @@ fn build_built_in_schemas() -> BTreeMap<String, Value> {
     for (name, schema) in generator.take_definitions(true) {
         schemas.entry(name).or_insert(schema);
     }
+    for schema in schemas.values_mut() {
+        drop_metadata_required(schema);
+    }
     for (name, schema) in schemas.iter_mut() {
         let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) else {
             continue;
@@ -94,6 +97,22 @@ fn build_built_in_schemas() -> BTreeMap<String, Value> {
         }
     }
     schemas
+}
+
+/// Drops `metadata` from a schema's `required` list (and the list if it
+/// becomes empty). k8s-openapi marks it required because its Rust field is
+/// not an `Option`; in kube's schemas (`omitempty` in Go) it never is.
+fn drop_metadata_required(schema: &mut Value) {
+    let Some(schema) = schema.as_object_mut() else {
+        return;
+    };
+    let Some(required) = schema.get_mut("required").and_then(Value::as_array_mut) else {
+        return;
+    };
+    required.retain(|field| field.as_str() != Some("metadata"));
+    if required.is_empty() {
+        schema.remove("required");
+    }
 }
 
 /// The schema of `<Kind>List`, as kube-apiserver publishes it.
@@ -300,6 +319,39 @@ mod tests {
         );
         assert!(schemas.contains_key(LIST_META));
         assert!(schemas.contains_key(PATCH));
+    }
+
+    #[test]
+    fn metadata_is_never_required_but_other_required_fields_stay() {
+        let schemas = built_in_schemas();
+        for (name, schema) in schemas {
+            let required = schema["required"].as_array();
+            assert!(
+                !required.is_some_and(|r| r.iter().any(|f| f == "metadata")),
+                "{name} requires metadata"
+            );
+            assert!(
+                !required.is_some_and(|r| r.is_empty()),
+                "{name} has an empty required list"
+            );
+        }
+        assert!(
+            schemas["io.k8s.api.policy.v1.PodDisruptionBudget"]
+                .get("required")
+                .is_none()
+        );
+        assert_eq!(
+            schemas["io.k8s.api.apps.v1.DeploymentSpec"]["required"],
+            json!(["selector", "template"])
+        );
+        assert_eq!(
+            schemas["io.k8s.api.scheduling.v1.PriorityClass"]["required"],
+            json!(["value"])
+        );
+        assert_eq!(
+            schemas["io.k8s.api.core.v1.Container"]["required"],
+            json!(["name"])
+        );
     }
 
     #[test]

@@ -339,3 +339,97 @@ fn every_reference_in_every_document_resolves_within_it() {
         }
     }
 }
+
+#[test]
+fn decode_errors_are_bad_requests_naming_kind_and_version() {
+    let open_api = open_api();
+    let config_map = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "typed"}, "data": {"a": 1}});
+    let error = open_api
+        .decode_errors(&resource("ConfigMap"), &config_map)
+        .expect("a number is no string");
+    assert_eq!(error.code, 400);
+    assert_eq!(error.reason, "BadRequest");
+    assert_eq!(
+        error.message,
+        "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot unmarshal number into Go struct field ConfigMap.data of type string"
+    );
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "q"},
+        "spec": {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "abc"}}}]}});
+    assert_eq!(
+        open_api
+            .decode_errors(&resource("Pod"), &pod)
+            .map(|e| e.message),
+        Some("Pod in version \"v1\" cannot be handled as a Pod: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'".to_string())
+    );
+    let typed = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "typed"}, "data": {"a": "1"}, "bogus": 1});
+    let check = open_api.check_fields(&resource("ConfigMap"), &typed);
+    assert!(check.decode_error.is_none());
+    assert_eq!(check.unknown, vec![r#"unknown field "bogus""#]);
+    // Custom resources decode as unstructured JSON: their schema validates them.
+    let crontab = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+        "metadata": {"name": "c"}, "spec": {"replicas": "many"}});
+    assert!(
+        open_api
+            .decode_errors(&crontab_resource(), &crontab)
+            .is_none()
+    );
+    assert!(open_api.crd_schema(&crontab_resource()).is_some());
+}
+
+/// The Widget CRD of the kubectl end-to-end tests (crd-widgets.yaml).
+fn widget_crd() -> Value {
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "shortNames": ["wd"]},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {
+                        "size": {"type": "string"}, "replicas": {"type": "integer"},
+                        "template": {"type": "object", "x-kubernetes-embedded-resource": true,
+                            "x-kubernetes-preserve-unknown-fields": true}}},
+                    "status": {"type": "object", "properties": {
+                        "replicas": {"type": "integer"}, "phase": {"type": "string"}}}}}}}]}})
+}
+
+#[test]
+fn unknown_fields_of_custom_resources_are_what_pruning_drops() {
+    let open_api = OpenApi::new(&built_in_resources(), &[widget_crd()]);
+    let widgets = ResourceInfo {
+        group: "example.com".into(),
+        kind: "Widget".into(),
+        plural: "widgets".into(),
+        singular: "widget".into(),
+        subresources: vec!["status".into(), "scale".into()],
+        ..crontab_resource()
+    };
+    let object = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "bad3", "bogus": 1},
+        "spec": {"color": "red", "template": {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "junk": true}, "spec": {"anything": 1}}},
+        "status": {"replicas": 1, "extra": 2}, "top": 1});
+    assert_eq!(
+        open_api.unknown_fields(&widgets, &object),
+        vec![
+            r#"unknown field "metadata.bogus""#,
+            r#"unknown field "spec.color""#,
+            r#"unknown field "spec.template.metadata.junk""#,
+            r#"unknown field "status.extra""#,
+            r#"unknown field "top""#,
+        ]
+    );
+}
+
+#[test]
+fn crds_themselves_decode_cleanly() {
+    let open_api = open_api();
+    let mut crd = widget_crd();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["size"] = json!({"type": "string", "default": "small", "enum": ["small", 1],
+            "items": [{"type": "string"}], "additionalProperties": false});
+    let check = open_api.check_fields(&resource("CustomResourceDefinition"), &crd);
+    assert!(check.decode_error.is_none(), "{:?}", check.decode_error);
+    assert!(check.unknown.is_empty(), "{:?}", check.unknown);
+}

@@ -10,6 +10,7 @@ mod workloads;
 use serde_json::Value;
 
 use crate::ApiError;
+use crate::admission::custom;
 use crate::admission::field::FieldErrors;
 use crate::resources::ResourceInfo;
 use metadata::NameRule;
@@ -44,10 +45,27 @@ fn validate_kind(resource: &ResourceInfo, object: &Value, errors: &mut FieldErro
     }
 }
 
+/// Custom resources are checked against their CRD schema by
+/// [`crate::admission::validate_custom_resource`]; CRDs get theirs here.
+fn validate_crd_create(resource: &ResourceInfo, object: &Value, errors: &mut FieldErrors) {
+    if custom::is_crd(resource) {
+        custom::validate_crd(object, errors);
+    }
+}
+
 fn result(resource: &ResourceInfo, object: &Value, errors: FieldErrors) -> Result<(), ApiError> {
     if errors.is_empty() {
         return Ok(());
     }
+    Err(invalid_error(resource, object, errors))
+}
+
+/// The 422 Invalid status of field errors of `object` (causes deduplicated).
+pub(crate) fn invalid_error(
+    resource: &ResourceInfo,
+    object: &Value,
+    errors: FieldErrors,
+) -> ApiError {
     let name = object
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -59,12 +77,7 @@ fn result(resource: &ResourceInfo, object: &Value, errors: FieldErrors) -> Resul
             causes.push(cause);
         }
     }
-    Err(ApiError::invalid(
-        &resource.group,
-        &resource.kind,
-        name,
-        causes,
-    ))
+    ApiError::invalid(&resource.group, &resource.kind, name, causes)
 }
 
 /// Validation of a new object: 422 Invalid with causes, in kube-apiserver's wording.
@@ -74,6 +87,7 @@ pub fn validate_create(resource: &ResourceInfo, object: &Value) -> Result<(), Ap
     metadata::validate_object_meta(object, name_rule(resource), &mut errors);
     if !resource.custom {
         validate_kind(resource, object, &mut errors);
+        validate_crd_create(resource, object, &mut errors);
     }
     result(resource, object, errors)
 }
@@ -98,6 +112,7 @@ pub fn validate_update(resource: &ResourceInfo, old: &Value, new: &Value) -> Res
             ("scheduling.k8s.io", "PriorityClass") => {
                 core::validate_priority_class_update(old, new, &mut errors)
             }
+            _ if custom::is_crd(resource) => custom::validate_crd_update(old, new, &mut errors),
             _ => {}
         }
     }
@@ -221,6 +236,21 @@ mod tests {
             error.message,
             "ConfigMap \"c\" is invalid: data: Forbidden: field is immutable when `immutable` is set"
         );
+    }
+
+    #[test]
+    fn crds_are_validated_on_create_and_update() {
+        let crd = built_in("CustomResourceDefinition");
+        let object = json!({"metadata": {"name": "nos.example.com"}, "spec": {"group": "example.com",
+            "names": {"kind": "No", "plural": "nos"}, "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true}]}});
+        let error = validate_create(&crd, &object).expect_err("no schema");
+        assert_eq!(
+            error.message,
+            "CustomResourceDefinition.apiextensions.k8s.io \"nos.example.com\" is invalid: spec.versions[0].schema.openAPIV3Schema: Required value: schemas are required"
+        );
+        let error = validate_update(&crd, &object, &object).expect_err("no schema");
+        assert_eq!(error.code, 422);
     }
 
     #[test]
