@@ -354,3 +354,245 @@ fn auth_reviews_allow_the_administrator_everything() {
         listed.stderr
     );
 }
+
+// BUG 3 (kubectl_errors): a body whose field has the wrong JSON type is
+// refused. ConfigMap.data is map[string]string; a real server answers 400:
+//   Error from server (BadRequest): ConfigMap in version "v1" cannot be
+//   handled as a ConfigMap: json: cannot unmarshal number into Go struct field
+//   ConfigMap.data of type string
+// ksim stores `"data": {"a": 1}` and answers 201; every later reader that
+// decodes a ConfigMap (kube-rs, client-go) then fails on the stored object.
+// Realistic trigger: kubectl's YAML is YAML 1.1, so `env: [{name: Y, value:
+// "2"}]` reaches the server as `"name": true`; kube-apiserver answers
+//   Error from server (BadRequest): error when creating "STDIN": Pod in
+//   version "v1" cannot be handled as a Pod: json: cannot unmarshal bool into
+//   Go struct field EnvVar.spec.containers.env.name of type string
+// while ksim stores a Pod whose env var is named `true`.
+#[test]
+fn wrongly_typed_field_is_a_bad_request() {
+    let cluster = cluster();
+    let file = cluster.env().root().join("typed.json");
+    std::fs::write(
+        &file,
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"typed"},"data":{"a":1}}"#,
+    )
+    .expect("write");
+    let out = cluster.kubectl(&[
+        "create",
+        "--raw",
+        "/api/v1/namespaces/default/configmaps",
+        "-f",
+        file.to_str().expect("UTF-8 path"),
+    ]);
+    out.failure();
+    assert!(
+        out.stderr.starts_with(
+            "Error from server (BadRequest): ConfigMap in version \"v1\" cannot be handled as a \
+             ConfigMap: json: cannot unmarshal number into Go struct field ConfigMap.data of type string"
+        ),
+        "{}",
+        out.stderr
+    );
+    let stored = cluster.kubectl(&["get", "configmap", "typed"]);
+    stored.failure();
+
+    let pod = cluster.kubectl_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: envpod\nspec:\n  containers:\n  - name: c\n    image: nginx\n    env:\n    - {name: Y, value: \"2\"}\n",
+    );
+    pod.failure();
+    assert_eq!(
+        pod.stderr,
+        "Error from server (BadRequest): error when creating \"STDIN\": Pod in version \"v1\" \
+         cannot be handled as a Pod: json: cannot unmarshal bool into Go struct field \
+         EnvVar.spec.containers.env.name of type string\n"
+    );
+}
+
+// BUG 6 (kubectl_explain): a kind's top-level `metadata` is not required.
+// Real `kubectl explain pdb` lists `  metadata\t<ObjectMeta>`; ksim's OpenAPI
+// v3 schema marks it required (k8s-openapi's schemars output has `metadata`
+// in `required` because the Rust field is not an Option), so kubectl prints
+// `  metadata\t<ObjectMeta> -required-` for every built-in kind.
+#[test]
+fn explain_a_kind_does_not_mark_metadata_required() {
+    let cluster = cluster();
+    let out = cluster.kubectl(&["explain", "pdb"]);
+    out.success();
+    assert!(
+        out.stdout.contains("\n  metadata\t<ObjectMeta>\n"),
+        "{}",
+        out.stdout
+    );
+}
+
+/// A cluster with the Widget CRD of tests/fixtures/crd-widgets.yaml served.
+fn cluster_with_widget_crd() -> TestCluster {
+    let cluster = cluster();
+    let crd = format!(
+        "{}/tests/fixtures/crd-widgets.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    cluster.kubectl(&["apply", "-f", &crd]).success();
+    cluster
+        .kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "crd/widgets.example.com",
+            "--timeout=20s",
+        ])
+        .success();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while cluster.kubectl(&["get", "widgets"]).status != 0 {
+        assert!(std::time::Instant::now() < deadline, "widgets never served");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    cluster
+}
+
+// BUG 13 (kubectl_crd, important): custom resources are validated against
+// the CRD's openAPIV3Schema. Real, for `spec.replicas: many` where the schema
+// says integer:
+//   The Widget "bad1" is invalid: spec.replicas: Invalid value: "string":
+//   spec.replicas in body must be of type integer: "string"
+// ksim stores it (`widget.example.com/bad1 created`), so the printer column
+// and the scale subresource then read a string.
+#[test]
+fn custom_resources_are_validated_against_the_crd_schema() {
+    let cluster = cluster_with_widget_crd();
+    let out = cluster.kubectl_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: bad1\nspec:\n  replicas: many\n",
+    );
+    out.failure();
+    assert_eq!(
+        out.stderr,
+        "The Widget \"bad1\" is invalid: spec.replicas: Invalid value: \"string\": spec.replicas in \
+         body must be of type integer: \"string\"\n"
+    );
+}
+
+// BUG 14 (kubectl_crd): unknown fields of custom resources are pruned (the
+// CRD schema is structural, without x-kubernetes-preserve-unknown-fields).
+// Real: `kubectl create --validate=false` of a Widget with `spec.color: red`
+// stores `spec: {}`. ksim stores `{"color":"red"}`. (Strict validation does
+// refuse it, with kube's message.)
+#[test]
+fn unknown_fields_of_custom_resources_are_pruned() {
+    let cluster = cluster_with_widget_crd();
+    cluster
+        .kubectl_stdin(
+            &["create", "--validate=false", "-f", "-"],
+            "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: bad3\nspec:\n  color: red\n",
+        )
+        .success();
+    let object = stdout_json(&cluster.kubectl(&["get", "widget", "bad3", "-o", "json"]));
+    assert_eq!(object["spec"], json!({}), "{object:#}");
+}
+
+const GADGET_CRD: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.example.com
+spec:
+  group: example.com
+  names: {kind: Gadget, plural: gadgets}
+  scope: Cluster
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              mode: {type: string, default: auto}
+              count: {type: integer, minimum: 1}
+";
+
+// BUG 15 (kubectl_crd): CRD schema defaults are applied. Real: a Gadget
+// created with `spec: {}` reads back `spec: {mode: auto}` (structural
+// defaulting on create and on read). ksim stores and returns `spec: {}`.
+#[test]
+fn crd_schema_defaults_are_applied() {
+    let cluster = cluster();
+    cluster
+        .kubectl_stdin(&["apply", "-f", "-"], GADGET_CRD)
+        .success();
+    cluster
+        .kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "crd/gadgets.example.com",
+            "--timeout=20s",
+        ])
+        .success();
+    let gadget = "apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: g1\nspec: {}\n";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while cluster.kubectl_stdin(&["apply", "-f", "-"], gadget).status != 0 {
+        assert!(std::time::Instant::now() < deadline, "gadgets never served");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let object = stdout_json(&cluster.kubectl(&["get", "gadget", "g1", "-o", "json"]));
+    assert_eq!(object["spec"], json!({"mode": "auto"}), "{object:#}");
+}
+
+// BUG 16 (kubectl_crd): CustomResourceDefinitions are validated (kind quoted:
+// YAML 1.1 reads a bare No as false). Real, for a
+// v1 CRD version without a schema:
+//   The CustomResourceDefinition "nos.example.com" is invalid:
+//   spec.versions[0].schema.openAPIV3Schema: Required value: schemas are required
+// ksim creates it.
+#[test]
+fn crd_without_a_schema_is_invalid() {
+    let cluster = cluster();
+    let out = cluster.kubectl_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: nos.example.com
+spec:
+  group: example.com
+  names: {kind: 'No', plural: nos}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+",
+    );
+    out.failure();
+    assert_eq!(
+        out.stderr,
+        "The CustomResourceDefinition \"nos.example.com\" is invalid: \
+         spec.versions[0].schema.openAPIV3Schema: Required value: schemas are required\n"
+    );
+}
+
+// BUG 17 (kubectl_errors, low; same family as BUG 3): a malformed quantity is
+// a decoding error (400), not a validation error (422). kube-apiserver fails
+// while unmarshalling resource.Quantity:
+//   Error from server (BadRequest): error when creating "STDIN": Pod in
+//   version "v1" cannot be handled as a Pod: quantities must match the regular
+//   expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'
+// ksim: `The Pod "q" is invalid: spec.containers[0].resources.requests[cpu]:
+// Invalid value: "abc": quantities must match the regular expression ...`.
+#[test]
+fn malformed_quantity_is_a_decoding_error() {
+    let cluster = cluster();
+    let out = cluster.kubectl_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: q\nspec:\n  containers:\n  - name: c\n    image: nginx\n    resources:\n      requests: {cpu: abc}\n",
+    );
+    out.failure();
+    assert_eq!(
+        out.stderr,
+        "Error from server (BadRequest): error when creating \"STDIN\": Pod in version \"v1\" \
+         cannot be handled as a Pod: quantities must match the regular expression \
+         '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'\n"
+    );
+}

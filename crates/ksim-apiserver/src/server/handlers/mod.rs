@@ -421,7 +421,11 @@ impl ResourceRequest {
                 "fieldValidation parameter unsupported: {mode}"
             )));
         }
-        let unknown = self.state.openapi().unknown_fields(self.resource(), object);
+        let check = self.state.openapi().check_fields(self.resource(), object);
+        if let Some(error) = check.decode_error {
+            return Err(error);
+        }
+        let unknown = check.unknown;
         for problem in &unknown {
             if let Some(path) = problem
                 .strip_prefix("unknown field \"")
@@ -445,6 +449,30 @@ impl ResourceRequest {
             Ok(crate::openapi::warning_headers(&problems))
         }
     }
+}
+
+/// Defaulting and validation of an update of the main resource (or, for a
+/// custom resource, of its status too: kube validates the whole object).
+fn admit_update(
+    state: &State,
+    resource: &ResourceInfo,
+    old: &Value,
+    new: &mut Value,
+) -> Result<(), ApiError> {
+    let openapi = state.openapi();
+    let schema = resource
+        .custom
+        .then(|| openapi.crd_schema(resource))
+        .flatten();
+    crate::admission::default_object(resource, new);
+    if let Some(schema) = schema {
+        crate::admission::default_custom_resource(schema, new);
+    }
+    crate::admission::validate_update(resource, old, new)?;
+    if let Some(schema) = schema {
+        crate::admission::validate_custom_resource(resource, schema, new)?;
+    }
+    Ok(())
 }
 
 /// The `Warning` kube-apiserver 1.33 sends with every request on a

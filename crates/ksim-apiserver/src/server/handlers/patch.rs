@@ -63,12 +63,16 @@ impl ResourceRequest {
                 if apply {
                     match self.target.subresource.as_deref() {
                         Some("status") => {
-                            strategy::prepare_for_status_update(&current.value, &patched)
+                            let mut new =
+                                strategy::prepare_for_status_update(&current.value, &patched);
+                            if resource.custom {
+                                admit_update(&self.state, &resource, &current.value, &mut new)?;
+                            }
+                            new
                         }
                         _ => {
                             strategy::prepare_for_update(&resource, &current.value, &mut patched);
-                            crate::admission::default_object(&resource, &mut patched);
-                            crate::admission::validate_update(&resource, &current.value, &patched)?;
+                            admit_update(&self.state, &resource, &current.value, &mut patched)?;
                             patched
                         }
                     }

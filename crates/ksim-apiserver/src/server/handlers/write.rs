@@ -62,6 +62,9 @@ impl ResourceRequest {
         match self.target.subresource.as_deref() {
             Some("status") => {
                 let mut new = strategy::prepare_for_status_update(&current.value, &sent);
+                if resource.custom {
+                    admit_update(&self.state, resource, &current.value, &mut new)?;
+                }
                 ksim_core::apply::track_subresource_update(
                     definition.as_deref(),
                     Some(&current.value),
@@ -81,8 +84,7 @@ impl ResourceRequest {
             _ => {
                 let mut new = sent;
                 strategy::prepare_for_update(resource, &current.value, &mut new);
-                crate::admission::default_object(resource, &mut new);
-                crate::admission::validate_update(resource, &current.value, &new)?;
+                admit_update(&self.state, resource, &current.value, &mut new)?;
                 ksim_core::apply::track_update(
                     definition.as_deref(),
                     Some(&current.value),
@@ -174,9 +176,20 @@ pub(crate) fn prepare_new_object(
     let uid = uuid::Uuid::new_v4().to_string();
     let now = now();
     strategy::prepare_for_create(resource, &mut object, &uid, &now);
+    let openapi = state.openapi();
+    let schema = resource
+        .custom
+        .then(|| openapi.crd_schema(resource))
+        .flatten();
     crate::admission::default_object(resource, &mut object);
+    if let Some(schema) = schema {
+        crate::admission::default_custom_resource(schema, &mut object);
+    }
     allocate(state, resource, &mut object);
     crate::admission::validate_create(resource, &object)?;
+    if let Some(schema) = schema {
+        crate::admission::validate_custom_resource(resource, schema, &object)?;
+    }
     if resource.namespaced {
         check_namespace_open(
             state,
