@@ -15,7 +15,8 @@ use serde::de::IgnoredAny;
 use tokio::task::JoinSet;
 
 use super::measure::{
-    mebibytes, millis, per_second, percentile, thousands, vm_hwm_bytes, vm_rss_bytes,
+    cpu_detail, cpu_time, mebibytes, millis, per_second, percentile, thousands, vm_hwm_bytes,
+    vm_rss_bytes,
 };
 use super::server::ServeChild;
 use crate::commands::print_line;
@@ -62,6 +63,12 @@ pub fn bench_api(bench: &ApiBench) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    let cpus = std::thread::available_parallelism().map_or(0, usize::from);
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load = load.split_whitespace().next().unwrap_or("unknown");
+    print_line(format_args!(
+        "machine: {cpus} CPUs, load average {load} (wall-clock figures share the machine; per CPU-second figures do not)"
+    ))?;
     runtime.block_on(async {
         if bench.in_process_pods > 0 {
             creates_in_process(bench).await?;
@@ -170,8 +177,22 @@ async fn creates_in_process(bench: &ApiBench) -> anyhow::Result<()> {
     let server = ksim_apiserver::ApiServer::new();
     let client = ksim_runtime::client::in_process(&server);
     let clients = vec![client; bench.tasks];
+    let own = std::process::id();
+    let cpu_before = cpu_time(own);
     let run = create_pods(clients, bench.in_process_pods, "in-process").await?;
-    print_line(creates_line("in-process", "tasks", &run, 20_000.0))
+    let cpu = cpu_used(cpu_before, cpu_time(own));
+    print_line(format_args!(
+        "{}{}",
+        creates_line("in-process", "tasks", &run, 20_000.0),
+        cpu_detail("process", cpu, run.pods as u64, "pods")
+    ))
+}
+
+/// The CPU time used between two readings, when both were readable.
+fn cpu_used(before: Option<Duration>, after: Option<Duration>) -> Option<Duration> {
+    before
+        .zip(after)
+        .map(|(before, after)| after.saturating_sub(before))
 }
 
 /// A kube client over plain HTTP to `url`, with its own connection pool.
@@ -189,16 +210,28 @@ async fn over_http(bench: &ApiBench) -> anyhow::Result<()> {
     let clients = (0..bench.clients)
         .map(|_| http_client(&url))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let pid = server.pid();
+    let cpu_before = cpu_time(pid);
     let run = create_pods(clients, bench.pods, "pod").await?;
-    print_line(creates_line("over HTTP", "clients", &run, 5_000.0))?;
+    let cpu = cpu_used(cpu_before, cpu_time(pid));
+    print_line(format_args!(
+        "{}{}",
+        creates_line("over HTTP", "clients", &run, 5_000.0),
+        cpu_detail("server", cpu, run.pods as u64, "pods")
+    ))?;
     let rss_holding = vm_rss_bytes(server.pid());
 
     let client = http_client(&url)?;
     for (name, accept) in [("JSON", ACCEPT_JSON), ("Table", ACCEPT_TABLE)] {
         let mut runs = Vec::with_capacity(bench.list_runs);
         let mut size = 0;
+        let mut cpu = Some(Duration::ZERO);
         for _ in 0..bench.list_runs {
+            let cpu_before = cpu_time(pid);
             let list = list_pods(&client, accept).await?;
+            cpu = cpu
+                .zip(cpu_used(cpu_before, cpu_time(pid)))
+                .map(|(sum, used)| sum + used);
             let items = count_items(&list.body, accept)?;
             if items != bench.pods {
                 bail!(
@@ -210,7 +243,17 @@ async fn over_http(bench: &ApiBench) -> anyhow::Result<()> {
             runs.push(list.elapsed);
         }
         runs.sort_unstable();
-        print_line(list_line(name, bench.pods, &runs, size))?;
+        let runs_u32 = u32::try_from(bench.list_runs).unwrap_or(u32::MAX);
+        print_line(format_args!(
+            "{}{}",
+            list_line(name, bench.pods, &runs, size),
+            cpu_detail(
+                "server",
+                cpu.map(|sum| sum / runs_u32),
+                bench.pods as u64,
+                "rows"
+            )
+        ))?;
     }
     print_line(rss_line(
         bench.pods,
@@ -220,7 +263,7 @@ async fn over_http(bench: &ApiBench) -> anyhow::Result<()> {
     ))?;
 
     if bench.watchers > 0 && bench.watch_events > 0 {
-        watch_fan_out(bench, &url, run.last_revision).await?;
+        watch_fan_out(bench, &url, pid, run.last_revision).await?;
     }
     Ok(())
 }
@@ -324,7 +367,12 @@ fn fan_out_line(fan_out: &FanOut) -> String {
 
 /// Opens `watchers` watches of the namespace's pods from `revision`, creates
 /// `watch_events` pods over HTTP, and waits until every watcher saw them all.
-async fn watch_fan_out(bench: &ApiBench, url: &str, revision: u64) -> anyhow::Result<()> {
+async fn watch_fan_out(
+    bench: &ApiBench,
+    url: &str,
+    server_pid: u32,
+    revision: u64,
+) -> anyhow::Result<()> {
     let client = http_client(url)?;
     let path = format!("/api/v1/namespaces/{NAMESPACE}/pods?watch=true&resourceVersion={revision}");
     let mut opening = JoinSet::new();
@@ -372,6 +420,8 @@ async fn watch_fan_out(bench: &ApiBench, url: &str, revision: u64) -> anyhow::Re
     let clients = (0..bench.clients)
         .map(|_| http_client(url))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let pid = server_pid;
+    let cpu_before = cpu_time(pid);
     let started = Instant::now();
     let run = create_pods(clients, events, "watched").await?;
     let created = Instant::now();
@@ -379,18 +429,23 @@ async fn watch_fan_out(bench: &ApiBench, url: &str, revision: u64) -> anyhow::Re
     while let Some(seen) = watching.join_next().await {
         last_seen = last_seen.max(seen.context("a watcher task failed")??);
     }
+    let cpu = cpu_used(cpu_before, cpu_time(pid));
     print_line(creates_line(
         "over HTTP while watched",
         "clients",
         &run,
         5_000.0,
     ))?;
-    print_line(fan_out_line(&FanOut {
-        watchers: bench.watchers,
-        events_each: events,
-        elapsed: last_seen - started,
-        lag: last_seen - created,
-    }))
+    print_line(format_args!(
+        "{}{}",
+        fan_out_line(&FanOut {
+            watchers: bench.watchers,
+            events_each: events,
+            elapsed: last_seen - started,
+            lag: last_seen - created,
+        }),
+        cpu_detail("server", cpu, (bench.watchers * events) as u64, "events")
+    ))
 }
 
 #[cfg(test)]

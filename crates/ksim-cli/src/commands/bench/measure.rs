@@ -49,6 +49,40 @@ pub fn mebibytes(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
+/// Clock ticks per second of the times in `/proc/<pid>/stat` (USER_HZ,
+/// 100 on every Linux architecture ksim builds for).
+const USER_HZ: u64 = 100;
+
+/// CPU time (user + system, all threads) process `pid` has used so far.
+pub fn cpu_time(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat_cpu(&stat)
+}
+
+/// utime + stime of a `/proc/<pid>/stat` line. The fields are counted after
+/// the command name, which is in parentheses and may hold spaces.
+pub fn parse_stat_cpu(stat: &str) -> Option<Duration> {
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    let mut fields = after_name.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(Duration::from_millis((utime + stime) * 1000 / USER_HZ))
+}
+
+/// `; <who> CPU 1.23 s (4,567 <what> per CPU-second)`, or nothing when the
+/// CPU time is unknown: a figure that holds on a shared, busy machine.
+pub fn cpu_detail(who: &str, cpu: Option<Duration>, count: u64, what: &str) -> String {
+    match cpu {
+        Some(cpu) if !cpu.is_zero() => format!(
+            "; {who} CPU {:.2} s ({} {what} per CPU-second)",
+            cpu.as_secs_f64(),
+            thousands(per_second(count, cpu))
+        ),
+        Some(_) => format!("; {who} CPU < 0.01 s"),
+        None => String::new(),
+    }
+}
+
 /// VmRSS of process `pid` in bytes, from `/proc/<pid>/status`.
 pub fn vm_rss_bytes(pid: u32) -> Option<u64> {
     proc_status_bytes(pid, "VmRSS:")
@@ -126,6 +160,35 @@ mod tests {
         assert_eq!(parse_status_kib(status, "VmHWM:"), Some(900));
         assert_eq!(parse_status_kib("Name:\tksim\n", "VmRSS:"), None);
         assert_eq!(parse_status_kib("VmRSS:\tlots kB\n", "VmRSS:"), None);
+    }
+
+    #[test]
+    fn cpu_time_is_utime_plus_stime_after_the_command_name() {
+        let stat = "42 (ksim (x) y) S 1 42 42 0 -1 4194560 100 0 0 0 250 30 0 0 20 0 3 0";
+        assert_eq!(parse_stat_cpu(stat), Some(Duration::from_millis(2_800)));
+        assert_eq!(parse_stat_cpu("42 (ksim) S 1"), None);
+        assert_eq!(parse_stat_cpu("garbage"), None);
+    }
+
+    #[test]
+    fn cpu_detail_prints_work_per_cpu_second() {
+        let cpu = Some(Duration::from_millis(500));
+        assert_eq!(
+            cpu_detail("server", cpu, 10_000, "pods"),
+            "; server CPU 0.50 s (20,000 pods per CPU-second)"
+        );
+        assert_eq!(
+            cpu_detail("server", Some(Duration::ZERO), 1, "pods"),
+            "; server CPU < 0.01 s"
+        );
+        assert_eq!(cpu_detail("server", None, 1, "pods"), "");
+    }
+
+    #[test]
+    fn own_cpu_time_is_readable_where_proc_exists() {
+        if std::path::Path::new("/proc/self/stat").exists() {
+            assert!(cpu_time(std::process::id()).is_some());
+        }
     }
 
     #[test]
