@@ -421,7 +421,9 @@ async fn watch_fan_out(
         .map(|_| http_client(url))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let pid = server_pid;
+    let own = std::process::id();
     let cpu_before = cpu_time(pid);
+    let own_before = cpu_time(own);
     let started = Instant::now();
     let run = create_pods(clients, events, "watched").await?;
     let created = Instant::now();
@@ -436,15 +438,18 @@ async fn watch_fan_out(
         &run,
         5_000.0,
     ))?;
+    let own_cpu = cpu_used(own_before, cpu_time(own));
+    let delivered = (bench.watchers * events) as u64;
     print_line(format_args!(
-        "{}{}",
+        "{}{}{}",
         fan_out_line(&FanOut {
             watchers: bench.watchers,
             events_each: events,
             elapsed: last_seen - started,
             lag: last_seen - created,
         }),
-        cpu_detail("server", cpu, (bench.watchers * events) as u64, "events")
+        cpu_detail("server", cpu, delivered, "events"),
+        cpu_detail("bench (watchers, creators)", own_cpu, delivered, "events"),
     ))
 }
 
