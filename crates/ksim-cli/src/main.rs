@@ -104,6 +104,17 @@ enum BenchCommand {
         #[arg(long, default_value_t = 20)]
         runs: usize,
     },
+    /// API server throughput: pod creates (in process and over HTTP), lists
+    /// as JSON and Table, RSS holding the pods, watch fan-out.
+    Api(commands::ApiBench),
+    /// Every benchmark: startup, then api.
+    All {
+        /// How many times to start the server (startup).
+        #[arg(long, default_value_t = 20)]
+        runs: usize,
+        #[command(flatten)]
+        api: commands::ApiBench,
+    },
 }
 
 fn main() -> ExitCode {
@@ -154,5 +165,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Get(GetCommand::Kubeconfig { name }) => commands::get_kubeconfig(&home()?, &name),
         Command::Serve { name, port } => commands::serve(&home()?, &name, port),
         Command::Bench(BenchCommand::Startup { runs }) => commands::bench_startup(runs),
+        Command::Bench(BenchCommand::Api(bench)) => commands::bench_api(&bench),
+        Command::Bench(BenchCommand::All { runs, api }) => commands::bench_all(runs, &api),
     }
 }

@@ -1,6 +1,6 @@
 //! The subcommands of `ksim` that own cluster life: `create cluster`,
 //! `delete cluster`, `get clusters`, `get kubeconfig`, `serve`, and the
-//! `bench startup` benchmark.
+//! `bench` benchmarks.
 
 mod bench;
 mod create;
@@ -8,7 +8,7 @@ mod delete;
 mod get;
 mod serve;
 
-pub use bench::bench_startup;
+pub use bench::{ApiBench, bench_all, bench_api, bench_startup};
 pub use create::{CreateCluster, create_cluster};
 pub use delete::{DeleteCluster, delete_cluster};
 pub use get::{get_clusters, get_kubeconfig};

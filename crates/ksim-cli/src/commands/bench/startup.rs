@@ -7,8 +7,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-use super::print_line;
+use super::measure::{mebibytes, millis, percentile, vm_rss_bytes};
+use super::server::free_port;
 use crate::cluster::{self, KsimHome};
+use crate::commands::print_line;
 
 /// How long a benchmarked cluster idles before its RSS is read.
 const IDLE: Duration = Duration::from_millis(300);
@@ -23,7 +25,7 @@ pub fn bench_startup(runs: usize) -> anyhow::Result<()> {
     let root = std::env::temp_dir().join(format!("ksim-bench-{}", std::process::id()));
     let home = KsimHome::at(&root);
     let mut ready_times = Vec::with_capacity(runs);
-    let mut rss_kib = Vec::with_capacity(runs);
+    let mut rss_bytes = Vec::with_capacity(runs);
     let result = (|| -> anyhow::Result<()> {
         for run in 0..runs {
             let port = free_port()?;
@@ -47,10 +49,10 @@ pub fn bench_startup(runs: usize) -> anyhow::Result<()> {
             }
             ready_times.push(started.elapsed());
             std::thread::sleep(IDLE);
-            let pid = i32::try_from(child.id()).context("pid out of range")?;
-            if let Some(rss) = vm_rss_kib(pid) {
-                rss_kib.push(rss);
+            if let Some(rss) = vm_rss_bytes(child.id()) {
+                rss_bytes.push(rss);
             }
+            let pid = i32::try_from(child.id()).context("pid out of range")?;
             cluster::stop(pid, Duration::from_secs(5))?;
             let _ = child.wait();
         }
@@ -61,70 +63,17 @@ pub fn bench_startup(runs: usize) -> anyhow::Result<()> {
     result?;
 
     ready_times.sort();
-    rss_kib.sort_unstable();
+    rss_bytes.sort_unstable();
     print_line(format_args!(
-        "startup to /readyz over {runs} runs: median {:.1} ms, p90 {:.1} ms (target < 100 ms)",
+        "startup to /readyz over {runs} runs: median {}, p90 {} (target < 100 ms)",
         millis(percentile(&ready_times, 50)),
         millis(percentile(&ready_times, 90)),
     ))?;
-    match rss_kib.get(rss_kib.len() / 2) {
+    match rss_bytes.get(rss_bytes.len() / 2) {
         Some(rss) => print_line(format_args!(
-            "idle RSS of ksim serve: median {:.1} MiB (target < 30 MiB)",
-            *rss as f64 / 1024.0
+            "idle RSS of ksim serve: median {} (target < 30 MiB)",
+            mebibytes(*rss)
         )),
         None => print_line("idle RSS of ksim serve: unavailable (no /proc)"),
-    }
-}
-
-fn millis(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-/// The `p`th percentile (nearest rank) of sorted `values`.
-fn percentile(sorted: &[Duration], p: usize) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = (p * sorted.len()).div_ceil(100).clamp(1, sorted.len());
-    sorted[rank - 1]
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("cannot find a free port")?;
-    Ok(listener.local_addr()?.port())
-}
-
-/// VmRSS of process `pid` in KiB, from `/proc/<pid>/status`.
-fn vm_rss_kib(pid: i32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    parse_vm_rss_kib(&status)
-}
-
-fn parse_vm_rss_kib(status: &str) -> Option<u64> {
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|kib| kib.parse().ok())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn percentile_uses_nearest_rank() {
-        let values: Vec<_> = (1..=20).map(Duration::from_millis).collect();
-        assert_eq!(percentile(&values, 50), Duration::from_millis(10));
-        assert_eq!(percentile(&values, 90), Duration::from_millis(18));
-        assert_eq!(percentile(&values[..1], 90), Duration::from_millis(1));
-        assert_eq!(percentile(&[], 50), Duration::ZERO);
-    }
-
-    #[test]
-    fn vm_rss_is_parsed_from_proc_status() {
-        let status = "Name:\tksim\nVmPeak:\t  9 kB\nVmRSS:\t   12345 kB\nThreads:\t3\n";
-        assert_eq!(parse_vm_rss_kib(status), Some(12345));
-        assert_eq!(parse_vm_rss_kib("Name:\tksim\n"), None);
     }
 }
