@@ -22,7 +22,7 @@ mod object;
 mod store;
 
 pub use error::StoreError;
-pub use object::{ObjectKey, StoredObject};
+pub use object::{ObjectKey, StoredObject, compact_managed_fields, expand_managed_fields};
 pub use store::{
     DEFAULT_HISTORY_LIMIT, EventKind, ListPage, Preconditions, Store, UpdateOutcome, WatchCursor,
     WatchEvent,

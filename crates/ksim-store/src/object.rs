@@ -11,7 +11,11 @@ pub type ObjectKey = (String, String);
 /// One version of an object as stored.
 #[derive(Debug, Clone)]
 pub struct StoredObject {
-    /// The object, with `metadata.resourceVersion` set to [`Self::revision`].
+    /// The object, with `metadata.resourceVersion` set to [`Self::revision`],
+    /// in its stored form: each `metadata.managedFields[].fieldsV1` is kept
+    /// as its JSON text (a FieldsV1 tree is most of a small object's nodes,
+    /// and nodes are what memory goes to). [`expand_managed_fields`] turns
+    /// it back into the API form; [`Self::json`] is in the API form.
     pub value: Value,
     /// `value` serialized as JSON.
     pub json: Bytes,
@@ -31,6 +35,7 @@ impl StoredObject {
             );
         }
         let json = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
+        compact_managed_fields(&mut value);
         StoredObject {
             value,
             json,
@@ -41,9 +46,10 @@ impl StoredObject {
 
     /// An object that is not stored (the answer of a dry run): revision 0,
     /// no resourceVersion.
-    pub fn dry_run(value: Value) -> Self {
+    pub fn dry_run(mut value: Value) -> Self {
         let key = key_of(&value).unwrap_or_default();
         let json = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
+        compact_managed_fields(&mut value);
         StoredObject {
             value,
             json,
@@ -78,6 +84,43 @@ impl StoredObject {
     }
 }
 
+/// Stores each `metadata.managedFields[].fieldsV1` object as its JSON text.
+pub fn compact_managed_fields(value: &mut Value) {
+    let Some(entries) = value
+        .get_mut("metadata")
+        .and_then(|m| m.get_mut("managedFields"))
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for entry in entries {
+        if let Some(fields) = entry.get_mut("fieldsV1")
+            && fields.is_object()
+        {
+            *fields = Value::String(fields.to_string());
+        }
+    }
+}
+
+/// Turns stored `fieldsV1` texts back into objects (the API form).
+pub fn expand_managed_fields(value: &mut Value) {
+    let Some(entries) = value
+        .get_mut("metadata")
+        .and_then(|m| m.get_mut("managedFields"))
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for entry in entries {
+        if let Some(fields) = entry.get_mut("fieldsV1")
+            && let Some(text) = fields.as_str()
+            && let Ok(parsed) = serde_json::from_str::<Value>(text)
+        {
+            *fields = parsed;
+        }
+    }
+}
+
 /// The key of a JSON object: `metadata.namespace` and `metadata.name`.
 pub(crate) fn key_of(value: &Value) -> Option<ObjectKey> {
     let metadata = value.get("metadata")?;
@@ -90,6 +133,34 @@ pub(crate) fn key_of(value: &Value) -> Option<ObjectKey> {
         .and_then(Value::as_str)
         .unwrap_or_default();
     Some((namespace.to_string(), name.to_string()))
+}
+
+/// Whether two managedFields lists are the same, whichever form (stored
+/// text or object) each `fieldsV1` is in.
+fn same_managed_fields(a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_array(), b.as_array()) else {
+        return a == b;
+    };
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| {
+            let (Some(x), Some(y)) = (x.as_object(), y.as_object()) else {
+                return x == y;
+            };
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(key, value)| match (key.as_str(), y.get(key)) {
+                        ("fieldsV1", Some(other)) => match (value, other) {
+                            (Value::String(text), object @ Value::Object(_))
+                            | (object @ Value::Object(_), Value::String(text)) => {
+                                serde_json::from_str::<Value>(text)
+                                    .is_ok_and(|parsed| parsed == *object)
+                            }
+                            _ => value == other,
+                        },
+                        (_, Some(other)) => value == other,
+                        (_, None) => false,
+                    })
+        })
 }
 
 /// Whether two versions differ only in `metadata.resourceVersion`: such a
@@ -118,6 +189,48 @@ pub(crate) fn same_content(a: &Value, b: &Value) -> bool {
             && ma
                 .iter()
                 .filter(|(k, _)| *k != "resourceVersion")
-                .all(|(k, v)| mb.get(k) == Some(v))
+                .all(|(k, v)| match mb.get(k) {
+                    Some(other) if k == "managedFields" => same_managed_fields(v, other),
+                    Some(other) => v == other,
+                    None => false,
+                })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn rewriting_the_same_managed_fields_is_no_change() {
+        let object = json!({"metadata": {"name": "a", "managedFields": [
+            {"manager": "m", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:replicas": {}}}}
+        ]}});
+        let stored = StoredObject::new(object.clone(), 5, ("".into(), "a".into()));
+        assert!(same_content(&stored.value, &object));
+        let mut other = object;
+        other["metadata"]["managedFields"][0]["fieldsV1"] = json!({"f:spec": {}});
+        assert!(!same_content(&stored.value, &other));
+    }
+
+    #[test]
+    fn managed_fields_are_stored_as_text_and_served_as_objects() {
+        let object = json!({"metadata": {"name": "a", "managedFields": [
+            {"manager": "m", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:replicas": {}}}}
+        ]}});
+        let stored = StoredObject::new(object.clone(), 5, ("".into(), "a".into()));
+        assert!(stored.value["metadata"]["managedFields"][0]["fieldsV1"].is_string());
+        let served: Value = serde_json::from_slice(&stored.json).expect("json");
+        assert_eq!(
+            served["metadata"]["managedFields"],
+            object["metadata"]["managedFields"]
+        );
+        let mut expanded = stored.value.clone();
+        expand_managed_fields(&mut expanded);
+        assert_eq!(
+            expanded["metadata"]["managedFields"],
+            object["metadata"]["managedFields"]
+        );
+    }
 }

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use crate::resources::ResourceInfo;
 
 use super::State;
-use super::handlers::create_object;
+use super::handlers::create_cluster_object;
 
 /// The namespaces kube-apiserver creates and never lets anyone delete.
 pub(crate) const SYSTEM_NAMESPACES: &[&str] =
@@ -61,7 +61,7 @@ pub(crate) fn create_initial_objects(state: &State) {
         let Some(resource) = find(group, plural) else {
             continue;
         };
-        if let Err(error) = create_object(state, &resource, object, "kube-apiserver") {
+        if let Err(error) = create_cluster_object(state, &resource, object) {
             tracing::error!(%error, plural, "cannot create an initial object");
         }
     }

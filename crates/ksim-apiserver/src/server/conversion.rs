@@ -55,17 +55,44 @@ pub(crate) fn to_storage(resource: &ResourceInfo, object: Value) -> Value {
     }
 }
 
-/// The form a client of `resource` reads of a stored object.
+/// The form a client of `resource` reads of a stored object (with its
+/// managedFields in the API form).
 pub(crate) fn from_storage<'a>(resource: &ResourceInfo, stored: &'a Value) -> Cow<'a, Value> {
-    if is_events_v1(resource) {
-        return Cow::Owned(rename(stored, "events.k8s.io/v1", false));
-    }
-    let api_version = resource.api_version();
-    if stored["apiVersion"].as_str() == Some(api_version.as_str()) {
-        Cow::Borrowed(stored)
+    let mut value = if is_events_v1(resource) {
+        rename(stored, "events.k8s.io/v1", false)
     } else {
+        let api_version = resource.api_version();
+        let has_managed_fields = stored["metadata"]
+            .get("managedFields")
+            .is_some_and(|m| !m.is_null());
+        if stored["apiVersion"].as_str() == Some(api_version.as_str()) && !has_managed_fields {
+            return Cow::Borrowed(stored);
+        }
         let mut value = stored.clone();
         value["apiVersion"] = json!(api_version);
+        value
+    };
+    ksim_store::expand_managed_fields(&mut value);
+    Cow::Owned(value)
+}
+
+/// The form a Table row reads of a stored object: as the client's version,
+/// without managedFields (no printer reads them; rows' metadata leaves
+/// them out).
+pub(crate) fn for_table<'a>(resource: &ResourceInfo, stored: &'a Value) -> Cow<'a, Value> {
+    if is_identity(resource, stored) {
+        Cow::Borrowed(stored)
+    } else {
+        let mut value = if is_events_v1(resource) {
+            rename(stored, "events.k8s.io/v1", false)
+        } else {
+            let mut value = stored.clone();
+            value["apiVersion"] = json!(resource.api_version());
+            value
+        };
+        if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+            metadata.remove("managedFields");
+        }
         Cow::Owned(value)
     }
 }

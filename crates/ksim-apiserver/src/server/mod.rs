@@ -34,7 +34,9 @@ use registry::Registry;
 pub(crate) struct State {
     pub(crate) store: Store,
     registry: RwLock<Arc<Registry>>,
-    openapi: RwLock<OpenApi>,
+    /// Built on first use (or by the warm-up thread started with the
+    /// server), so that the server answers before its documents exist.
+    openapi: RwLock<Option<OpenApi>>,
     /// The next ClusterIP and NodePort to hand out.
     allocations: Mutex<Allocations>,
 }
@@ -55,10 +57,20 @@ impl State {
 
     /// The current OpenAPI documents.
     pub(crate) fn openapi(&self) -> OpenApi {
-        self.openapi
+        if let Some(openapi) = self
+            .openapi
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .clone()
+            .as_ref()
+        {
+            return openapi.clone();
+        }
+        let mut slot = self.openapi.write().unwrap_or_else(|e| e.into_inner());
+        slot.get_or_insert_with(|| {
+            let registry = self.registry();
+            OpenApi::new(registry.resources(), registry.crds())
+        })
+        .clone()
     }
 
     /// Rebuilds the registry and OpenAPI documents from the stored CRDs.
@@ -79,7 +91,7 @@ impl State {
         let registry = Arc::new(Registry::new(crds));
         let openapi = self.openapi().with_crds(registry.crds());
         *self.registry.write().unwrap_or_else(|e| e.into_inner()) = registry;
-        *self.openapi.write().unwrap_or_else(|e| e.into_inner()) = openapi;
+        *self.openapi.write().unwrap_or_else(|e| e.into_inner()) = Some(openapi);
     }
 
     /// The next free ClusterIP (from 10.96.0.0/12; 10.96.0.1 is the
@@ -118,17 +130,31 @@ impl ApiServer {
     /// `kubernetes` service.
     pub fn new() -> Self {
         let registry = Arc::new(Registry::new(Vec::new()));
-        let openapi = OpenApi::new(registry.resources(), &[]);
         let state = Arc::new(State {
             store: Store::default(),
             registry: RwLock::new(registry),
-            openapi: RwLock::new(openapi),
+            openapi: RwLock::new(None),
             allocations: Mutex::new(Allocations {
                 next_cluster_ip: 2,
                 next_node_port: 30000,
             }),
         });
         bootstrap::create_initial_objects(&state);
+        // The schemas (for managedFields, patches, field validation) and the
+        // OpenAPI documents take a while to build: build them beside the
+        // first requests rather than before the server answers.
+        let warm = Arc::downgrade(&state);
+        let spawned = std::thread::Builder::new()
+            .name("ksim-openapi".into())
+            .spawn(move || {
+                ksim_core::schema::definitions();
+                if let Some(state) = warm.upgrade() {
+                    state.openapi();
+                }
+            });
+        if let Err(error) = spawned {
+            tracing::warn!(%error, "cannot start the OpenAPI warm-up thread");
+        }
         ApiServer { state }
     }
 

@@ -21,7 +21,7 @@ use crate::ApiError;
 use super::codec::Output;
 use super::conversion;
 use super::handlers::ObjectFilter;
-use super::handlers::ResourceRequest;
+use super::handlers::{ResourceRequest, partial_metadata};
 use super::registry::collection_of;
 
 /// How often a watch with `allowWatchBookmarks` gets a BOOKMARK.
@@ -108,9 +108,12 @@ async fn run(
             None,
             |object| spec.selects(object),
         );
-        for object in &page.items {
-            let line = spec.event_line("ADDED", object, &mut first_table);
-            if sender.send(Ok(line)).await.is_err() {
+        for chunk in page.items.chunks(256) {
+            let mut batch = BytesMut::new();
+            for object in chunk {
+                batch.put_slice(&spec.event_line("ADDED", object, &mut first_table));
+            }
+            if sender.send(Ok(batch.freeze())).await.is_err() {
                 return;
             }
         }
@@ -139,12 +142,16 @@ async fn run(
                 return;
             }
         };
+        // One chunk per batch: a burst of writes reaches each watcher in one
+        // write, not one per event.
+        let mut batch = BytesMut::new();
         for event in &events {
-            if let Some(line) = spec.transform(event, &mut first_table)
-                && sender.send(Ok(line)).await.is_err()
-            {
-                return;
+            if let Some(line) = spec.transform(event, &mut first_table) {
+                batch.put_slice(&line);
             }
+        }
+        if !batch.is_empty() && sender.send(Ok(batch.freeze())).await.is_err() {
+            return;
         }
         tokio::select! {
             changed = cursor.changed() => if !changed { return },
@@ -218,17 +225,13 @@ impl WatchSpec {
     fn event_line(&self, kind: &str, object: &StoredObject, first_table: &mut bool) -> Bytes {
         match self.output {
             Output::Table { v1beta1 } => {
-                let value = conversion::from_storage(&self.view.target.resource, &object.value);
+                let value = conversion::for_table(&self.view.target.resource, &object.value);
                 let table = self.view.table(&[value.as_ref()], !*first_table, v1beta1);
                 *first_table = false;
                 line(kind, &serde_json::to_vec(&table).unwrap_or_default())
             }
             Output::Metadata { v1beta1 } => {
-                let metadata = json!({
-                    "kind": "PartialObjectMetadata",
-                    "apiVersion": if v1beta1 { "meta.k8s.io/v1beta1" } else { "meta.k8s.io/v1" },
-                    "metadata": object.value["metadata"],
-                });
+                let metadata = partial_metadata(&object.value, v1beta1);
                 line(kind, &serde_json::to_vec(&metadata).unwrap_or_default())
             }
             _ if conversion::is_identity(&self.view.target.resource, &object.value) => {

@@ -732,3 +732,39 @@ fn custom_resources_use_printer_columns() {
     );
     assert_eq!(t["rows"][0]["cells"], json!(["w", "60m"]));
 }
+
+#[test]
+fn written_table_is_the_built_table_with_list_metadata() {
+    let pods = resource("", "Pod");
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+        "status": {"phase": "Succeeded", "containerStatuses": [{"name": "c", "ready": false, "restartCount": 0,
+            "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}});
+    let now = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:05:00Z")
+        .expect("valid time")
+        .with_timezone(&chrono::Utc);
+    for include_object in [
+        IncludeObject::None,
+        IncludeObject::Metadata,
+        IncludeObject::Object,
+    ] {
+        let options = TableOptions {
+            include_object,
+            no_headers: false,
+        };
+        let mut built = build_table(&pods, None, &[&pod], &options, now);
+        built["metadata"] = json!({"resourceVersion": "7"});
+        let written = write_table(
+            &pods,
+            None,
+            &[&pod],
+            &options,
+            now,
+            "meta.k8s.io/v1",
+            &json!({"resourceVersion": "7"}),
+        );
+        let written: Value = serde_json::from_slice(&written).expect("valid JSON");
+        assert_eq!(written, built, "{include_object:?}");
+    }
+}

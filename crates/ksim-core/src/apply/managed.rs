@@ -111,6 +111,17 @@ pub fn decode(managed_fields: &Value) -> Result<Vec<ManagedEntry>, String> {
         let Some(fields) = entry.get("fieldsV1").filter(|v| !v.is_null()) else {
             continue;
         };
+        // A store may keep fieldsV1 as its JSON text (ksim-store does, to
+        // save memory); it reads the same.
+        let parsed;
+        let fields = match fields.as_str() {
+            Some(text) => {
+                parsed = serde_json::from_str::<Value>(text)
+                    .map_err(|e| format!("cannot decode fieldsV1: {e}"))?;
+                &parsed
+            }
+            None => fields,
+        };
         let fields_type = text("fieldsType");
         if fields_type != "FieldsV1" {
             return Err(format!("cannot decode fieldsType {fields_type:?}"));

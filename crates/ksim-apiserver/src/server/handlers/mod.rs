@@ -42,7 +42,7 @@ mod subresources;
 mod write;
 
 pub(crate) use delete::delete_object;
-pub(crate) use write::{create_object, prepare_new_object};
+pub(crate) use write::{create_cluster_object, prepare_new_object};
 
 /// Query parameters of a request.
 pub(crate) struct Query(HashMap<String, String>);
@@ -303,7 +303,7 @@ impl ResourceRequest {
                 codec::respond(status, "application/json", object.json.clone())
             }
             Output::Table { v1beta1 } => {
-                let value = self.for_version(object);
+                let value = conversion::for_table(self.resource(), &object.value);
                 let table = self.table(&[value.as_ref()], false, v1beta1);
                 codec::respond_value(status, Output::Json, &table)
             }
@@ -316,16 +316,20 @@ impl ResourceRequest {
         }
     }
 
-    pub(crate) fn table(&self, objects: &[&Value], no_headers: bool, v1beta1: bool) -> Value {
+    fn table_options(&self, no_headers: bool) -> TableOptions {
         let include_object = match self.query.get("includeObject") {
             Some("None") => IncludeObject::None,
             Some("Object") => IncludeObject::Object,
             _ => IncludeObject::Metadata,
         };
-        let options = TableOptions {
+        TableOptions {
             include_object,
             no_headers,
-        };
+        }
+    }
+
+    pub(crate) fn table(&self, objects: &[&Value], no_headers: bool, v1beta1: bool) -> Value {
+        let options = self.table_options(no_headers);
         let columns = self.registry.printer_columns(self.resource());
         let mut table = build_table(self.resource(), columns, objects, &options, Utc::now());
         if v1beta1 {
@@ -550,12 +554,15 @@ fn success_status(code: StatusCode) -> Response {
     codec::respond_value(code, Output::Json, &status)
 }
 
-fn partial_metadata(object: &Value, v1beta1: bool) -> Value {
-    json!({
+/// A stored object's `PartialObjectMetadata` (managedFields in API form).
+pub(crate) fn partial_metadata(object: &Value, v1beta1: bool) -> Value {
+    let mut partial = json!({
         "kind": "PartialObjectMetadata",
         "apiVersion": if v1beta1 { "meta.k8s.io/v1beta1" } else { "meta.k8s.io/v1" },
         "metadata": object.get("metadata").cloned().unwrap_or(json!({})),
-    })
+    });
+    ksim_store::expand_managed_fields(&mut partial);
+    partial
 }
 
 fn parse_revision(value: &str) -> Result<u64, ApiError> {

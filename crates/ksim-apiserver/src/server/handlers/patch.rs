@@ -174,7 +174,7 @@ impl ResourceRequest {
                 &self.state,
                 self.resource(),
                 applied,
-                manager,
+                None,
             )?))
         } else {
             create_object_tracked(&self.state, self.resource(), applied, None)?

@@ -61,12 +61,26 @@ impl ResourceRequest {
         let metadata = self.list_metadata(page);
         match output {
             Output::Table { v1beta1 } => {
-                let values: Vec<std::borrow::Cow<'_, Value>> =
-                    page.items.iter().map(|o| self.for_version(o)).collect();
+                let values: Vec<std::borrow::Cow<'_, Value>> = page
+                    .items
+                    .iter()
+                    .map(|o| conversion::for_table(self.resource(), &o.value))
+                    .collect();
                 let refs: Vec<&Value> = values.iter().map(|v| v.as_ref()).collect();
-                let mut table = self.table(&refs, false, v1beta1);
-                table["metadata"] = metadata;
-                codec::respond_value(StatusCode::OK, Output::Json, &table)
+                let table = crate::table::write_table(
+                    self.resource(),
+                    self.registry.printer_columns(self.resource()),
+                    &refs,
+                    &self.table_options(false),
+                    Utc::now(),
+                    if v1beta1 {
+                        "meta.k8s.io/v1beta1"
+                    } else {
+                        "meta.k8s.io/v1"
+                    },
+                    &metadata,
+                );
+                codec::respond(StatusCode::OK, "application/json", Bytes::from(table))
             }
             Output::Metadata { v1beta1 } => {
                 let items: Vec<Value> = page

@@ -20,7 +20,7 @@ impl ResourceRequest {
         let object = conversion::to_storage(self.resource(), object);
         let manager = self.field_manager("unknown");
         let created = if self.query.dry_run() {
-            let object = prepare_new_object(&self.state, self.resource(), object, &manager)?;
+            let object = prepare_new_object(&self.state, self.resource(), object, Some(&manager))?;
             Arc::new(StoredObject::dry_run(object))
         } else {
             create_object(&self.state, self.resource(), object, &manager)?
@@ -166,7 +166,7 @@ pub(crate) fn prepare_new_object(
     state: &State,
     resource: &ResourceInfo,
     mut object: Value,
-    manager: &str,
+    manager: Option<&str>,
 ) -> Result<Value, ApiError> {
     let metadata = &mut object["metadata"];
     let has_name = metadata["name"].as_str().is_some_and(|n| !n.is_empty());
@@ -202,14 +202,16 @@ pub(crate) fn prepare_new_object(
         }
     }
     let definition = definition_of(resource);
-    ksim_core::apply::track_update(
-        definition.as_deref(),
-        None,
-        &mut object,
-        manager,
-        &resource.api_version(),
-        &now,
-    );
+    if let Some(manager) = manager {
+        ksim_core::apply::track_update(
+            definition.as_deref(),
+            None,
+            &mut object,
+            manager,
+            &resource.api_version(),
+            &now,
+        );
+    }
     Ok(object)
 }
 
@@ -223,8 +225,18 @@ pub(crate) fn create_object(
     create_object_tracked(state, resource, object, Some(manager))
 }
 
+/// Creates an object the cluster makes itself (built-in namespaces, default
+/// service accounts): no managedFields are tracked for it.
+pub(crate) fn create_cluster_object(
+    state: &State,
+    resource: &ResourceInfo,
+    object: Value,
+) -> Result<Arc<StoredObject>, ApiError> {
+    create_object_tracked(state, resource, object, None)
+}
+
 /// Creates an object; `manager` None means managedFields are already set
-/// (server-side apply).
+/// (server-side apply) or not tracked (objects the cluster makes itself).
 pub(crate) fn create_object_tracked(
     state: &State,
     resource: &ResourceInfo,
@@ -238,11 +250,13 @@ pub(crate) fn create_object_tracked(
     let collection = collection_of(resource);
     for _attempt in 0..8 {
         let prepared = match manager {
-            Some(manager) => prepare_new_object(state, resource, object.clone(), manager)?,
+            Some(manager) => prepare_new_object(state, resource, object.clone(), Some(manager))?,
             None => {
                 let managed = object["metadata"]["managedFields"].clone();
-                let mut prepared = prepare_new_object(state, resource, object.clone(), "")?;
-                prepared["metadata"]["managedFields"] = managed;
+                let mut prepared = prepare_new_object(state, resource, object.clone(), None)?;
+                if !managed.is_null() {
+                    prepared["metadata"]["managedFields"] = managed;
+                }
                 prepared
             }
         };
@@ -340,7 +354,7 @@ fn create_default_service_account(state: &State, namespace: &str) {
         "apiVersion": "v1", "kind": "ServiceAccount",
         "metadata": {"name": "default", "namespace": namespace},
     });
-    match create_object(state, &resource, account, "kube-controller-manager") {
+    match create_cluster_object(state, &resource, account) {
         Ok(_) => {}
         Err(error) if error.code == 409 => {}
         Err(error) => {
