@@ -203,6 +203,13 @@ pub(crate) fn prepare_new_object(
     }
     let definition = definition_of(resource);
     if let Some(manager) = manager {
+        // The status a kind with a status subresource starts with is the
+        // server's (a reset field), not the writer's: it is not tracked.
+        let reset_status = if resource.has_subresource("status") {
+            object.as_object_mut().and_then(|map| map.remove("status"))
+        } else {
+            None
+        };
         ksim_core::apply::track_update(
             definition.as_deref(),
             None,
@@ -211,6 +218,9 @@ pub(crate) fn prepare_new_object(
             &resource.api_version(),
             &now,
         );
+        if let Some(status) = reset_status {
+            object["status"] = status;
+        }
     }
     Ok(object)
 }
