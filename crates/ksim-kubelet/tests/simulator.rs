@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use ksim_apiserver::ApiServer;
 use ksim_kubelet::simulator::{create_stage, ensure_stage_crd};
 use ksim_kubelet::stages::{StageSet, parse_stage};
-use ksim_kubelet::{KubeletOptions, KubeletSimulator};
+use ksim_kubelet::{KubeletOptions, KubeletSimulator, NodeSelection};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::task::JoinHandle;
@@ -36,6 +36,15 @@ fn options() -> KubeletOptions {
     }
 }
 
+fn spawn_simulator(client: kube::Client, options: KubeletOptions) -> JoinHandle<()> {
+    let simulator = KubeletSimulator::new(client, options);
+    tokio::spawn(async move {
+        if let Err(error) = simulator.run().await {
+            panic!("simulator failed: {error}");
+        }
+    })
+}
+
 /// Starts a server and the simulator; `stages`, when given, are created before the
 /// simulator starts (so the default stages are not installed).
 async fn start(stages: Option<Vec<&str>>) -> Cluster {
@@ -48,12 +57,7 @@ async fn start(stages: Option<Vec<&str>>) -> Cluster {
             assert!(create_stage(&client, &stage).await.expect("stage created"));
         }
     }
-    let simulator = KubeletSimulator::new(client.clone(), options());
-    let simulator = tokio::spawn(async move {
-        if let Err(error) = simulator.run().await {
-            panic!("simulator failed: {error}");
-        }
-    });
+    let simulator = spawn_simulator(client.clone(), options());
     Cluster {
         client,
         simulator,
@@ -86,9 +90,25 @@ where
 }
 
 async fn create_node(client: &kube::Client, name: &str, cidr: &str, ip: &str) -> Node {
+    let created = submit_node(client, name, "fake", cidr, ip).await;
+    let nodes = Api::<Node>::all(client.clone());
+    eventually("node Ready with its address", || async {
+        let node = nodes.get(name).await.ok().filter(is_ready)?;
+        let addresses = node.status?.addresses?;
+        addresses
+            .iter()
+            .any(|a| a.type_ == "InternalIP" && a.address == ip)
+            .then_some(())
+    })
+    .await;
+    created
+}
+
+/// Creates a node with annotation `kwok.x-k8s.io/node: <fake>` and the given CIDR and address.
+async fn submit_node(client: &kube::Client, name: &str, fake: &str, cidr: &str, ip: &str) -> Node {
     let node: Node = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"}},
+        "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": fake}},
         "spec": {"podCIDR": cidr},
         "status": {"addresses": [{"type": "InternalIP", "address": ip}]},
     }))
@@ -107,15 +127,6 @@ async fn create_node(client: &kube::Client, name: &str, cidr: &str, ip: &str) ->
         )
         .await
         .expect("node status set");
-    eventually("node Ready with its address", || async {
-        let node = nodes.get(name).await.ok().filter(is_ready)?;
-        let addresses = node.status?.addresses?;
-        addresses
-            .iter()
-            .any(|a| a.type_ == "InternalIP" && a.address == ip)
-            .then_some(())
-    })
-    .await;
     created
 }
 
@@ -321,4 +332,74 @@ async fn stage_applied_after_pods_exist_takes_effect_at_once() {
     );
     let running = running_pod(&pods, "waiting").await;
     assert!(running.status.and_then(|s| s.pod_ip).is_some());
+}
+
+/// A client of `server` over HTTP on a loopback port, as the stand-alone simulator
+/// talks to any cluster.
+async fn http_client(server: &ApiServer) -> kube::Client {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .expect("bind loopback");
+    let address = listener.local_addr().expect("local address");
+    tokio::spawn(ksim_apiserver::serve(listener, server.clone()));
+    let url: http::Uri = format!("http://{address}").parse().expect("url");
+    kube::Client::try_from(kube::Config::new(url)).expect("client")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stand_alone_over_http_manages_only_selected_nodes() {
+    let server = ApiServer::new();
+    let client = http_client(&server).await;
+    let options = KubeletOptions {
+        manage: NodeSelection::annotation("kwok.x-k8s.io/node=fake").expect("valid"),
+        ..options()
+    };
+    let simulator = spawn_simulator(client.clone(), options);
+    let _abort = AbortOnDrop(simulator);
+    // The CRD and default stages are installed by the simulator; wait for them.
+    eventually("default stages", || async {
+        let list = client
+            .request::<serde_json::Value>(
+                http::Request::get("/apis/kwok.x-k8s.io/v1alpha1/stages")
+                    .body(Vec::new())
+                    .expect("request"),
+            )
+            .await
+            .ok()?;
+        (list["items"].as_array()?.len() == 5).then_some(())
+    })
+    .await;
+    submit_node(&client, "other", "real", "10.0.2.0/24", "10.128.0.4").await;
+    create_node(&client, "fake-0", "10.0.1.0/24", "10.128.0.3").await;
+    let pods = Api::<Pod>::namespaced(client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("on-fake", "fake-0", &[]))
+        .await
+        .expect("pod created");
+    pods.create(&PostParams::default(), &pod("on-other", "other", &[]))
+        .await
+        .expect("pod created");
+    running_pod(&pods, "on-fake").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let other = Api::<Node>::all(client.clone())
+        .get("other")
+        .await
+        .expect("node");
+    assert!(!is_ready(&other), "an unselected node is left alone");
+    let pod = pods.get("on-other").await.expect("pod");
+    assert_eq!(
+        phase(&pod),
+        Some("Pending"),
+        "pods of unselected nodes are left alone"
+    );
+    let leases = Api::<Lease>::namespaced(client.clone(), "kube-node-lease");
+    assert!(leases.get("fake-0").await.is_ok());
+    assert!(leases.get("other").await.is_err());
+}
+
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
