@@ -1,13 +1,14 @@
-//! Watches feeding the simulator: Stages (any change re-evaluates every object),
-//! Nodes and Pods (each event re-evaluates that object). Re-lists drop objects
-//! that vanished meanwhile.
+//! Watches feeding the simulator, over `ksim_runtime::informer`: Stages (any
+//! change re-evaluates every object), Nodes and Pods (each event re-evaluates
+//! that object). Re-lists drop objects that vanished meanwhile.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
+use ksim_runtime::informer::{Change, changes};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use serde_json::Value;
 
 use super::api::SimulatedKind;
@@ -36,36 +37,18 @@ pub async fn watch_objects(engine: Arc<Engine>, kind: SimulatedKind) -> Result<(
         SimulatedKind::Pod => resource("", "v1", "Pod", "pods"),
     };
     let api: Api<DynamicObject> = Api::all_with(engine.client.clone(), &resource);
-    let mut stream = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
-    let mut relisted: Option<HashSet<String>> = None;
-    let applied = |object: Value| match kind {
-        SimulatedKind::Node => engine.node_applied(object),
-        SimulatedKind::Pod => engine.pod_applied(object),
-    };
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(watcher::Event::Init) => relisted = Some(HashSet::new()),
-            Ok(watcher::Event::InitApply(object)) => {
+    let mut stream = std::pin::pin!(changes(api, watcher::Config::default()));
+    while let Some(change) = stream.next().await {
+        match change {
+            Change::Listed(object) | Change::Applied(object) => {
                 if let Some(object) = to_json(&object) {
-                    if let Some(seen) = relisted.as_mut() {
-                        seen.insert(object_key(kind, &object));
+                    match kind {
+                        SimulatedKind::Node => engine.node_applied(object),
+                        SimulatedKind::Pod => engine.pod_applied(object),
                     }
-                    applied(object);
                 }
             }
-            Ok(watcher::Event::InitDone) => {
-                if let Some(seen) = relisted.take() {
-                    engine.retain(kind, &seen);
-                }
-            }
-            Ok(watcher::Event::Apply(object)) => {
-                if let Some(object) = to_json(&object) {
-                    applied(object);
-                }
-            }
-            Ok(watcher::Event::Delete(object)) => {
+            Change::Deleted(object) => {
                 if let Some(object) = to_json(&object) {
                     let key = object_key(kind, &object);
                     match kind {
@@ -74,7 +57,7 @@ pub async fn watch_objects(engine: Arc<Engine>, kind: SimulatedKind) -> Result<(
                     }
                 }
             }
-            Err(error) => tracing::warn!(kind = kind.kind(), %error, "watch failed; retrying"),
+            Change::Synced(present) => engine.retain(kind, &present),
         }
     }
     Ok(())
@@ -95,47 +78,41 @@ fn decode_stage(object: &DynamicObject) -> Option<Stage> {
     }
 }
 
-/// Keeps the engine's Stages equal to the cluster's until the stream ends.
+/// Keeps the engine's Stages equal to the cluster's until the stream ends. Stages of
+/// a (re-)list are published once the list is complete.
 pub async fn watch_stages(engine: Arc<Engine>) -> Result<(), KubeletError> {
     let resource = resource("kwok.x-k8s.io", "v1alpha1", "Stage", "stages");
     let api: Api<DynamicObject> = Api::all_with(engine.client.clone(), &resource);
-    let mut stream = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
+    let mut stream = std::pin::pin!(changes(api, watcher::Config::default()));
     let mut stages: HashMap<String, Stage> = HashMap::new();
-    let mut listing: Option<HashMap<String, Stage>> = None;
     let publish = |stages: &HashMap<String, Stage>| {
         let mut all: Vec<Stage> = stages.values().cloned().collect();
         all.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         engine.set_stages(all);
     };
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(watcher::Event::Init) => listing = Some(HashMap::new()),
-            Ok(watcher::Event::InitApply(object)) => {
-                if let (Some(stage), Some(listing)) = (decode_stage(&object), listing.as_mut()) {
-                    listing.insert(stage.metadata.name.clone(), stage);
+    while let Some(change) = stream.next().await {
+        match change {
+            Change::Listed(object) => {
+                if let Some(stage) = decode_stage(&object) {
+                    stages.insert(stage.metadata.name.clone(), stage);
                 }
             }
-            Ok(watcher::Event::InitDone) => {
-                if let Some(listed) = listing.take() {
-                    stages = listed;
-                    publish(&stages);
-                }
+            Change::Synced(present) => {
+                stages.retain(|name, _| present.contains(name));
+                publish(&stages);
             }
-            Ok(watcher::Event::Apply(object)) => {
+            Change::Applied(object) => {
                 if let Some(stage) = decode_stage(&object) {
                     stages.insert(stage.metadata.name.clone(), stage);
                     publish(&stages);
                 }
             }
-            Ok(watcher::Event::Delete(object)) => {
+            Change::Deleted(object) => {
                 if let Some(name) = &object.metadata.name {
                     stages.remove(name);
                     publish(&stages);
                 }
             }
-            Err(error) => tracing::warn!(%error, "stage watch failed; retrying"),
         }
     }
     Ok(())
