@@ -403,3 +403,107 @@ impl Drop for AbortOnDrop {
         self.0.abort();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_pods_succeed_and_host_network_pods_get_the_node_ip() {
+    let cluster = start(None).await;
+    create_node(&cluster.client, "node-f", "10.0.13.0/24", "10.128.0.23").await;
+    let pods = Api::<Pod>::namespaced(cluster.client.clone(), "default");
+    let job_pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "job-pod", "ownerReferences": [{
+            "apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "job-uid",
+        }]},
+        "spec": {"nodeName": "node-f", "restartPolicy": "Never",
+                 "containers": [{"name": "c", "image": "busybox"}]},
+    }))
+    .expect("valid pod");
+    pods.create(&PostParams::default(), &job_pod)
+        .await
+        .expect("pod created");
+    let done = eventually("job pod Succeeded", || async {
+        pods.get("job-pod")
+            .await
+            .ok()
+            .filter(|p| phase(p) == Some("Succeeded"))
+    })
+    .await;
+    let terminated = done
+        .status
+        .and_then(|s| s.container_statuses)
+        .expect("statuses")[0]
+        .state
+        .clone()
+        .and_then(|s| s.terminated)
+        .expect("terminated");
+    assert_eq!(terminated.exit_code, 0);
+    assert_eq!(terminated.reason.as_deref(), Some("Completed"));
+
+    let mut host = pod("host", "node-f", &[]);
+    host.spec.as_mut().expect("spec").host_network = Some(true);
+    pods.create(&PostParams::default(), &host)
+        .await
+        .expect("pod created");
+    let running = running_pod(&pods, "host").await;
+    assert_eq!(
+        running.status.and_then(|s| s.pod_ip).as_deref(),
+        Some("10.128.0.23")
+    );
+}
+
+const EVENT_STAGE: &str = r#"
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-ready-with-event
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.status.phase'
+      operator: In
+      values: [Pending]
+  next:
+    event:
+      type: Normal
+      reason: Started
+      message: Started by ksim
+    finalizers:
+      add:
+      - value: ksim.test/added
+    statusTemplate: |
+      phase: Running
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stage_records_its_event_and_adds_finalizers() {
+    let cluster = start(Some(vec![default_stage("node-initialize"), EVENT_STAGE])).await;
+    create_node(&cluster.client, "node-g", "10.0.14.0/24", "10.128.0.24").await;
+    let pods = Api::<Pod>::namespaced(cluster.client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("evented", "node-g", &[]))
+        .await
+        .expect("pod created");
+    let running = running_pod(&pods, "evented").await;
+    assert_eq!(
+        running.metadata.finalizers.as_deref(),
+        Some(&["ksim.test/added".to_owned()][..])
+    );
+    let events =
+        Api::<k8s_openapi::api::core::v1::Event>::namespaced(cluster.client.clone(), "default");
+    let event = eventually("event recorded", || async {
+        events
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| e.involved_object.name.as_deref() == Some("evented"))
+    })
+    .await;
+    assert_eq!(event.reason.as_deref(), Some("Started"));
+    assert_eq!(event.message.as_deref(), Some("Started by ksim"));
+    assert_eq!(event.type_.as_deref(), Some("Normal"));
+    assert_eq!(event.involved_object.kind.as_deref(), Some("Pod"));
+}

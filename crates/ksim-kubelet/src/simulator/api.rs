@@ -135,7 +135,8 @@ pub async fn get(client: &kube::Client, path: &str) -> Result<Value, kube::Error
     client.request::<Value>(request).await
 }
 
-/// A core/v1 Event about `object` (a Node or Pod as JSON), as the simulator records it.
+/// A core/v1 Event about `object` (a Node or Pod as JSON), as the simulator records it,
+/// named `<object>.<unique hex>` as client-go's recorder names them.
 pub fn event_for(
     kind: SimulatedKind,
     object: &Value,
@@ -143,6 +144,7 @@ pub fn event_for(
     reason: &str,
     message: &str,
     now: &str,
+    unique: u64,
 ) -> Value {
     let meta = |field: &str| {
         object
@@ -169,13 +171,12 @@ pub fn event_for(
     json!({
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"generateName": format!("{name}."), "namespace": namespace},
+        "metadata": {"name": format!("{name}.{unique:x}"), "namespace": namespace},
         "involvedObject": involved,
         "type": if event_type.is_empty() { "Normal" } else { event_type },
         "reason": reason,
         "message": message,
         "source": {"component": "ksim-kubelet"},
-        "reportingComponent": "ksim-kubelet",
         "firstTimestamp": now,
         "lastTimestamp": now,
         "count": 1,
@@ -217,14 +218,15 @@ mod tests {
     #[test]
     fn node_events_go_to_default_namespace_pod_events_to_the_pods() {
         let node = json!({"metadata": {"name": "n1", "uid": "u1"}});
-        let event = event_for(SimulatedKind::Node, &node, "", "Ready", "m", "t");
+        let event = event_for(SimulatedKind::Node, &node, "", "Ready", "m", "t", 255);
         assert_eq!(event["metadata"]["namespace"], "default");
         assert_eq!(event["type"], "Normal");
+        assert_eq!(event["metadata"]["name"], "n1.ff");
         assert!(event["involvedObject"].get("namespace").is_none());
         let pod = json!({"metadata": {"name": "p", "namespace": "ns", "uid": "u2"}});
-        let event = event_for(SimulatedKind::Pod, &pod, "Warning", "Failed", "m", "t");
+        let event = event_for(SimulatedKind::Pod, &pod, "Warning", "Failed", "m", "t", 1);
         assert_eq!(event["metadata"]["namespace"], "ns");
         assert_eq!(event["involvedObject"]["namespace"], "ns");
-        assert_eq!(event["metadata"]["generateName"], "p.");
+        assert_eq!(event["metadata"]["name"], "p.1");
     }
 }

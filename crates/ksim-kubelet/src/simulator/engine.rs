@@ -145,6 +145,7 @@ pub struct Engine {
     pods_by_node: Mutex<HashMap<String, HashSet<String>>>,
     /// Nodes due for a lease renewal.
     pub leases: WorkQueue<String>,
+    events: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Engine {
@@ -177,6 +178,7 @@ impl Engine {
             network,
             pods_by_node: Mutex::new(HashMap::new()),
             leases: WorkQueue::new(),
+            events: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -435,6 +437,20 @@ impl Engine {
         }
     }
 
+    /// A number for event names: the clock's nanoseconds, made unique by a counter.
+    fn unique_suffix(&self) -> u64 {
+        let nanos = self
+            .options
+            .clock
+            .now()
+            .timestamp_nanos_opt()
+            .map_or(0, |n| n.unsigned_abs());
+        let count = self
+            .events
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        nanos.wrapping_add(count)
+    }
+
     fn render_env(&self, kind: SimulatedKind, object: &Value) -> Arc<dyn TemplateEnv> {
         let node_name = match kind {
             SimulatedKind::Node => str_at(object, "/metadata/name"),
@@ -470,13 +486,14 @@ impl Engine {
                 &event.reason,
                 &event.message,
                 &env.now(),
+                self.unique_suffix(),
             );
             let events = format!(
                 "/api/v1/namespaces/{}/events",
                 body["metadata"]["namespace"].as_str().unwrap_or("default")
             );
             if let Err(error) = api::create(client, &events, &body).await {
-                tracing::debug!(%error, "event not recorded");
+                tracing::warn!(%error, "event not recorded");
             }
         }
         let mut last = None;
