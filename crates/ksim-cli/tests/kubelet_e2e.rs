@@ -215,3 +215,59 @@ fn kwok_getting_started_node_becomes_ready_and_runs_bound_pods() {
     cluster.kubectl(&["delete", "pod", "web"]).success();
     cluster.kubectl(&["get", "pod", "web"]).failure();
 }
+
+const FAIL_STAGE: &str = r#"
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-fail-after-a-while
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchLabels:
+      fail: "true"
+    matchExpressions:
+    - key: '.status.phase'
+      operator: In
+      values: [Running]
+  delay:
+    durationMilliseconds: 1000
+    jitterDurationMilliseconds: 1500
+  next:
+    statusTemplate: |
+      phase: Failed
+"#;
+
+#[test]
+fn stage_applied_with_kubectl_takes_effect() {
+    let cluster = TestCluster::start(ksim_binary());
+    ksim_ok(&cluster, &["scale", "node", "--replicas", "1"]);
+    cluster
+        .kubectl_stdin(&["apply", "-f", "-"], FAIL_STAGE)
+        .success();
+    cluster
+        .kubectl(&[
+            "run",
+            "doomed",
+            "--image=nginx",
+            "--labels=fail=true",
+            "--overrides={\"spec\":{\"nodeName\":\"node-000000\"}}",
+        ])
+        .success();
+    wait_for(
+        &cluster,
+        &["get", "pod", "doomed", "-o", "jsonpath={.status.phase}"],
+        |out| out == "Failed",
+    );
+    // Default stages installed by ksim can be replaced with kubectl apply without warnings.
+    let stage = cluster
+        .kubectl(&["get", "stage", "pod-ready", "-o", "yaml"])
+        .success()
+        .stdout
+        .clone();
+    let applied = cluster.kubectl_stdin(&["apply", "-f", "-"], &stage);
+    applied.success();
+    assert!(!applied.stderr.contains("Warning"), "{}", applied.stderr);
+}

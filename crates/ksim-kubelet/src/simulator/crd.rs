@@ -87,9 +87,27 @@ pub async fn ensure_default_stages(client: &kube::Client) -> Result<usize, Kubel
     }
     let mut created = 0;
     for stage in default_stages()? {
-        created += usize::from(create_stage(client, &stage).await?);
+        created += usize::from(create_stage(client, &with_last_applied(stage)?).await?);
     }
     Ok(created)
+}
+
+/// The annotation `kubectl apply` keeps the last applied configuration in.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// `stage` as `kubectl create --save-config` would create it, so users may
+/// `kubectl apply` their own version over it without a warning.
+pub fn with_last_applied(mut stage: Stage) -> Result<Stage, KubeletError> {
+    let text = serde_json::to_string(&stage).map_err(|e| KubeletError::StageYaml(e.to_string()))?;
+    let annotations = stage
+        .metadata
+        .other
+        .entry("annotations".to_owned())
+        .or_insert_with(|| json!({}));
+    if let Some(map) = annotations.as_object_mut() {
+        map.insert(LAST_APPLIED.to_owned(), Value::String(format!("{text}\n")));
+    }
+    Ok(stage)
 }
 
 /// Creates one Stage; `false` when one of that name exists already.
@@ -108,6 +126,17 @@ pub async fn create_stage(client: &kube::Client, stage: &Stage) -> Result<bool, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn default_stages_carry_their_last_applied_configuration() {
+        let stage = default_stages().expect("decode").remove(0);
+        let annotated = with_last_applied(stage.clone()).expect("encodes");
+        let text = annotated.metadata.other["annotations"][LAST_APPLIED]
+            .as_str()
+            .expect("annotation set");
+        let recorded: Stage = serde_json::from_str(text).expect("the stage as JSON");
+        assert_eq!(recorded, stage);
+    }
 
     #[test]
     fn crd_serves_cluster_scoped_stages_of_kwok_group() {

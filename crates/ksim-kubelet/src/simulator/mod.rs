@@ -16,6 +16,7 @@ use std::sync::Arc;
 pub use api::{SimulatedKind, event_for, object_path};
 pub use crd::{
     STAGE_CRD_NAME, STAGES_PATH, create_stage, ensure_default_stages, ensure_stage_crd, stage_crd,
+    with_last_applied,
 };
 pub use engine::{Engine, Tracker, object_key};
 pub use env::{Network, NodeFacts, RenderEnv};
