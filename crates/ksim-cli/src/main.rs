@@ -52,6 +52,24 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         port: u16,
     },
+    /// Scale simulated resources (nodes).
+    #[command(subcommand)]
+    Scale(ScaleCommand),
+    /// Run the kubelet simulator alone against a cluster.
+    Kubelet {
+        /// Kubeconfig (its current context); default as kubectl finds it.
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// Manage every node.
+        #[arg(long)]
+        manage_all_nodes: bool,
+        /// Manage the nodes with this annotation (key=value).
+        #[arg(long, value_name = "KEY=VALUE")]
+        manage_nodes_with_annotation_selector: Option<String>,
+        /// Manage the nodes with this label (key=value).
+        #[arg(long, value_name = "KEY=VALUE")]
+        manage_nodes_with_label_selector: Option<String>,
+    },
     /// Benchmarks of ksim itself.
     #[command(subcommand, hide = true)]
     Bench(BenchCommand),
@@ -102,6 +120,25 @@ enum GetCommand {
 }
 
 #[derive(Subcommand)]
+enum ScaleCommand {
+    /// Make exactly R simulated nodes (node-000000, node-000001, ...) exist.
+    Node {
+        /// How many nodes.
+        #[arg(long)]
+        replicas: usize,
+        /// Cluster name.
+        #[arg(long, default_value = DEFAULT_CLUSTER_NAME)]
+        name: String,
+        /// Kubeconfig holding the cluster's context (default: the one create cluster wrote).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// Node template value, e.g. '.allocatable.cpu="4"' (repeatable).
+        #[arg(long = "param", value_name = ".PATH=VALUE")]
+        params: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
 enum BenchCommand {
     /// Time from `ksim serve` start to /readyz, and its idle RSS.
     Startup {
@@ -125,7 +162,7 @@ enum BenchCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_level = match cli.command {
-        Command::Serve { .. } => "info",
+        Command::Serve { .. } | Command::Kubelet { .. } => "info",
         _ => "warn",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -169,6 +206,31 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Get(GetCommand::Clusters) => commands::get_clusters(&home()?),
         Command::Get(GetCommand::Kubeconfig { name }) => commands::get_kubeconfig(&home()?, &name),
         Command::Serve { name, port } => commands::serve(&home()?, &name, port),
+        Command::Scale(ScaleCommand::Node {
+            replicas,
+            name,
+            kubeconfig,
+            params,
+        }) => commands::scale_node(
+            &home()?,
+            &commands::ScaleNode {
+                name,
+                kubeconfig,
+                replicas,
+                params,
+            },
+        ),
+        Command::Kubelet {
+            kubeconfig,
+            manage_all_nodes,
+            manage_nodes_with_annotation_selector,
+            manage_nodes_with_label_selector,
+        } => commands::kubelet(&commands::Kubelet {
+            kubeconfig,
+            manage_all_nodes,
+            annotation_selector: manage_nodes_with_annotation_selector,
+            label_selector: manage_nodes_with_label_selector,
+        }),
         Command::Bench(BenchCommand::Startup { runs }) => commands::bench_startup(runs),
         Command::Bench(BenchCommand::Api(bench)) => commands::bench_api(&bench),
         Command::Bench(BenchCommand::All { runs, api }) => commands::bench_all(runs, &api),

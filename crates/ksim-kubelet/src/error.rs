@@ -1,4 +1,4 @@
-//! Errors of the kubelet simulator's pure parts.
+//! Errors of the kubelet simulator: its pure parts and its API calls.
 
 /// What can go wrong compiling a Stage or computing its next action.
 #[derive(Debug, thiserror::Error)]
@@ -47,4 +47,25 @@ pub enum KubeletError {
     /// A stage file did not decode.
     #[error("invalid stage YAML: {0}")]
     StageYaml(String),
+    /// A request to the API server failed.
+    #[error("{action}: {message}")]
+    Api {
+        /// What the simulator was doing.
+        action: String,
+        /// The server's or the transport's message.
+        message: String,
+    },
+    /// A command-line style option is malformed.
+    #[error("{0}")]
+    InvalidOption(String),
+}
+
+impl KubeletError {
+    /// An [`KubeletError::Api`] error for `action`.
+    pub fn api(action: impl Into<String>, error: impl std::fmt::Display) -> Self {
+        KubeletError::Api {
+            action: action.into(),
+            message: error.to_string(),
+        }
+    }
 }

@@ -1,11 +1,13 @@
 //! The ksim kubelet simulator: KWOK-compatible Stages (matching, delay, next action),
-//! Go-template status rendering, the shipped stage sets and pod IP allocation.
-//! Everything here is pure; the controllers that drive it over a `kube::Client` build on it.
+//! Go-template status rendering, the shipped stage sets and pod IP allocation (all
+//! pure), and [`KubeletSimulator`], which drives them over a `kube::Client`.
 
 pub mod error;
 pub mod pod;
+pub mod simulator;
 pub mod stage;
 pub mod stages;
 pub mod template;
 
 pub use error::KubeletError;
+pub use simulator::{KubeletOptions, KubeletSimulator, NodeSelection};

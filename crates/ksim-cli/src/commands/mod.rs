@@ -1,17 +1,22 @@
 //! The subcommands of `ksim` that own cluster life: `create cluster`,
 //! `delete cluster`, `get clusters`, `get kubeconfig`, `serve`, and the
-//! `bench` benchmarks.
+//! `bench` benchmarks; and the API clients `scale node` and `kubelet`.
 
 mod bench;
+mod connect;
 mod create;
 mod delete;
 mod get;
+mod kubelet;
+mod scale;
 mod serve;
 
 pub use bench::{ApiBench, bench_all, bench_api, bench_startup};
 pub use create::{CreateCluster, create_cluster};
 pub use delete::{DeleteCluster, delete_cluster};
 pub use get::{get_clusters, get_kubeconfig};
+pub use kubelet::{Kubelet, kubelet};
+pub use scale::{ScaleNode, scale_node};
 pub use serve::serve;
 
 /// Writes one line to stdout; a closed stdout is an error, not a panic.

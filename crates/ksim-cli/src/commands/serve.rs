@@ -1,5 +1,6 @@
-//! `ksim serve`: runs a cluster in the foreground, records its pid and port
-//! in the cluster's state directory, and forgets them on SIGINT/SIGTERM.
+//! `ksim serve`: runs a cluster (API server and kubelet simulator) in the
+//! foreground, records its pid and port in the cluster's state directory, and
+//! forgets them on SIGINT/SIGTERM.
 
 use std::time::Duration;
 
@@ -32,6 +33,17 @@ pub fn serve(home: &KsimHome, name: &str, port: u16) -> anyhow::Result<()> {
         cluster.record_serving(own_pid, address.port())?;
         tracing::info!(cluster = name, %address, pid = own_pid, "serving");
         let server = ksim_apiserver::ApiServer::new();
+        // The kubelet simulator, as a client of the in-process API (all nodes managed);
+        // dropped with this future.
+        let kubelet = ksim_kubelet::KubeletSimulator::new(
+            ksim_runtime::client::in_process(&server),
+            ksim_kubelet::KubeletOptions::default(),
+        );
+        let kubelet = tokio::spawn(async move {
+            if let Err(error) = kubelet.run().await {
+                tracing::error!(%error, "the kubelet simulator stopped");
+            }
+        });
         let result = tokio::select! {
             result = ksim_apiserver::serve(listener, server) => result.context("the API server failed"),
             _ = terminate.recv() => {
@@ -43,6 +55,7 @@ pub fn serve(home: &KsimHome, name: &str, port: u16) -> anyhow::Result<()> {
                 Ok(())
             }
         };
+        kubelet.abort();
         cluster.clear_serving(own_pid);
         result
     });

@@ -1,0 +1,570 @@
+//! The simulator's core: caches of managed Nodes and bound Pods, the stage
+//! chosen for each object with the time it is due, and the workers that apply
+//! a stage's next action through the API. Any event about an object (or any
+//! change of the Stages) re-evaluates it at once; the latest decision wins.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use ksim_runtime::WorkQueue;
+
+use super::api::{self, SimulatedKind};
+use super::env::{Network, NodeFacts, RenderEnv};
+use super::options::KubeletOptions;
+use crate::error::KubeletError;
+use crate::pod::PodIpAllocator;
+use crate::stage::{
+    CompiledStage, NextAction, ObjectSnapshot, Stage, compile_stages, next_action, select_stage,
+};
+use crate::template::{Renderer, TemplateEnv, format_time};
+
+/// How long to wait before retrying an object whose action failed at the API.
+const API_RETRY: Duration = Duration::from_secs(1);
+/// How long to wait before retrying an object whose stage failed to render.
+const RENDER_RETRY: Duration = Duration::from_secs(30);
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn str_at<'a>(object: &'a Value, pointer: &str) -> &'a str {
+    object
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// The cache key of a Node (`name`) or Pod (`namespace/name`).
+pub fn object_key(kind: SimulatedKind, object: &Value) -> String {
+    let name = str_at(object, "/metadata/name");
+    match kind {
+        SimulatedKind::Node => name.to_owned(),
+        SimulatedKind::Pod => format!("{}/{name}", str_at(object, "/metadata/namespace")),
+    }
+}
+
+/// A stage chosen for an object, valid while the object and the stages are unchanged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Pending {
+    stage: String,
+    resource_version: String,
+    generation: u64,
+}
+
+/// The objects of one kind, their pending stages and their work queue.
+#[derive(Debug)]
+pub struct Tracker {
+    kind: SimulatedKind,
+    objects: Mutex<HashMap<String, Arc<Value>>>,
+    pending: Mutex<HashMap<String, Pending>>,
+    /// Keys due for their stage.
+    pub queue: WorkQueue<String>,
+}
+
+impl Tracker {
+    fn new(kind: SimulatedKind) -> Self {
+        Self {
+            kind,
+            objects: Mutex::new(HashMap::new()),
+            pending: Mutex::new(HashMap::new()),
+            queue: WorkQueue::new(),
+        }
+    }
+
+    /// The kind of object tracked.
+    pub fn kind(&self) -> SimulatedKind {
+        self.kind
+    }
+
+    /// The cached object of `key`.
+    pub fn get(&self, key: &str) -> Option<Arc<Value>> {
+        lock(&self.objects).get(key).cloned()
+    }
+
+    /// Every cached key.
+    pub fn keys(&self) -> Vec<String> {
+        lock(&self.objects).keys().cloned().collect()
+    }
+
+    /// How many objects are cached.
+    pub fn len(&self) -> usize {
+        lock(&self.objects).len()
+    }
+
+    /// Whether no object is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn insert(&self, key: String, object: Arc<Value>) -> Option<Arc<Value>> {
+        lock(&self.objects).insert(key, object)
+    }
+
+    fn remove(&self, key: &str) -> Option<Arc<Value>> {
+        lock(&self.pending).remove(key);
+        self.queue.forget(&key.to_owned());
+        lock(&self.objects).remove(key)
+    }
+}
+
+/// The compiled Stages, split by kind, with a generation that changes on every update.
+#[derive(Debug, Default)]
+struct CompiledSet {
+    generation: u64,
+    nodes: Vec<CompiledStage>,
+    pods: Vec<CompiledStage>,
+}
+
+impl CompiledSet {
+    fn of(&self, kind: SimulatedKind) -> &[CompiledStage] {
+        match kind {
+            SimulatedKind::Node => &self.nodes,
+            SimulatedKind::Pod => &self.pods,
+        }
+    }
+}
+
+/// The simulator's shared state.
+pub struct Engine {
+    /// The API client.
+    pub client: kube::Client,
+    /// Options.
+    pub options: KubeletOptions,
+    renderer: Renderer,
+    start_time: String,
+    stages: RwLock<Arc<CompiledSet>>,
+    /// Managed nodes.
+    pub nodes: Tracker,
+    /// Pods bound to any node (acted on only when their node is managed).
+    pub pods: Tracker,
+    /// Managed nodes' facts and pod IPs.
+    pub network: Arc<Network>,
+    pods_by_node: Mutex<HashMap<String, HashSet<String>>>,
+    /// Nodes due for a lease renewal.
+    pub leases: WorkQueue<String>,
+    events: std::sync::atomic::AtomicU64,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("options", &self.options)
+            .field("nodes", &self.nodes.len())
+            .field("pods", &self.pods.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// A simulator state with no stages and no objects.
+    pub fn new(client: kube::Client, options: KubeletOptions) -> Self {
+        let start_time = format_time(options.clock.now());
+        let network = Arc::new(Network {
+            nodes: RwLock::new(HashMap::new()),
+            ips: Mutex::new(PodIpAllocator::new(&options.default_pod_cidr)),
+            default_node_ip: options.node_ip.clone(),
+        });
+        Self {
+            client,
+            options,
+            renderer: Renderer::new(),
+            start_time,
+            stages: RwLock::new(Arc::new(CompiledSet::default())),
+            nodes: Tracker::new(SimulatedKind::Node),
+            pods: Tracker::new(SimulatedKind::Pod),
+            network,
+            pods_by_node: Mutex::new(HashMap::new()),
+            leases: WorkQueue::new(),
+            events: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    fn tracker(&self, kind: SimulatedKind) -> &Tracker {
+        match kind {
+            SimulatedKind::Node => &self.nodes,
+            SimulatedKind::Pod => &self.pods,
+        }
+    }
+
+    fn compiled(&self) -> Arc<CompiledSet> {
+        self.stages
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Replaces the Stages and re-evaluates every object at once.
+    pub fn set_stages(&self, stages: Vec<Stage>) {
+        let (compiled, errors) = compile_stages(stages);
+        for error in errors {
+            tracing::warn!(%error, "stage ignored");
+        }
+        let mut set = CompiledSet {
+            generation: self.compiled().generation + 1,
+            ..Default::default()
+        };
+        for stage in compiled {
+            if stage.applies_to("", "Node") {
+                set.nodes.push(stage);
+            } else if stage.applies_to("", "Pod") {
+                set.pods.push(stage);
+            }
+        }
+        tracing::debug!(
+            nodes = set.nodes.len(),
+            pods = set.pods.len(),
+            generation = set.generation,
+            "stages updated"
+        );
+        *self.stages.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(set);
+        for kind in [SimulatedKind::Node, SimulatedKind::Pod] {
+            for key in self.tracker(kind).keys() {
+                self.evaluate(kind, &key);
+            }
+        }
+    }
+
+    /// A Node was added or changed.
+    pub fn node_applied(&self, node: Value) {
+        let name = object_key(SimulatedKind::Node, &node);
+        if name.is_empty() {
+            return;
+        }
+        if !self.options.manage.selects(&node) {
+            self.node_deleted(&name);
+            return;
+        }
+        let facts = NodeFacts::of(&node);
+        let newly_managed = self
+            .network
+            .nodes
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.clone(), facts)
+            .is_none();
+        self.nodes.insert(name.clone(), Arc::new(node));
+        if newly_managed {
+            if self.options.lease_duration_seconds > 0 {
+                self.leases.add(name.clone());
+            }
+            let waiting: Vec<String> = lock(&self.pods_by_node)
+                .get(&name)
+                .map(|pods| pods.iter().cloned().collect())
+                .unwrap_or_default();
+            for pod in waiting {
+                self.evaluate(SimulatedKind::Pod, &pod);
+            }
+        }
+        self.evaluate(SimulatedKind::Node, &name);
+    }
+
+    /// A Node is gone (or no longer selected).
+    pub fn node_deleted(&self, name: &str) {
+        self.network
+            .nodes
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+        self.nodes.remove(name);
+        self.leases.forget(&name.to_owned());
+    }
+
+    /// A Pod was added or changed.
+    pub fn pod_applied(&self, pod: Value) {
+        let key = object_key(SimulatedKind::Pod, &pod);
+        let node = str_at(&pod, "/spec/nodeName").to_owned();
+        if node.is_empty() {
+            self.pods.remove(&key);
+            return;
+        }
+        if !pod
+            .pointer("/spec/hostNetwork")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+        {
+            let ips: Vec<String> = pod
+                .pointer("/status/podIPs")
+                .and_then(Value::as_array)
+                .map(|ips| {
+                    ips.iter()
+                        .filter_map(|ip| ip.get("ip").and_then(Value::as_str).map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if !ips.is_empty() && self.network.manages(&node) {
+                let cidrs = self.network.pod_cidrs(&node);
+                lock(&self.network.ips).mark_used(str_at(&pod, "/metadata/uid"), &cidrs, &ips);
+            }
+        }
+        let previous = self.pods.insert(key.clone(), Arc::new(pod));
+        let mut index = lock(&self.pods_by_node);
+        if let Some(previous) = previous {
+            let old = str_at(&previous, "/spec/nodeName");
+            if old != node
+                && let Some(set) = index.get_mut(old)
+            {
+                set.remove(&key);
+            }
+        }
+        index.entry(node).or_default().insert(key.clone());
+        drop(index);
+        self.evaluate(SimulatedKind::Pod, &key);
+    }
+
+    /// A Pod is gone: forget it and give its IPs back.
+    pub fn pod_deleted(&self, key: &str) {
+        if let Some(pod) = self.pods.remove(key) {
+            let node = str_at(&pod, "/spec/nodeName");
+            let mut index = lock(&self.pods_by_node);
+            if let Some(set) = index.get_mut(node) {
+                set.remove(key);
+                if set.is_empty() {
+                    index.remove(node);
+                }
+            }
+            drop(index);
+            lock(&self.network.ips).release(str_at(&pod, "/metadata/uid"));
+        }
+    }
+
+    /// Removes cached objects of `kind` whose keys are not in `present` (after a re-list).
+    pub fn retain(&self, kind: SimulatedKind, present: &HashSet<String>) {
+        for key in self.tracker(kind).keys() {
+            if !present.contains(&key) {
+                match kind {
+                    SimulatedKind::Node => self.node_deleted(&key),
+                    SimulatedKind::Pod => self.pod_deleted(&key),
+                }
+            }
+        }
+    }
+
+    fn acts_on(&self, kind: SimulatedKind, object: &Value) -> bool {
+        match kind {
+            SimulatedKind::Node => true,
+            SimulatedKind::Pod => self.network.manages(str_at(object, "/spec/nodeName")),
+        }
+    }
+
+    /// Picks the stage for the object of `key` and schedules it after the stage's delay;
+    /// keeps an earlier decision about the same object version and stages.
+    pub fn evaluate(&self, kind: SimulatedKind, key: &str) {
+        let tracker = self.tracker(kind);
+        let Some(object) = tracker.get(key) else {
+            return;
+        };
+        let cancel = || {
+            lock(&tracker.pending).remove(key);
+            tracker.queue.forget(&key.to_owned());
+        };
+        if !self.acts_on(kind, &object) {
+            cancel();
+            return;
+        }
+        let set = self.compiled();
+        let snapshot = ObjectSnapshot::new(&object);
+        let mut rng = rand::rng();
+        let Some(stage) = select_stage(set.of(kind), &snapshot, &mut rng) else {
+            cancel();
+            return;
+        };
+        let pending = Pending {
+            stage: stage.name().to_owned(),
+            resource_version: str_at(&object, "/metadata/resourceVersion").to_owned(),
+            generation: set.generation,
+        };
+        {
+            let mut all = lock(&tracker.pending);
+            if all.get(key) == Some(&pending) {
+                return;
+            }
+            all.insert(key.to_owned(), pending);
+        }
+        let delay = stage.delay(&snapshot, self.options.clock.now(), &mut rng);
+        tracker.queue.add_after(key.to_owned(), delay);
+    }
+
+    /// Applies due stages of `kind` until the queue shuts down.
+    pub async fn work(self: Arc<Self>, kind: SimulatedKind) {
+        let tracker = self.tracker(kind);
+        while let Some(key) = tracker.queue.get().await {
+            self.process(kind, &key).await;
+            tracker.queue.done(&key);
+        }
+    }
+
+    async fn process(&self, kind: SimulatedKind, key: &str) {
+        let tracker = self.tracker(kind);
+        let pending = lock(&tracker.pending).remove(key);
+        let Some(object) = tracker.get(key) else {
+            return;
+        };
+        if !self.acts_on(kind, &object) {
+            return;
+        }
+        let set = self.compiled();
+        let stage = pending
+            .filter(|p| {
+                p.generation == set.generation
+                    && p.resource_version == str_at(&object, "/metadata/resourceVersion")
+            })
+            .and_then(|p| set.of(kind).iter().find(|s| s.name() == p.stage));
+        let Some(stage) = stage else {
+            self.evaluate(kind, key);
+            return;
+        };
+        match self.apply(kind, key, &object, stage).await {
+            Ok(Some(updated)) if stage.immediate_next_stage() => {
+                if newer(&updated, &object) {
+                    match kind {
+                        SimulatedKind::Node => self.node_applied(updated),
+                        SimulatedKind::Pod => self.pod_applied(updated),
+                    }
+                }
+            }
+            Ok(_) => {}
+            Err(error) => {
+                let retry = match error {
+                    KubeletError::Api { .. } => API_RETRY,
+                    _ => RENDER_RETRY,
+                };
+                tracing::warn!(kind = kind.kind(), key, stage = stage.name(), %error, "stage not applied; retrying");
+                tracker.queue.add_after(key.to_owned(), retry);
+            }
+        }
+    }
+
+    /// A number for event names: the clock's nanoseconds, made unique by a counter.
+    fn unique_suffix(&self) -> u64 {
+        let nanos = self
+            .options
+            .clock
+            .now()
+            .timestamp_nanos_opt()
+            .map_or(0, |n| n.unsigned_abs());
+        let count = self
+            .events
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        nanos.wrapping_add(count)
+    }
+
+    fn render_env(&self, kind: SimulatedKind, object: &Value) -> Arc<dyn TemplateEnv> {
+        let node_name = match kind {
+            SimulatedKind::Node => str_at(object, "/metadata/name"),
+            SimulatedKind::Pod => str_at(object, "/spec/nodeName"),
+        };
+        Arc::new(RenderEnv {
+            now: format_time(self.options.clock.now()),
+            start_time: self.start_time.clone(),
+            node_name: node_name.to_owned(),
+            node_port: self.options.node_port,
+            network: self.network.clone(),
+        })
+    }
+
+    /// Sends `stage`'s next action for `object`; the object as last returned by the server.
+    async fn apply(
+        &self,
+        kind: SimulatedKind,
+        key: &str,
+        object: &Value,
+        stage: &CompiledStage,
+    ) -> Result<Option<Value>, KubeletError> {
+        let env = self.render_env(kind, object);
+        let action: NextAction = next_action(stage, object, &self.renderer, &env)?;
+        let client = &self.client;
+        let path = api::object_path(kind, key, None);
+        let context = |what: &str| format!("{what} {} {key} (stage {})", kind.kind(), stage.name());
+        if let Some(event) = &action.event {
+            let body = api::event_for(
+                kind,
+                object,
+                &event.event_type,
+                &event.reason,
+                &event.message,
+                &env.now(),
+                self.unique_suffix(),
+            );
+            let events = format!(
+                "/api/v1/namespaces/{}/events",
+                body["metadata"]["namespace"].as_str().unwrap_or("default")
+            );
+            if let Err(error) = api::create(client, &events, &body).await {
+                tracing::warn!(%error, "event not recorded");
+            }
+        }
+        let mut last = None;
+        if let Some(ops) = &action.finalizers_patch {
+            match api::patch(client, &path, crate::stage::PatchType::Json, ops, None).await {
+                Ok(updated) => last = Some(updated),
+                Err(e) if api::is_not_found(&e) => return Ok(None),
+                Err(e) => return Err(KubeletError::api(context("patch finalizers of"), e)),
+            }
+        }
+        if action.delete {
+            let uid = object
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .filter(|u| !u.is_empty());
+            return match api::delete_now(client, &path, uid).await {
+                Ok(()) => Ok(None),
+                Err(e) if api::is_not_found(&e) || api::is_conflict(&e) => Ok(None),
+                Err(e) => Err(KubeletError::api(context("delete"), e)),
+            };
+        }
+        for patch in action.status_patch.iter().chain(&action.patches) {
+            let target = api::object_path(kind, key, patch.subresource.as_deref());
+            match api::patch(
+                client,
+                &target,
+                patch.patch_type,
+                &patch.data,
+                patch.impersonate.as_deref(),
+            )
+            .await
+            {
+                Ok(updated) => last = Some(updated),
+                Err(e) if api::is_not_found(&e) => return Ok(None),
+                Err(e) => return Err(KubeletError::api(context("patch"), e)),
+            }
+        }
+        Ok(last)
+    }
+}
+
+/// Whether `updated` is a later version than `old` (resource versions compared as numbers
+/// when both are; otherwise assumed newer when different).
+fn newer(updated: &Value, old: &Value) -> bool {
+    let rv = |o: &Value| str_at(o, "/metadata/resourceVersion").to_owned();
+    let (a, b) = (rv(updated), rv(old));
+    match (a.parse::<u64>(), b.parse::<u64>()) {
+        (Ok(a), Ok(b)) => a > b,
+        _ => a != b,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn keys_name_nodes_and_namespaced_pods() {
+        let node = json!({"metadata": {"name": "n"}});
+        let pod = json!({"metadata": {"name": "p", "namespace": "ns"}});
+        assert_eq!(object_key(SimulatedKind::Node, &node), "n");
+        assert_eq!(object_key(SimulatedKind::Pod, &pod), "ns/p");
+    }
+
+    #[test]
+    fn newer_compares_numeric_resource_versions() {
+        let v = |rv: &str| json!({"metadata": {"resourceVersion": rv}});
+        assert!(newer(&v("10"), &v("9")));
+        assert!(!newer(&v("9"), &v("10")));
+        assert!(!newer(&v("9"), &v("9")));
+        assert!(newer(&v("b"), &v("a")));
+    }
+}

@@ -1,0 +1,509 @@
+//! The kubelet simulator against an in-process ksim API server: nodes become
+//! Ready and hold renewed leases, bound pods run with IPs from their node's
+//! CIDR and are removed when deleted, and Stages (custom, late) take effect.
+
+use std::future::Future;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use ksim_apiserver::ApiServer;
+use ksim_kubelet::simulator::{create_stage, ensure_stage_crd};
+use ksim_kubelet::stages::{StageSet, parse_stage};
+use ksim_kubelet::{KubeletOptions, KubeletSimulator, NodeSelection};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use tokio::task::JoinHandle;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+struct Cluster {
+    client: kube::Client,
+    simulator: JoinHandle<()>,
+    _server: ApiServer,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.simulator.abort();
+    }
+}
+
+fn options() -> KubeletOptions {
+    KubeletOptions {
+        lease_duration_seconds: 2,
+        ..Default::default()
+    }
+}
+
+fn spawn_simulator(client: kube::Client, options: KubeletOptions) -> JoinHandle<()> {
+    let simulator = KubeletSimulator::new(client, options);
+    tokio::spawn(async move {
+        if let Err(error) = simulator.run().await {
+            panic!("simulator failed: {error}");
+        }
+    })
+}
+
+/// Starts a server and the simulator; `stages`, when given, are created before the
+/// simulator starts (so the default stages are not installed).
+async fn start(stages: Option<Vec<&str>>) -> Cluster {
+    let server = ApiServer::new();
+    let client = ksim_runtime::client::in_process(&server);
+    if let Some(stages) = stages {
+        ensure_stage_crd(&client).await.expect("CRD installed");
+        for text in stages {
+            let stage = parse_stage(text).expect("stage parses");
+            assert!(create_stage(&client, &stage).await.expect("stage created"));
+        }
+    }
+    let simulator = spawn_simulator(client.clone(), options());
+    Cluster {
+        client,
+        simulator,
+        _server: server,
+    }
+}
+
+fn default_stage(name: &str) -> &'static str {
+    StageSet::Default
+        .files()
+        .iter()
+        .find(|(file, _)| file.strip_suffix(".yaml") == Some(name))
+        .map(|(_, text)| *text)
+        .expect("shipped stage")
+}
+
+async fn eventually<F, Fut, T>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn create_node(client: &kube::Client, name: &str, cidr: &str, ip: &str) -> Node {
+    let created = submit_node(client, name, "fake", cidr, ip).await;
+    let nodes = Api::<Node>::all(client.clone());
+    eventually("node Ready with its address", || async {
+        let node = nodes.get(name).await.ok().filter(is_ready)?;
+        let addresses = node.status?.addresses?;
+        addresses
+            .iter()
+            .any(|a| a.type_ == "InternalIP" && a.address == ip)
+            .then_some(())
+    })
+    .await;
+    created
+}
+
+/// Creates a node with annotation `kwok.x-k8s.io/node: <fake>` and the given CIDR and address.
+async fn submit_node(client: &kube::Client, name: &str, fake: &str, cidr: &str, ip: &str) -> Node {
+    let node: Node = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": fake}},
+        "spec": {"podCIDR": cidr},
+        "status": {"addresses": [{"type": "InternalIP", "address": ip}]},
+    }))
+    .expect("valid node");
+    let nodes = Api::<Node>::all(client.clone());
+    let created = nodes
+        .create(&PostParams::default(), &node)
+        .await
+        .expect("node created");
+    // ksim's API server drops a Node's status on create (kube-apiserver keeps it).
+    nodes
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": node.status})),
+        )
+        .await
+        .expect("node status set");
+    created
+}
+
+fn pod(name: &str, node: &str, finalizers: &[&str]) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "finalizers": finalizers},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "nginx"}]},
+    }))
+    .expect("valid pod")
+}
+
+fn is_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn phase(pod: &Pod) -> Option<&str> {
+    pod.status.as_ref().and_then(|s| s.phase.as_deref())
+}
+
+async fn running_pod(pods: &Api<Pod>, name: &str) -> Pod {
+    eventually(&format!("pod {name} Running"), || async {
+        pods.get(name)
+            .await
+            .ok()
+            .filter(|p| phase(p) == Some("Running"))
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_becomes_ready_and_its_lease_is_renewed() {
+    let cluster = start(None).await;
+    let created = create_node(&cluster.client, "node-a", "10.0.7.0/24", "10.128.0.17").await;
+    let nodes = Api::<Node>::all(cluster.client.clone());
+    let node = eventually("node Ready", || async {
+        nodes.get("node-a").await.ok().filter(is_ready)
+    })
+    .await;
+    let info = node
+        .status
+        .as_ref()
+        .and_then(|s| s.node_info.as_ref())
+        .expect("nodeInfo");
+    assert!(
+        info.kubelet_version.starts_with("ksim-v"),
+        "{}",
+        info.kubelet_version
+    );
+
+    let leases = Api::<Lease>::namespaced(cluster.client.clone(), "kube-node-lease");
+    let lease = eventually("lease created", || async {
+        leases.get("node-a").await.ok()
+    })
+    .await;
+    let owner = &lease.metadata.owner_references.as_ref().expect("owned")[0];
+    assert_eq!(owner.kind, "Node");
+    assert_eq!(Some(&owner.uid), created.metadata.uid.as_ref());
+    let spec = lease.spec.expect("spec");
+    assert_eq!(spec.holder_identity.as_deref(), Some("node-a"));
+    assert_eq!(spec.lease_duration_seconds, Some(2));
+    let first = spec.renew_time.expect("renewed");
+    eventually("lease renewed", || async {
+        let renewed = leases.get("node-a").await.ok()?.spec?.renew_time?;
+        (renewed != first).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bound_pod_runs_with_an_ip_from_its_nodes_cidr_and_is_removed_when_deleted() {
+    let cluster = start(None).await;
+    create_node(&cluster.client, "node-b", "10.0.9.0/24", "10.128.0.19").await;
+    let pods = Api::<Pod>::namespaced(cluster.client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("web", "node-b", &[]))
+        .await
+        .expect("pod created");
+    let running = running_pod(&pods, "web").await;
+    let status = running.status.expect("status");
+    let ip = status.pod_ip.expect("pod IP");
+    assert!(ip.starts_with("10.0.9."), "{ip}");
+    assert_eq!(status.host_ip.as_deref(), Some("10.128.0.19"));
+    assert!(status.start_time.is_some());
+    let containers = status.container_statuses.expect("container statuses");
+    assert!(containers[0].ready);
+
+    pods.delete("web", &DeleteParams::default())
+        .await
+        .expect("deleted");
+    eventually("pod gone", || async {
+        pods.get("web").await.err().map(|_| ())
+    })
+    .await;
+
+    // The address goes back to the pool and the next pod may get it.
+    pods.create(&PostParams::default(), &pod("next", "node-b", &[]))
+        .await
+        .expect("pod created");
+    let next = running_pod(&pods, "next").await;
+    assert_eq!(next.status.and_then(|s| s.pod_ip), Some(ip));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminating_pod_waits_for_a_foreign_finalizer() {
+    let cluster = start(None).await;
+    create_node(&cluster.client, "node-c", "10.0.10.0/24", "10.128.0.20").await;
+    let pods = Api::<Pod>::namespaced(cluster.client.clone(), "default");
+    pods.create(
+        &PostParams::default(),
+        &pod("kept", "node-c", &["example.com/keep"]),
+    )
+    .await
+    .expect("pod created");
+    running_pod(&pods, "kept").await;
+    pods.delete("kept", &DeleteParams::default())
+        .await
+        .expect("deleted");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let terminating = pods.get("kept").await.expect("still there");
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    assert_eq!(
+        terminating.metadata.finalizers.as_deref(),
+        Some(&["example.com/keep".to_owned()][..])
+    );
+    pods.patch(
+        "kept",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .expect("finalizer removed");
+    eventually("pod gone", || async {
+        pods.get("kept").await.err().map(|_| ())
+    })
+    .await;
+}
+
+const SLOW_READY: &str = r#"
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-slow-ready
+spec:
+  resourceRef:
+    apiVersion: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: DoesNotExist
+    - key: '.status.phase'
+      operator: In
+      values: [Pending]
+  delay:
+    durationMilliseconds: 1500
+    jitterDurationMilliseconds: 2000
+  next:
+    statusTemplate: |
+      phase: Running
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_stage_delay_is_honoured() {
+    let cluster = start(Some(vec![default_stage("node-initialize"), SLOW_READY])).await;
+    create_node(&cluster.client, "node-d", "10.0.11.0/24", "10.128.0.21").await;
+    let pods = Api::<Pod>::namespaced(cluster.client.clone(), "default");
+    let started = tokio::time::Instant::now();
+    pods.create(&PostParams::default(), &pod("slow", "node-d", &[]))
+        .await
+        .expect("pod created");
+    running_pod(&pods, "slow").await;
+    assert!(
+        started.elapsed() >= Duration::from_millis(1500),
+        "ran after {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stage_applied_after_pods_exist_takes_effect_at_once() {
+    let cluster = start(Some(vec![default_stage("node-initialize")])).await;
+    create_node(&cluster.client, "node-e", "10.0.12.0/24", "10.128.0.22").await;
+    let nodes = Api::<Node>::all(cluster.client.clone());
+    eventually("node Ready", || async {
+        nodes.get("node-e").await.ok().filter(is_ready)
+    })
+    .await;
+    let pods = Api::<Pod>::namespaced(cluster.client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("waiting", "node-e", &[]))
+        .await
+        .expect("pod created");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pending = pods.get("waiting").await.expect("pod exists");
+    assert_eq!(phase(&pending), Some("Pending"), "no pod stage yet");
+    let stage = parse_stage(default_stage("pod-ready")).expect("parses");
+    assert!(
+        create_stage(&cluster.client, &stage)
+            .await
+            .expect("created")
+    );
+    let running = running_pod(&pods, "waiting").await;
+    assert!(running.status.and_then(|s| s.pod_ip).is_some());
+}
+
+/// A client of `server` over HTTP on a loopback port, as the stand-alone simulator
+/// talks to any cluster.
+async fn http_client(server: &ApiServer) -> kube::Client {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .expect("bind loopback");
+    let address = listener.local_addr().expect("local address");
+    tokio::spawn(ksim_apiserver::serve(listener, server.clone()));
+    let url: http::Uri = format!("http://{address}").parse().expect("url");
+    kube::Client::try_from(kube::Config::new(url)).expect("client")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stand_alone_over_http_manages_only_selected_nodes() {
+    let server = ApiServer::new();
+    let client = http_client(&server).await;
+    let options = KubeletOptions {
+        manage: NodeSelection::annotation("kwok.x-k8s.io/node=fake").expect("valid"),
+        ..options()
+    };
+    let simulator = spawn_simulator(client.clone(), options);
+    let _abort = AbortOnDrop(simulator);
+    // The CRD and default stages are installed by the simulator; wait for them.
+    eventually("default stages", || async {
+        let list = client
+            .request::<serde_json::Value>(
+                http::Request::get("/apis/kwok.x-k8s.io/v1alpha1/stages")
+                    .body(Vec::new())
+                    .expect("request"),
+            )
+            .await
+            .ok()?;
+        (list["items"].as_array()?.len() == 5).then_some(())
+    })
+    .await;
+    submit_node(&client, "other", "real", "10.0.2.0/24", "10.128.0.4").await;
+    create_node(&client, "fake-0", "10.0.1.0/24", "10.128.0.3").await;
+    let pods = Api::<Pod>::namespaced(client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("on-fake", "fake-0", &[]))
+        .await
+        .expect("pod created");
+    pods.create(&PostParams::default(), &pod("on-other", "other", &[]))
+        .await
+        .expect("pod created");
+    running_pod(&pods, "on-fake").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let other = Api::<Node>::all(client.clone())
+        .get("other")
+        .await
+        .expect("node");
+    assert!(!is_ready(&other), "an unselected node is left alone");
+    let pod = pods.get("on-other").await.expect("pod");
+    assert_eq!(
+        phase(&pod),
+        Some("Pending"),
+        "pods of unselected nodes are left alone"
+    );
+    let leases = Api::<Lease>::namespaced(client.clone(), "kube-node-lease");
+    assert!(leases.get("fake-0").await.is_ok());
+    assert!(leases.get("other").await.is_err());
+}
+
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_pods_succeed_and_host_network_pods_get_the_node_ip() {
+    let cluster = start(None).await;
+    create_node(&cluster.client, "node-f", "10.0.13.0/24", "10.128.0.23").await;
+    let pods = Api::<Pod>::namespaced(cluster.client.clone(), "default");
+    let job_pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "job-pod", "ownerReferences": [{
+            "apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "job-uid",
+        }]},
+        "spec": {"nodeName": "node-f", "restartPolicy": "Never",
+                 "containers": [{"name": "c", "image": "busybox"}]},
+    }))
+    .expect("valid pod");
+    pods.create(&PostParams::default(), &job_pod)
+        .await
+        .expect("pod created");
+    let done = eventually("job pod Succeeded", || async {
+        pods.get("job-pod")
+            .await
+            .ok()
+            .filter(|p| phase(p) == Some("Succeeded"))
+    })
+    .await;
+    let terminated = done
+        .status
+        .and_then(|s| s.container_statuses)
+        .expect("statuses")[0]
+        .state
+        .clone()
+        .and_then(|s| s.terminated)
+        .expect("terminated");
+    assert_eq!(terminated.exit_code, 0);
+    assert_eq!(terminated.reason.as_deref(), Some("Completed"));
+
+    let mut host = pod("host", "node-f", &[]);
+    host.spec.as_mut().expect("spec").host_network = Some(true);
+    pods.create(&PostParams::default(), &host)
+        .await
+        .expect("pod created");
+    let running = running_pod(&pods, "host").await;
+    assert_eq!(
+        running.status.and_then(|s| s.pod_ip).as_deref(),
+        Some("10.128.0.23")
+    );
+}
+
+const EVENT_STAGE: &str = r#"
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-ready-with-event
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.status.phase'
+      operator: In
+      values: [Pending]
+  next:
+    event:
+      type: Normal
+      reason: Started
+      message: Started by ksim
+    finalizers:
+      add:
+      - value: ksim.test/added
+    statusTemplate: |
+      phase: Running
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stage_records_its_event_and_adds_finalizers() {
+    let cluster = start(Some(vec![default_stage("node-initialize"), EVENT_STAGE])).await;
+    create_node(&cluster.client, "node-g", "10.0.14.0/24", "10.128.0.24").await;
+    let pods = Api::<Pod>::namespaced(cluster.client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("evented", "node-g", &[]))
+        .await
+        .expect("pod created");
+    let running = running_pod(&pods, "evented").await;
+    assert_eq!(
+        running.metadata.finalizers.as_deref(),
+        Some(&["ksim.test/added".to_owned()][..])
+    );
+    let events =
+        Api::<k8s_openapi::api::core::v1::Event>::namespaced(cluster.client.clone(), "default");
+    let event = eventually("event recorded", || async {
+        events
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| e.involved_object.name.as_deref() == Some("evented"))
+    })
+    .await;
+    assert_eq!(event.reason.as_deref(), Some("Started"));
+    assert_eq!(event.message.as_deref(), Some("Started by ksim"));
+    assert_eq!(event.type_.as_deref(), Some("Normal"));
+    assert_eq!(event.involved_object.kind.as_deref(), Some("Pod"));
+}

@@ -1,0 +1,325 @@
+//! A delaying work queue keyed by object, in the manner of client-go's
+//! workqueue: a key is handed to one worker at a time, keys added while being
+//! processed come back once the worker calls [`WorkQueue::done`], and a key
+//! may be scheduled for later. Scheduling a key again replaces its pending
+//! deadline, so the latest decision about an object wins.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::hash::Hash;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+#[derive(Debug)]
+struct State<K> {
+    timers: BTreeMap<(Instant, u64), K>,
+    scheduled: HashMap<K, (Instant, u64)>,
+    ready: VecDeque<K>,
+    queued: HashSet<K>,
+    processing: HashSet<K>,
+    dirty: HashSet<K>,
+    sequence: u64,
+    shut_down: bool,
+}
+
+impl<K: Hash + Eq + Clone> State<K> {
+    fn make_ready(&mut self, key: K) {
+        if self.processing.contains(&key) {
+            self.dirty.insert(key);
+        } else if self.queued.insert(key.clone()) {
+            self.ready.push_back(key);
+        }
+    }
+
+    fn cancel_timer(&mut self, key: &K) {
+        if let Some(at) = self.scheduled.remove(key) {
+            self.timers.remove(&at);
+        }
+    }
+
+    fn promote_due(&mut self, now: Instant) {
+        while let Some(entry) = self.timers.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let key = entry.remove();
+            self.scheduled.remove(&key);
+            self.make_ready(key);
+        }
+    }
+}
+
+/// A work queue of keys, each handed out to one worker at a time.
+#[derive(Debug)]
+pub struct WorkQueue<K> {
+    state: Mutex<State<K>>,
+    notify: Notify,
+}
+
+impl<K: Hash + Eq + Clone> Default for WorkQueue<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: Hash + Eq + Clone> WorkQueue<K> {
+    /// An empty queue.
+    pub fn new() -> Self {
+        Self {
+            state: Mutex::new(State {
+                timers: BTreeMap::new(),
+                scheduled: HashMap::new(),
+                ready: VecDeque::new(),
+                queued: HashSet::new(),
+                processing: HashSet::new(),
+                dirty: HashSet::new(),
+                sequence: 0,
+                shut_down: false,
+            }),
+            notify: Notify::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State<K>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes `key` ready now (cancelling a pending deadline).
+    pub fn add(&self, key: K) {
+        {
+            let mut state = self.lock();
+            if state.shut_down {
+                return;
+            }
+            state.cancel_timer(&key);
+            state.make_ready(key);
+        }
+        self.notify.notify_one();
+    }
+
+    /// Makes `key` ready after `delay`, replacing any deadline it had. A zero
+    /// delay is [`WorkQueue::add`].
+    pub fn add_after(&self, key: K, delay: Duration) {
+        if delay.is_zero() {
+            self.add(key);
+            return;
+        }
+        let at = Instant::now() + delay;
+        {
+            let mut state = self.lock();
+            if state.shut_down {
+                return;
+            }
+            state.cancel_timer(&key);
+            state.sequence += 1;
+            let slot = (at, state.sequence);
+            state.timers.insert(slot, key.clone());
+            state.scheduled.insert(key, slot);
+        }
+        self.notify.notify_one();
+    }
+
+    /// Drops `key`'s pending deadline and, if it waits to be handed out, the key itself.
+    pub fn forget(&self, key: &K) {
+        let mut state = self.lock();
+        state.cancel_timer(key);
+        state.dirty.remove(key);
+        if state.queued.remove(key) {
+            state.ready.retain(|k| k != key);
+        }
+    }
+
+    /// Whether `key` has a pending deadline.
+    pub fn is_scheduled(&self, key: &K) -> bool {
+        self.lock().scheduled.contains_key(key)
+    }
+
+    /// Keys ready or scheduled (not counting those being processed).
+    pub fn len(&self) -> usize {
+        let state = self.lock();
+        state.ready.len() + state.scheduled.len()
+    }
+
+    /// Whether no key is ready or scheduled.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Waits for a ready key and marks it processing; `None` once the queue is shut down.
+    /// The worker must call [`WorkQueue::done`] with the key when finished.
+    pub async fn get(&self) -> Option<K> {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let next_deadline = {
+                let mut state = self.lock();
+                if state.shut_down {
+                    return None;
+                }
+                state.promote_due(Instant::now());
+                if let Some(key) = state.ready.pop_front() {
+                    state.queued.remove(&key);
+                    state.processing.insert(key.clone());
+                    let more = !state.ready.is_empty();
+                    drop(state);
+                    if more {
+                        self.notify.notify_one();
+                    }
+                    return Some(key);
+                }
+                state.timers.first_key_value().map(|((at, _), _)| *at)
+            };
+            match next_deadline {
+                Some(at) => {
+                    tokio::select! {
+                        () = &mut notified => {}
+                        () = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                None => notified.await,
+            }
+        }
+    }
+
+    /// Marks `key` processed; if it was added meanwhile it becomes ready again.
+    pub fn done(&self, key: &K) {
+        let requeued = {
+            let mut state = self.lock();
+            state.processing.remove(key);
+            if state.dirty.remove(key) {
+                state.make_ready(key.clone());
+                true
+            } else {
+                false
+            }
+        };
+        if requeued {
+            self.notify.notify_one();
+        }
+    }
+
+    /// Stops handing out keys: every `get` returns `None`.
+    pub fn shut_down(&self) {
+        self.lock().shut_down = true;
+        self.notify.notify_waiters();
+        self.notify.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[tokio::test(start_paused = true)]
+    async fn ready_keys_come_out_in_order_once() {
+        let queue = WorkQueue::new();
+        queue.add("a");
+        queue.add("b");
+        queue.add("a");
+        assert_eq!(queue.get().await, Some("a"));
+        assert_eq!(queue.get().await, Some("b"));
+        assert!(queue.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn delayed_key_waits_its_delay() {
+        let queue = WorkQueue::new();
+        let start = Instant::now();
+        queue.add_after("a", Duration::from_secs(5));
+        assert!(queue.is_scheduled(&"a"));
+        assert_eq!(queue.get().await, Some("a"));
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rescheduling_replaces_the_deadline() {
+        let queue = WorkQueue::new();
+        let start = Instant::now();
+        queue.add_after("a", Duration::from_secs(5));
+        queue.add_after("a", Duration::from_secs(9));
+        queue.add_after("b", Duration::from_secs(7));
+        assert_eq!(queue.get().await, Some("b"));
+        assert_eq!(queue.get().await, Some("a"));
+        assert_eq!(start.elapsed(), Duration::from_secs(9));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn add_cancels_a_pending_deadline() {
+        let queue = WorkQueue::new();
+        queue.add_after("a", Duration::from_secs(60));
+        queue.add("a");
+        let start = Instant::now();
+        assert_eq!(queue.get().await, Some("a"));
+        assert_eq!(start.elapsed(), Duration::ZERO);
+        assert!(!queue.is_scheduled(&"a"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn key_added_while_processing_comes_back_after_done() {
+        let queue = WorkQueue::new();
+        queue.add("a");
+        assert_eq!(queue.get().await, Some("a"));
+        queue.add("a");
+        assert!(queue.is_empty(), "not handed out twice at once");
+        queue.done(&"a");
+        assert_eq!(queue.get().await, Some("a"));
+        queue.done(&"a");
+        assert!(queue.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn forgotten_key_never_comes_out() {
+        let queue = WorkQueue::new();
+        queue.add_after("a", Duration::from_secs(1));
+        queue.add("b");
+        queue.forget(&"a");
+        queue.forget(&"b");
+        assert!(queue.is_empty());
+        let got = tokio::time::timeout(Duration::from_secs(10), queue.get()).await;
+        assert!(got.is_err(), "nothing is handed out");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shut_down_wakes_waiting_workers() {
+        let queue = Arc::new(WorkQueue::<&str>::new());
+        let waiter = tokio::spawn({
+            let queue = queue.clone();
+            async move { queue.get().await }
+        });
+        tokio::task::yield_now().await;
+        queue.shut_down();
+        assert_eq!(waiter.await.expect("joins"), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn many_workers_drain_many_keys() {
+        let queue = Arc::new(WorkQueue::new());
+        for i in 0..1000 {
+            queue.add_after(i, Duration::from_millis(i % 7));
+        }
+        let mut workers = Vec::new();
+        for _ in 0..8 {
+            let queue = queue.clone();
+            workers.push(tokio::spawn(async move {
+                let mut seen = Vec::new();
+                while let Ok(Some(key)) =
+                    tokio::time::timeout(Duration::from_secs(1), queue.get()).await
+                {
+                    seen.push(key);
+                    queue.done(&key);
+                }
+                seen
+            }));
+        }
+        let mut all = Vec::new();
+        for worker in workers {
+            all.extend(worker.await.expect("joins"));
+        }
+        all.sort_unstable();
+        assert_eq!(all, (0..1000).collect::<Vec<_>>());
+    }
+}
