@@ -47,6 +47,15 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         port: u16,
     },
+    /// Run the workload and disruption controllers against a cluster.
+    Controllers {
+        /// Kubeconfig to use (default: $KUBECONFIG, else ~/.kube/config).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// Controllers to run: `*` (all), `name`, `-name` (comma-separated).
+        #[arg(long, default_value = "*")]
+        controllers: String,
+    },
     /// Benchmarks of ksim itself.
     #[command(subcommand, hide = true)]
     Bench(BenchCommand),
@@ -109,7 +118,7 @@ enum BenchCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_level = match cli.command {
-        Command::Serve { .. } => "info",
+        Command::Serve { .. } | Command::Controllers { .. } => "info",
         _ => "warn",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -153,6 +162,10 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Get(GetCommand::Clusters) => commands::get_clusters(&home()?),
         Command::Get(GetCommand::Kubeconfig { name }) => commands::get_kubeconfig(&home()?, &name),
         Command::Serve { name, port } => commands::serve(&home()?, &name, port),
+        Command::Controllers {
+            kubeconfig,
+            controllers,
+        } => commands::run_controllers(kubeconfig.as_deref(), &controllers),
         Command::Bench(BenchCommand::Startup { runs }) => commands::bench_startup(runs),
     }
 }

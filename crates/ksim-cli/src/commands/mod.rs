@@ -3,12 +3,14 @@
 //! `bench startup` benchmark.
 
 mod bench;
+mod controllers;
 mod create;
 mod delete;
 mod get;
 mod serve;
 
 pub use bench::bench_startup;
+pub use controllers::run_controllers;
 pub use create::{CreateCluster, create_cluster};
 pub use delete::{DeleteCluster, delete_cluster};
 pub use get::{get_clusters, get_kubeconfig};

@@ -32,6 +32,11 @@ pub fn serve(home: &KsimHome, name: &str, port: u16) -> anyhow::Result<()> {
         cluster.record_serving(own_pid, address.port())?;
         tracing::info!(cluster = name, %address, pid = own_pid, "serving");
         let server = ksim_apiserver::ApiServer::new();
+        // The controllers are API clients of this server, in process.
+        tokio::spawn(ksim_controllers::run_controllers(
+            ksim_runtime::client::in_process(&server),
+            ksim_controllers::ALL_CONTROLLERS,
+        ));
         let result = tokio::select! {
             result = ksim_apiserver::serve(listener, server) => result.context("the API server failed"),
             _ = terminate.recv() => {
