@@ -111,6 +111,29 @@ fn kubectl_drives_a_deployment_through_create_scale_rollout_and_delete() {
         .stdout
         .clone();
     assert_eq!(ready, "5/5");
+    let described = cluster
+        .kubectl(&["describe", "deploy", "web"])
+        .success()
+        .stdout
+        .clone();
+    assert!(
+        described.contains(&format!("Scaled up replica set {rs_name} from 0 to 3")),
+        "{described}"
+    );
+
+    // rollout restart changes the template: a second ReplicaSet, revision 2.
+    cluster
+        .kubectl(&["rollout", "restart", "deploy/web"])
+        .success();
+    wait_for(&cluster, &["get", "rs", "-o", "name"], |out| {
+        out.lines().count() == 2
+    });
+    let history = cluster
+        .kubectl(&["rollout", "history", "deploy/web"])
+        .success()
+        .stdout
+        .clone();
+    assert!(history.lines().any(|l| l.starts_with("2 ")), "{history}");
 
     cluster.kubectl(&["delete", "deploy", "web"]).success();
     let nothing = cluster.kubectl(&["get", "rs,pods"]);
@@ -118,4 +141,82 @@ fn kubectl_drives_a_deployment_through_create_scale_rollout_and_delete() {
         out.trim().is_empty()
     });
     assert!(gone.trim().is_empty(), "{gone} / {}", nothing.stdout);
+}
+
+fn mark_ready(cluster: &TestCluster) {
+    for pod in pod_names(cluster) {
+        cluster
+            .kubectl(&[
+                "patch",
+                &pod,
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                r#"{"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}"#,
+            ])
+            .success();
+    }
+}
+
+#[test]
+fn kubectl_get_pdb_shows_the_disruption_controllers_status() {
+    let cluster = cluster();
+    cluster
+        .kubectl(&[
+            "create",
+            "deployment",
+            "db",
+            "--image=nginx",
+            "--replicas=3",
+        ])
+        .success();
+    cluster
+        .kubectl(&[
+            "create",
+            "pdb",
+            "db",
+            "--selector=app=db",
+            "--min-available=2",
+        ])
+        .success();
+    wait_for(&cluster, &["get", "pods", "-o", "name"], |out| {
+        out.lines().count() == 3
+    });
+    let before = wait_for(
+        &cluster,
+        &["get", "pdb", "db", "-o", "jsonpath={.status.expectedPods}"],
+        |out| out == "3",
+    );
+    assert_eq!(before, "3");
+    mark_ready(&cluster);
+    let table = wait_for(&cluster, &["get", "pdb", "db"], |out| {
+        out.lines()
+            .nth(1)
+            .is_some_and(|l| l.split_whitespace().nth(3) == Some("1"))
+    });
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .expect("header")
+        .split("  ")
+        .filter(|s| !s.is_empty())
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "MIN AVAILABLE",
+            "MAX UNAVAILABLE",
+            "ALLOWED DISRUPTIONS",
+            "AGE"
+        ]
+    );
+    let row: Vec<&str> = table
+        .lines()
+        .nth(1)
+        .expect("row")
+        .split_whitespace()
+        .collect();
+    assert_eq!(&row[..4], ["db", "2", "N/A", "1"]);
 }

@@ -10,6 +10,7 @@ mod common;
 pub mod deployment;
 pub mod disruption;
 mod error;
+mod events;
 pub mod garbagecollector;
 pub mod manager;
 pub mod replicaset;

@@ -17,7 +17,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
-use kube::{Client, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
 use super::hash::{POD_TEMPLATE_HASH_LABEL, compute_hash};
@@ -33,6 +33,7 @@ use crate::Error;
 use crate::common::{
     controller_of, controller_reference, key_of, parse_selector, selector_matches, update_status,
 };
+use crate::events::Events;
 
 /// The revision of a ReplicaSet (and of its Deployment).
 pub const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
@@ -55,6 +56,7 @@ const RETRY: Duration = Duration::from_millis(500);
 
 struct Context {
     client: Client,
+    events: Events,
 }
 
 /// Runs the Deployment controller until the watch streams end.
@@ -67,7 +69,14 @@ pub async fn run(client: Client) {
         .watches(replica_sets, watcher::Config::default(), move |rs| {
             deployments_of_replica_set(&store, &rs)
         })
-        .run(reconcile, error_policy, Arc::new(Context { client }))
+        .run(
+            reconcile,
+            error_policy,
+            Arc::new(Context {
+                events: Events::new(client.clone(), "deployment-controller"),
+                client,
+            }),
+        )
         .for_each(|result| async move {
             if let Err(e) = result {
                 tracing::debug!(error = %e, "deployment sync failed");
@@ -154,6 +163,7 @@ fn template_without_hash(template: Option<&PodTemplateSpec>) -> serde_json::Valu
 struct Sync<'a> {
     d: &'a Deployment,
     client: Client,
+    events: Events,
     namespace: String,
     name: String,
     replica_sets: Api<ReplicaSet>,
@@ -214,6 +224,7 @@ async fn reconcile(d: Arc<Deployment>, context: Arc<Context>) -> Result<Action, 
     let mut sync = Sync {
         d: &d,
         client: context.client.clone(),
+        events: context.events.clone(),
         namespace,
         name,
         replica_sets,
@@ -232,6 +243,7 @@ async fn reconcile(d: Arc<Deployment>, context: Arc<Context>) -> Result<Action, 
         return Ok(Action::await_change());
     }
     sync.sync_revision().await?;
+    sync.check_paused_conditions(spec.paused == Some(true));
     if spec.paused == Some(true) || sync.is_scaling_event() {
         sync.scale().await?;
         if spec.paused == Some(true) {
@@ -333,6 +345,44 @@ impl Sync<'_> {
             .iter()
             .filter_map(|rs| annotation_i32(rs, DESIRED_REPLICAS_ANNOTATION))
             .any(|want| want != self.desired)
+    }
+
+    /// `checkPausedConditions`: Progressing Unknown with DeploymentPaused
+    /// while paused, DeploymentResumed once resumed.
+    fn check_paused_conditions(&mut self, paused: bool) {
+        if !super::status::has_progress_deadline(self.d) {
+            return;
+        }
+        let reason = self
+            .status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == "Progressing")
+            .and_then(|c| c.reason.clone());
+        if reason.as_deref() == Some(super::status::TIMED_OUT) {
+            return;
+        }
+        let paused_condition = reason.as_deref() == Some("DeploymentPaused");
+        if paused && !paused_condition {
+            let c = condition(
+                "Progressing",
+                "Unknown",
+                "DeploymentPaused",
+                "Deployment is paused".into(),
+                self.now,
+            );
+            set_condition(&mut self.status, c);
+        } else if !paused && paused_condition {
+            let c = condition(
+                "Progressing",
+                "Unknown",
+                "DeploymentResumed",
+                "Deployment is resumed".into(),
+                self.now,
+            );
+            set_condition(&mut self.status, c);
+        }
     }
 
     fn next_revision(&self) -> i64 {
@@ -494,6 +544,14 @@ impl Sync<'_> {
             }
         };
         self.set_deployment_revision(revision).await?;
+        if replicas > 0 {
+            self.events.normal(
+                self.d.object_ref(&()),
+                "ScalingReplicaSet",
+                "Scale",
+                format!("Scaled up replica set {rs_name} from 0 to {replicas}"),
+            );
+        }
         let message = format!("Created new replica set {rs_name:?}");
         set_condition(
             &mut self.status,
@@ -515,7 +573,8 @@ impl Sync<'_> {
         {
             return Ok(false);
         }
-        let size_changed = replicas_of(rs) != replicas;
+        let from = replicas_of(rs);
+        let size_changed = from != replicas;
         let mut updated = rs.clone();
         if let Some(spec) = updated.spec.as_mut() {
             spec.replicas = Some(replicas);
@@ -530,6 +589,18 @@ impl Sync<'_> {
             .replica_sets
             .replace(&rs.name_any(), &PostParams::default(), &updated)
             .await?;
+        if size_changed {
+            let direction = if replicas > from { "up" } else { "down" };
+            self.events.normal(
+                self.d.object_ref(&()),
+                "ScalingReplicaSet",
+                "Scale",
+                format!(
+                    "Scaled {direction} replica set {} from {from} to {replicas}",
+                    rs.name_any()
+                ),
+            );
+        }
         Ok(size_changed)
     }
 

@@ -16,7 +16,7 @@ use kube::api::{Api, ListParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
-use kube::{Client, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 
 use super::status::{
     budget_status, count_healthy, disrupted_pod_map, expected_pod_count, failed_status,
@@ -25,11 +25,13 @@ use crate::Error;
 use crate::common::{
     controller_of, key_of, parse_selector, selector_matches, selector_query, update_status,
 };
+use crate::events::Events;
 
 const RETRY: Duration = Duration::from_millis(500);
 
 struct Context {
     client: Client,
+    events: Events,
 }
 
 /// Runs the disruption controller until the watch streams end.
@@ -42,7 +44,14 @@ pub async fn run(client: Client) {
         .watches(pods, watcher::Config::default(), move |pod| {
             budgets_of_pod(&store, &pod)
         })
-        .run(reconcile, error_policy, Arc::new(Context { client }))
+        .run(
+            reconcile,
+            error_policy,
+            Arc::new(Context {
+                events: Events::new(client.clone(), "controllermanager"),
+                client,
+            }),
+        )
         .for_each(|result| async move {
             if let Err(e) = result {
                 tracing::debug!(error = %e, "disruption sync failed");
@@ -80,11 +89,19 @@ async fn reconcile(pdb: Arc<PodDisruptionBudget>, context: Arc<Context>) -> Resu
     let (namespace, name) = key_of(&pdb.metadata);
     let budgets: Api<PodDisruptionBudget> = Api::namespaced(context.client.clone(), &namespace);
     let now = Timestamp::now();
-    let outcome = compute(&pdb, &context.client, &namespace, now).await;
+    let outcome = compute(&pdb, &context, &namespace, now).await;
     let (status, recheck, failure) = match outcome {
         Ok((status, recheck)) => (status, recheck, None),
         Err(e) if matches!(e, Error::Api(_)) => return Err(e),
-        Err(e) => (failed_status(&pdb, &e.to_string(), now), None, Some(e)),
+        Err(e) => {
+            context.events.warning(
+                pdb.object_ref(&()),
+                "CalculateExpectedPodCountFailed",
+                "Sync",
+                format!("Failed to calculate the number of expected pods: {e}"),
+            );
+            (failed_status(&pdb, &e.to_string(), now), None, Some(e))
+        }
     };
     if pdb.status.as_ref() != Some(&status) {
         match update_status(&budgets, &name, |fresh| fresh.status = Some(status.clone())).await {
@@ -108,7 +125,7 @@ async fn reconcile(pdb: Arc<PodDisruptionBudget>, context: Arc<Context>) -> Resu
 /// The new status and when to look again (a disrupted pod's timeout).
 async fn compute(
     pdb: &PodDisruptionBudget,
-    client: &Client,
+    context: &Context,
     namespace: &str,
     now: Timestamp,
 ) -> Result<
@@ -118,6 +135,7 @@ async fn compute(
     ),
     Error,
 > {
+    let client = &context.client;
     let spec = pdb.spec.clone().unwrap_or_default();
     let pods: Vec<Pod> = match &spec.selector {
         // A nil selector selects nothing.
@@ -130,6 +148,14 @@ async fn compute(
                 .items
         }
     };
+    if pods.is_empty() {
+        context.events.normal(
+            pdb.object_ref(&()),
+            "NoPods",
+            "Sync",
+            "No matching pods found".into(),
+        );
+    }
     let mut scales: HashMap<String, i32> = HashMap::new();
     for pod in &pods {
         if let Some(reference) = controller_of(&pod.metadata)
@@ -141,7 +167,19 @@ async fn compute(
     }
     let count = expected_pod_count(&spec, &pods, &scales)?;
     if !count.unmanaged.is_empty() {
-        tracing::debug!(pods = ?count.unmanaged, "pods selected by a PodDisruptionBudget are unmanaged");
+        let selector = spec
+            .selector
+            .as_ref()
+            .map(selector_query)
+            .unwrap_or_default();
+        context.events.warning(
+            pdb.object_ref(&()),
+            "UnmanagedPods",
+            "Sync",
+            format!(
+                "Pods selected by this PodDisruptionBudget (selector: {selector}) were found to be unmanaged. As a result, the status of the PDB cannot be calculated correctly, which may result in undefined behavior. To account for these pods please set \".spec.minAvailable\" field of the PDB to an integer value."
+            ),
+        );
     }
     let (disrupted, recheck) = disrupted_pod_map(&pods, pdb, now);
     let healthy = count_healthy(&pods, &disrupted, now);

@@ -16,7 +16,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
-use kube::{Client, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
 use super::ranking::pods_to_delete;
@@ -25,6 +25,7 @@ use crate::common::{
     controller_of, controller_reference, is_pod_active, is_pod_available, is_pod_ready, key_of,
     parse_selector, selector_matches, selector_query, update_status,
 };
+use crate::events::Events;
 
 /// At most this many pods are created or deleted in one sync (upstream's `BurstReplicas`).
 pub const BURST_REPLICAS: usize = 500;
@@ -34,6 +35,7 @@ const RETRY: Duration = Duration::from_millis(500);
 
 struct Context {
     client: Client,
+    events: Events,
     /// ReplicaSets owning pods that stopped matching their selector.
     release_hints: Mutex<HashSet<(String, String)>>,
 }
@@ -45,6 +47,7 @@ pub async fn run(client: Client) {
     let controller = Controller::new(replica_sets, watcher::Config::default());
     let store = controller.store();
     let context = Arc::new(Context {
+        events: Events::new(client.clone(), "replicaset-controller"),
         client,
         release_hints: Mutex::new(HashSet::new()),
     });
@@ -160,7 +163,22 @@ async fn reconcile(rs: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Action,
         let want = usize::try_from(spec.replicas.unwrap_or(1).max(0)).unwrap_or(0);
         if active.len() < want {
             let count = (want - active.len()).min(BURST_REPLICAS);
-            if let Err(e) = create_pods(&pods_api, &rs, &spec.template, &owner, count).await {
+            if let Err(e) = create_pods(
+                &pods_api,
+                &rs,
+                &spec.template,
+                &owner,
+                count,
+                &context.events,
+            )
+            .await
+            {
+                context.events.warning(
+                    rs.object_ref(&()),
+                    "FailedCreate",
+                    "Create",
+                    format!("Error creating: {e}"),
+                );
                 manage_error = Some(("FailedCreate", e));
             }
         } else if active.len() > want {
@@ -169,13 +187,29 @@ async fn reconcile(rs: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Action,
             let deletions = victims.iter().map(|pod| {
                 let pods_api = pods_api.clone();
                 let pod_name = pod.name_any();
-                async move { pods_api.delete(&pod_name, &DeleteParams::default()).await }
+                async move {
+                    let result = pods_api.delete(&pod_name, &DeleteParams::default()).await;
+                    (pod_name, result)
+                }
             });
-            for result in join_all(deletions).await {
-                if let Err(e) = result.map_err(Error::from)
-                    && !e.is_not_found()
-                {
-                    manage_error = Some(("FailedDelete", e));
+            for (pod_name, result) in join_all(deletions).await {
+                match result.map_err(Error::from) {
+                    Ok(_) => context.events.normal(
+                        rs.object_ref(&()),
+                        "SuccessfulDelete",
+                        "Delete",
+                        format!("Deleted pod: {pod_name}"),
+                    ),
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) => {
+                        context.events.warning(
+                            rs.object_ref(&()),
+                            "FailedDelete",
+                            "Delete",
+                            format!("Error deleting: {e}"),
+                        );
+                        manage_error = Some(("FailedDelete", e));
+                    }
                 }
             }
         }
@@ -354,6 +388,7 @@ async fn create_pods(
     template: &Option<PodTemplateSpec>,
     owner: &OwnerReference,
     count: usize,
+    events: &Events,
 ) -> Result<(), Error> {
     let (namespace, name) = key_of(&rs.metadata);
     let pod = pod_from_template(&name, &namespace, template.as_ref(), owner);
@@ -362,8 +397,19 @@ async fn create_pods(
     while batch > 0 {
         let params = PostParams::default();
         let creations = (0..batch).map(|_| pods.create(&params, &pod));
-        let results = join_all(creations).await;
-        if let Some(e) = results.into_iter().find_map(Result::err) {
+        let mut failure = None;
+        for result in join_all(creations).await {
+            match result {
+                Ok(pod) => events.normal(
+                    rs.object_ref(&()),
+                    "SuccessfulCreate",
+                    "Create",
+                    format!("Created pod: {}", pod.name_any()),
+                ),
+                Err(e) => failure = Some(e),
+            }
+        }
+        if let Some(e) = failure {
             return Err(e.into());
         }
         remaining -= batch;
