@@ -216,3 +216,47 @@ async fn a_template_change_rolls_to_a_new_replica_set_within_max_unavailable() {
         Some("2")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recreate_removes_every_old_pod_before_creating_new_ones() {
+    let cluster = Cluster::start(&[ControllerName::ReplicaSet, ControllerName::Deployment]);
+    let api: Api<Deployment> = Api::namespaced(cluster.client.clone(), "default");
+    let mut d = deployment("rec", 3, "nginx:1");
+    d.spec.as_mut().expect("spec").strategy =
+        Some(serde_json::from_value(json!({"type": "Recreate"})).expect("strategy"));
+    api.create(&PostParams::default(), &d)
+        .await
+        .expect("create deployment");
+    eventually("3 pods", || async {
+        (pods(&cluster.client, "default", "app=rec").await.len() == 3).then_some(())
+    })
+    .await;
+    api.patch(
+        "rec",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "nginx:2"}]}}}})),
+    )
+    .await
+    .expect("new image");
+    eventually("3 new pods only", || async {
+        let all = pods(&cluster.client, "default", "app=rec").await;
+        let hashes: std::collections::BTreeSet<String> = all
+            .iter()
+            .filter_map(|p| {
+                p.metadata
+                    .labels
+                    .as_ref()?
+                    .get("pod-template-hash")
+                    .cloned()
+            })
+            .collect();
+        assert!(hashes.len() <= 1, "old and new pods together: {hashes:?}");
+        let d = api.get("rec").await.ok()?;
+        let s = d.status?;
+        let done = s.observed_generation == d.metadata.generation
+            && s.updated_replicas == Some(3)
+            && s.replicas == Some(3);
+        done.then_some(())
+    })
+    .await;
+}

@@ -180,8 +180,16 @@ struct Sync<'a> {
     now: Timestamp,
 }
 
-async fn reconcile(d: Arc<Deployment>, context: Arc<Context>) -> Result<Action, Error> {
-    let (namespace, name) = key_of(&d.metadata);
+async fn reconcile(cached: Arc<Deployment>, context: Arc<Context>) -> Result<Action, Error> {
+    let (namespace, name) = key_of(&cached.metadata);
+    // The cache may lag: act on the Deployment as it is now.
+    let deployments: Api<Deployment> = Api::namespaced(context.client.clone(), &namespace);
+    let Some(d) = deployments.get_opt(&name).await? else {
+        return Ok(Action::await_change());
+    };
+    if d.metadata.uid != cached.metadata.uid {
+        return Ok(Action::await_change());
+    }
     let spec = d
         .spec
         .as_ref()

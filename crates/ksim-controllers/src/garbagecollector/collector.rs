@@ -22,6 +22,22 @@ use super::graph::{
 };
 use crate::Error;
 
+/// How often the served resources are discovered again.
+const REDISCOVERY: Duration = Duration::from_secs(30);
+
+fn resource_keys(resources: &[Resource]) -> BTreeSet<(String, String, String)> {
+    resources
+        .iter()
+        .map(|r| {
+            (
+                r.api.group.clone(),
+                r.api.version.clone(),
+                r.api.plural.clone(),
+            )
+        })
+        .collect()
+}
+
 /// A watched resource type.
 struct Resource {
     api: ApiResource,
@@ -31,8 +47,9 @@ struct Resource {
 /// Runs the garbage collector until its client can no longer reach the API.
 pub async fn run(client: Client) {
     loop {
-        if let Err(e) = run_once(&client).await {
-            tracing::warn!(error = %e, "garbage collector restarting");
+        match run_once(&client).await {
+            Ok(()) => continue,
+            Err(e) => tracing::warn!(error = %e, "garbage collector restarting"),
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
@@ -95,7 +112,17 @@ async fn run_once(client: &Client) -> Result<(), Error> {
     let mut dirty: BTreeSet<String> = BTreeSet::new();
     let mut retry: BTreeSet<String> = BTreeSet::new();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut discovered_at = tokio::time::Instant::now();
     loop {
+        if discovered_at.elapsed() >= REDISCOVERY {
+            // New kinds (CustomResourceDefinitions) join by starting over.
+            discovered_at = tokio::time::Instant::now();
+            let fresh = discover(client).await?;
+            if resource_keys(&fresh) != resource_keys(&collector.resources) {
+                tracing::info!("served resources changed: garbage collector restarts its watches");
+                return Ok(());
+            }
+        }
         let all_synced = synced.len() == collector.resources.len();
         let next = if all_synced && !dirty.is_empty() {
             match events.next().now_or_never() {
@@ -122,7 +149,7 @@ async fn run_once(client: &Client) -> Result<(), Error> {
         };
         let Some(next) = next else { continue };
         let Some((index, event)) = next else {
-            return Ok(());
+            return Err(Error::Invalid("the watch streams ended".into()));
         };
         let event = match event {
             Ok(event) => event,

@@ -118,8 +118,17 @@ fn error_policy(_rs: Arc<ReplicaSet>, error: &Error, _context: Arc<Context>) -> 
     Action::requeue(RETRY)
 }
 
-async fn reconcile(rs: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Action, Error> {
-    let (namespace, name) = key_of(&rs.metadata);
+async fn reconcile(cached: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Action, Error> {
+    let (namespace, name) = key_of(&cached.metadata);
+    // The cache may lag (a deleted or rescaled ReplicaSet): act on the
+    // object as it is now.
+    let replica_sets: Api<ReplicaSet> = Api::namespaced(context.client.clone(), &namespace);
+    let Some(rs) = replica_sets.get_opt(&name).await? else {
+        return Ok(Action::await_change());
+    };
+    if rs.metadata.uid != cached.metadata.uid {
+        return Ok(Action::await_change());
+    }
     let spec = rs
         .spec
         .as_ref()
@@ -234,7 +243,6 @@ async fn reconcile(rs: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Action,
         now,
     );
     if rs.status.as_ref() != Some(&status) {
-        let replica_sets: Api<ReplicaSet> = Api::namespaced(context.client.clone(), &namespace);
         match update_status(&replica_sets, &name, |fresh| {
             fresh.status = Some(status.clone())
         })
