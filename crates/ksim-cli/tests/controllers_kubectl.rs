@@ -220,3 +220,14 @@ fn kubectl_get_pdb_shows_the_disruption_controllers_status() {
         .collect();
     assert_eq!(&row[..4], ["db", "2", "N/A", "1"]);
 }
+
+#[test]
+fn ksim_controllers_refuses_unknown_controller_names() {
+    let env = ksim_testutils::KsimEnv::new(Path::new(env!("CARGO_BIN_EXE_ksim")));
+    let output = env.ksim(&["controllers", "--controllers", "replicaset,bogus"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).trim(),
+        "error: \"bogus\" is not in the list of known controllers: replicaset, deployment, garbagecollector, disruption"
+    );
+}

@@ -134,3 +134,74 @@ async fn replica_set_adopts_matching_orphans_and_releases_relabeled_pods() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_down_deletes_unscheduled_then_pending_then_not_ready_pods_first() {
+    let cluster = Cluster::start(&[ControllerName::ReplicaSet]);
+    let pods_api: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
+    for (name, node) in [
+        ("unscheduled", None),
+        ("pending", Some("n1")),
+        ("running", Some("n2")),
+        ("ready", Some("n3")),
+    ] {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"app": "order"}},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "nginx"}]}
+        }))
+        .expect("pod");
+        pods_api
+            .create(&PostParams::default(), &pod)
+            .await
+            .expect("create pod");
+    }
+    pods_api
+        .patch_status(
+            "running",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Running"}})),
+        )
+        .await
+        .expect("running");
+    make_ready(&cluster.client, "default", "ready").await;
+    let api: Api<ReplicaSet> = Api::namespaced(cluster.client.clone(), "default");
+    api.create(&PostParams::default(), &replica_set("order", 4))
+        .await
+        .expect("create rs");
+    eventually("all four adopted", || async {
+        let s = api.get("order").await.ok()?.status?;
+        (s.replicas == 4).then_some(())
+    })
+    .await;
+    let live = |want: usize| {
+        let pods_api = pods_api.clone();
+        async move {
+            let names: Vec<String> = pods_api
+                .list(&Default::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .filter_map(|p| p.metadata.name)
+                .collect();
+            (names.len() == want).then_some(names)
+        }
+    };
+    for (replicas, survivors) in [
+        (3, ["pending", "ready", "running"].as_slice()),
+        (2, &["ready", "running"]),
+        (1, &["ready"]),
+    ] {
+        api.patch(
+            "order",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+        )
+        .await
+        .expect("scale down");
+        let mut names = eventually("scale down", || live(replicas)).await;
+        names.sort();
+        assert_eq!(names, survivors);
+    }
+}

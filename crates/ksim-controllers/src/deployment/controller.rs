@@ -178,6 +178,9 @@ struct Sync<'a> {
     /// The status being built (carries conditions set on the way).
     status: DeploymentStatus,
     now: Timestamp,
+    /// A Recreate rollout waits for the old pods to go (their deletion
+    /// does not always change a ReplicaSet, so look again soon).
+    waiting_for_old_pods: bool,
 }
 
 async fn reconcile(cached: Arc<Deployment>, context: Arc<Context>) -> Result<Action, Error> {
@@ -244,6 +247,7 @@ async fn reconcile(cached: Arc<Deployment>, context: Arc<Context>) -> Result<Act
         old: sorted,
         status: d.status.clone().unwrap_or_default(),
         now: Timestamp::now(),
+        waiting_for_old_pods: false,
     };
 
     if d.metadata.deletion_timestamp.is_some() {
@@ -763,6 +767,7 @@ impl Sync<'_> {
             }
         }
         if scaled || self.old_pods_running().await? {
+            self.waiting_for_old_pods = true;
             return self.write_status(true).await;
         }
         if self.new.is_none() {
@@ -891,6 +896,9 @@ impl Sync<'_> {
 
     /// Requeue at the progress deadline of an unfinished rollout.
     fn requeue(&self) -> Action {
+        if self.waiting_for_old_pods {
+            return Action::requeue(Duration::from_secs(1));
+        }
         let mut d = self.d.clone();
         d.status = Some(self.status.clone());
         if is_complete(&d, &self.status) {
