@@ -18,4 +18,5 @@ pub use rolling::{
     ReplicaCounts, ScalingReplicaSet, new_replica_set_replicas, proportional_sizes,
     resolve_fenceposts, scale_down_old,
 };
+pub(crate) use status::nonzero;
 pub use status::{calculate_status, is_complete, rollout_status};

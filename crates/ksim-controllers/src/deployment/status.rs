@@ -27,6 +27,11 @@ fn desired(d: &Deployment) -> i32 {
     d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
 }
 
+/// `Some` unless zero: the counts are `omitempty` in the API.
+pub(crate) fn nonzero(n: i32) -> Option<i32> {
+    (n != 0).then_some(n)
+}
+
 /// A condition of `type_` with both times at `now`.
 pub fn condition(
     type_: &str,
@@ -93,11 +98,11 @@ pub fn calculate_status(
     let previous = d.status.clone().unwrap_or_default();
     let mut status = DeploymentStatus {
         observed_generation: d.metadata.generation,
-        replicas: Some(sum(&|rs| status_of(rs).replicas)),
-        updated_replicas: Some(new.map_or(0, |rs| status_of(rs).replicas)),
-        ready_replicas: Some(sum(&|rs| status_of(rs).ready_replicas.unwrap_or(0))),
-        available_replicas: Some(available),
-        unavailable_replicas: Some((total - available).max(0)),
+        replicas: nonzero(sum(&|rs| status_of(rs).replicas)),
+        updated_replicas: nonzero(new.map_or(0, |rs| status_of(rs).replicas)),
+        ready_replicas: nonzero(sum(&|rs| status_of(rs).ready_replicas.unwrap_or(0))),
+        available_replicas: nonzero(available),
+        unavailable_replicas: nonzero((total - available).max(0)),
         collision_count: previous.collision_count,
         conditions: previous.conditions.clone(),
         terminating_replicas: None,
@@ -132,9 +137,9 @@ pub fn calculate_status(
 /// current generation observed.
 pub fn is_complete(d: &Deployment, status: &DeploymentStatus) -> bool {
     let want = desired(d);
-    status.updated_replicas == Some(want)
-        && status.replicas == Some(want)
-        && status.available_replicas == Some(want)
+    status.updated_replicas.unwrap_or(0) == want
+        && status.replicas.unwrap_or(0) == want
+        && status.available_replicas.unwrap_or(0) == want
         && status.observed_generation >= d.metadata.generation
 }
 
@@ -280,6 +285,8 @@ mod tests {
             reason(&status, "Available").as_deref(),
             Some("MinimumReplicasUnavailable")
         );
+        let status = calculate_status(&d, &[], None, 1, now);
+        assert_eq!((status.replicas, status.unavailable_replicas), (None, None));
     }
 
     #[test]

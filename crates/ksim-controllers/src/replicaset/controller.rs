@@ -25,6 +25,7 @@ use crate::common::{
     controller_of, controller_reference, is_pod_active, is_pod_available, is_pod_ready, key_of,
     parse_selector, selector_matches, selector_query, update_status,
 };
+use crate::deployment::nonzero;
 use crate::events::Events;
 
 /// At most this many pods are created or deleted in one sync (upstream's `BurstReplicas`).
@@ -300,9 +301,9 @@ fn compute_status(
     }
     ReplicaSetStatus {
         replicas: count(&|_| true),
-        fully_labeled_replicas: Some(fully_labeled),
-        ready_replicas: Some(count(&is_pod_ready)),
-        available_replicas: Some(count(&|p| is_pod_available(p, min_ready_seconds, now))),
+        fully_labeled_replicas: nonzero(fully_labeled),
+        ready_replicas: nonzero(count(&is_pod_ready)),
+        available_replicas: nonzero(count(&|p| is_pod_available(p, min_ready_seconds, now))),
         observed_generation: rs.metadata.generation,
         conditions: (!conditions.is_empty()).then_some(conditions),
         terminating_replicas: None,
@@ -472,7 +473,7 @@ mod tests {
             Some(("FailedCreate", "x".into())),
             now,
         );
-        assert_eq!(status.available_replicas, Some(0));
+        assert_eq!(status.available_replicas, None, "zero counts are omitted");
         let conditions = status.conditions.expect("failure condition");
         assert_eq!(conditions[0].reason.as_deref(), Some("FailedCreate"));
     }
