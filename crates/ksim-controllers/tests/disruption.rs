@@ -3,9 +3,10 @@
 mod support;
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use ksim_controllers::ControllerName;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, EvictParams, PostParams};
 use serde_json::json;
 use support::{Cluster, eventually, make_ready, pods};
 
@@ -90,4 +91,84 @@ async fn budget_status_follows_pods_becoming_ready() {
         (condition.status.as_str(), condition.reason.as_str()),
         ("True", "SufficientPods")
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evictions_stop_at_the_budget_the_controller_computes() {
+    let cluster = Cluster::start(&[
+        ControllerName::ReplicaSet,
+        ControllerName::Deployment,
+        ControllerName::Disruption,
+    ]);
+    let deployments: Api<Deployment> = Api::namespaced(cluster.client.clone(), "default");
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "db"},
+        "spec": {
+            "replicas": 3,
+            "selector": {"matchLabels": {"app": "db"}},
+            "template": {
+                "metadata": {"labels": {"app": "db"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}
+            }
+        }
+    }))
+    .expect("deployment");
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .expect("deployment");
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(cluster.client.clone(), "default");
+    let budget: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "db"},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "db"}}}
+    }))
+    .expect("pdb");
+    budgets
+        .create(&PostParams::default(), &budget)
+        .await
+        .expect("pdb");
+    let created = eventually("3 pods", || async {
+        let p = pods(&cluster.client, "default", "app=db").await;
+        (p.len() == 3).then_some(p)
+    })
+    .await;
+    for pod in &created {
+        make_ready(
+            &cluster.client,
+            "default",
+            pod.metadata.name.as_deref().expect("name"),
+        )
+        .await;
+    }
+    eventually("one disruption allowed", || async {
+        let s = budgets.get("db").await.ok()?.status?;
+        (s.disruptions_allowed == 1 && s.current_healthy == 3 && s.desired_healthy == 2)
+            .then_some(())
+    })
+    .await;
+    let pods_api: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
+    let names: Vec<String> = created
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    pods_api
+        .evict(&names[0], &EvictParams::default())
+        .await
+        .expect("first eviction fits the budget");
+    let refused = pods_api
+        .evict(&names[1], &EvictParams::default())
+        .await
+        .expect_err("second eviction exceeds the budget");
+    assert!(
+        matches!(refused, kube::Error::Api(ref s) if s.code == 429),
+        "{refused:?}"
+    );
+    // The replacement pod is not ready: still no disruption allowed.
+    let status = eventually("replacement counted", || async {
+        let s = budgets.get("db").await.ok()?.status?;
+        let p = pods(&cluster.client, "default", "app=db").await;
+        (p.len() == 3 && s.expected_pods == 3 && s.current_healthy == 2).then_some(s)
+    })
+    .await;
+    assert_eq!(status.disruptions_allowed, 0);
 }
