@@ -135,6 +135,32 @@ fn kubectl_drives_a_deployment_through_create_scale_rollout_and_delete() {
         .clone();
     assert!(history.lines().any(|l| l.starts_with("2 ")), "{history}");
 
+    // undo goes back to the first template: its ReplicaSet becomes revision 3.
+    cluster
+        .kubectl(&["rollout", "undo", "deploy/web"])
+        .success();
+    let revision = wait_for(
+        &cluster,
+        &[
+            "get",
+            "rs",
+            rs_name,
+            "-o",
+            "jsonpath={.metadata.annotations.deployment\\.kubernetes\\.io/revision}",
+        ],
+        |out| out == "3",
+    );
+    assert_eq!(revision, "3");
+    assert_eq!(
+        cluster
+            .kubectl(&["get", "rs", "-o", "name"])
+            .success()
+            .stdout
+            .lines()
+            .count(),
+        2
+    );
+
     cluster.kubectl(&["delete", "deploy", "web"]).success();
     let nothing = cluster.kubectl(&["get", "rs,pods"]);
     let gone = wait_for(&cluster, &["get", "rs,pods", "-o", "name"], |out| {
