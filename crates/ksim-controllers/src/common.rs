@@ -138,7 +138,7 @@ pub(crate) fn scaled_value(value: &IntOrString, total: i32, round_up: bool) -> R
                     "invalid value for IntOrString: invalid value {s:?}: {e}"
                 ))
             })?;
-            let product = percent * i64::from(total);
+            let product = percent.saturating_mul(i64::from(total));
             let scaled = if round_up {
                 product.div_euclid(100) + i64::from(product.rem_euclid(100) != 0)
             } else {

@@ -420,7 +420,7 @@ impl Sync<'_> {
             .or_insert_with(|| self.desired.to_string());
         annotations
             .entry(MAX_REPLICAS_ANNOTATION.into())
-            .or_insert_with(|| (self.desired + self.max_surge).to_string());
+            .or_insert_with(|| self.desired.saturating_add(self.max_surge).to_string());
         let min_ready = self.d.spec.as_ref().and_then(|s| s.min_ready_seconds);
         if let Some(spec) = updated.spec.as_mut() {
             spec.min_ready_seconds = min_ready;
@@ -502,7 +502,7 @@ impl Sync<'_> {
         annotations.insert(DESIRED_REPLICAS_ANNOTATION.into(), self.desired.to_string());
         annotations.insert(
             MAX_REPLICAS_ANNOTATION.into(),
-            (self.desired + self.max_surge).to_string(),
+            self.desired.saturating_add(self.max_surge).to_string(),
         );
         let rs_name = format!("{}-{hash}", self.name);
         let rs = ReplicaSet {
@@ -577,7 +577,7 @@ impl Sync<'_> {
     /// whether anything changed.
     async fn scale_replica_set(&self, rs: &mut ReplicaSet, replicas: i32) -> Result<bool, Error> {
         let desired = self.desired.to_string();
-        let max = (self.desired + self.max_surge).to_string();
+        let max = self.desired.saturating_add(self.max_surge).to_string();
         let annotations = rs.metadata.annotations.clone().unwrap_or_default();
         if replicas_of(rs) == replicas
             && annotations.get(DESIRED_REPLICAS_ANNOTATION) == Some(&desired)
@@ -657,9 +657,9 @@ impl Sync<'_> {
             return Ok(());
         }
         let mut active: Vec<ReplicaSet> = self.active().into_iter().cloned().collect();
-        let total: i32 = active.iter().map(replicas_of).sum();
+        let total: i32 = active.iter().map(replicas_of).fold(0, i32::saturating_add);
         let allowed = if self.desired > 0 {
-            self.desired + self.max_surge
+            self.desired.saturating_add(self.max_surge)
         } else {
             0
         };
@@ -701,7 +701,11 @@ impl Sync<'_> {
 
     async fn rollout_rolling(&mut self) -> Result<(), Error> {
         if self.new.is_none() {
-            let all: i32 = self.old.iter().map(replicas_of).sum();
+            let all: i32 = self
+                .old
+                .iter()
+                .map(replicas_of)
+                .fold(0, i32::saturating_add);
             let replicas = new_replica_set_replicas(self.desired, self.max_surge, all, 0);
             self.create_new(replicas).await?;
         }
@@ -712,7 +716,11 @@ impl Sync<'_> {
                 let target = if current > self.desired {
                     self.desired
                 } else {
-                    let all: i32 = self.all().iter().map(|rs| replicas_of(rs)).sum();
+                    let all: i32 = self
+                        .all()
+                        .iter()
+                        .map(|rs| replicas_of(rs))
+                        .fold(0, i32::saturating_add);
                     new_replica_set_replicas(self.desired, self.max_surge, all, current)
                 };
                 if self.scale_replica_set(&mut new, target).await? {

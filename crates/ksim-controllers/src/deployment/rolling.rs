@@ -41,7 +41,7 @@ pub fn new_replica_set_replicas(
     all_replicas: i32,
     new_replicas: i32,
 ) -> i32 {
-    let max_total = desired + max_surge;
+    let max_total = desired.saturating_add(max_surge);
     if all_replicas >= max_total {
         return new_replicas;
     }
@@ -58,48 +58,52 @@ pub fn scale_down_old(
     new: ReplicaCounts,
     old: &[ReplicaCounts],
 ) -> Vec<i32> {
-    let mut sizes: Vec<i32> = old.iter().map(|rs| rs.replicas).collect();
-    let old_pods: i32 = sizes.iter().sum();
+    // In i64: no count the API accepts can overflow.
+    let mut sizes: Vec<i64> = old.iter().map(|rs| i64::from(rs.replicas)).collect();
+    let old_pods: i64 = sizes.iter().sum();
     if old_pods == 0 {
-        return sizes;
+        return old.iter().map(|rs| rs.replicas).collect();
     }
-    let all_pods = old_pods + new.replicas;
-    let min_available = desired - max_unavailable;
-    let new_unavailable = new.replicas - new.available;
+    let all_pods = old_pods + i64::from(new.replicas);
+    let min_available = i64::from(desired) - i64::from(max_unavailable);
+    let new_unavailable = i64::from(new.replicas) - i64::from(new.available);
     let max_scaled_down = all_pods - min_available - new_unavailable;
-    if max_scaled_down <= 0 {
-        return sizes;
-    }
-    let mut cleaned = 0;
-    for (size, rs) in sizes.iter_mut().zip(old) {
-        if cleaned >= max_scaled_down {
-            break;
+    if max_scaled_down > 0 {
+        let mut cleaned = 0;
+        for (size, rs) in sizes.iter_mut().zip(old) {
+            let available = i64::from(rs.available);
+            if cleaned >= max_scaled_down {
+                break;
+            }
+            if *size == 0 || *size == available {
+                continue;
+            }
+            let down = (max_scaled_down - cleaned).min(*size - available);
+            *size -= down;
+            cleaned += down;
         }
-        if *size == 0 || *size == rs.available {
-            continue;
+        let available: i64 =
+            old.iter().map(|rs| i64::from(rs.available)).sum::<i64>() + i64::from(new.available);
+        if available > min_available {
+            let total_down = available - min_available;
+            let mut scaled = 0;
+            for size in sizes.iter_mut() {
+                if scaled >= total_down {
+                    break;
+                }
+                if *size == 0 {
+                    continue;
+                }
+                let down = (*size).min(total_down - scaled);
+                *size -= down;
+                scaled += down;
+            }
         }
-        let down = (max_scaled_down - cleaned).min(*size - rs.available);
-        *size -= down;
-        cleaned += down;
-    }
-    let available: i32 = old.iter().map(|rs| rs.available).sum::<i32>() + new.available;
-    if available <= min_available {
-        return sizes;
-    }
-    let total_down = available - min_available;
-    let mut scaled = 0;
-    for size in sizes.iter_mut() {
-        if scaled >= total_down {
-            break;
-        }
-        if *size == 0 {
-            continue;
-        }
-        let down = (*size).min(total_down - scaled);
-        *size -= down;
-        scaled += down;
     }
     sizes
+        .into_iter()
+        .map(|s| i32::try_from(s.max(0)).unwrap_or(i32::MAX))
+        .collect()
 }
 
 /// One active ReplicaSet in a proportional resize.
@@ -123,8 +127,15 @@ pub fn proportional_sizes(
     status_replicas: i32,
     replica_sets: &[ScalingReplicaSet],
 ) -> Vec<i32> {
-    let total: i32 = replica_sets.iter().map(|rs| rs.replicas).sum();
-    let allowed = if desired > 0 { desired + max_surge } else { 0 };
+    let total: i32 = replica_sets
+        .iter()
+        .map(|rs| rs.replicas)
+        .fold(0, i32::saturating_add);
+    let allowed = if desired > 0 {
+        desired.saturating_add(max_surge)
+    } else {
+        0
+    };
     let to_add = allowed - total;
     let mut sizes: Vec<i32> = replica_sets.iter().map(|rs| rs.replicas).collect();
     if to_add == 0 || sizes.is_empty() {
@@ -138,7 +149,7 @@ pub fn proportional_sizes(
         let fraction = if desired == 0 {
             -rs.replicas
         } else {
-            let deployment_replicas = desired + max_surge;
+            let deployment_replicas = desired.saturating_add(max_surge);
             let annotated = rs.max_replicas.unwrap_or(status_replicas);
             if annotated == 0 {
                 0
@@ -154,8 +165,8 @@ pub fn proportional_sizes(
         } else {
             fraction.max(allowed_left)
         };
-        *size += proportion;
-        added += proportion;
+        *size = size.saturating_add(proportion);
+        added = added.saturating_add(proportion);
     }
     let leftover = to_add - added;
     if leftover != 0
@@ -242,6 +253,28 @@ mod tests {
         // new RS fully available: all old pods go.
         assert_eq!(scale_down_old(3, 1, rs(3, 3), &[rs(2, 2)]), vec![0]);
         assert_eq!(scale_down_old(3, 1, rs(3, 3), &[rs(0, 0)]), vec![0]);
+    }
+
+    #[test]
+    fn extreme_counts_saturate_instead_of_overflowing() {
+        let max = i32::MAX;
+        let rs = |replicas, available| ReplicaCounts {
+            replicas,
+            available,
+        };
+        assert_eq!(new_replica_set_replicas(max, max, 0, 0), max);
+        let sizes = scale_down_old(max, max, rs(max, max), &[rs(max, 0), rs(max, max)]);
+        assert_eq!(sizes, vec![0, 0]);
+        let big = ScalingReplicaSet {
+            replicas: max,
+            max_replicas: Some(1),
+        };
+        assert_eq!(proportional_sizes(max, max, 1, &[big, big]).len(), 2);
+        assert_eq!(
+            crate::common::scaled_value(&IntOrString::String("9999999999%".into()), max, true)
+                .expect("valid"),
+            max
+        );
     }
 
     #[test]

@@ -91,7 +91,8 @@ pub fn calculate_status(
     max_unavailable: i32,
     now: Timestamp,
 ) -> DeploymentStatus {
-    let sum = |f: &dyn Fn(&ReplicaSet) -> i32| all.iter().map(|rs| f(rs)).sum::<i32>();
+    let sum =
+        |f: &dyn Fn(&ReplicaSet) -> i32| all.iter().map(|rs| f(rs)).fold(0, i32::saturating_add);
     let status_of = |rs: &ReplicaSet| rs.status.clone().unwrap_or_default();
     let available = sum(&|rs| status_of(rs).available_replicas.unwrap_or(0));
     let total = sum(&spec_replicas);
