@@ -193,7 +193,8 @@ async fn reconcile(cached: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Act
             }
         } else if active.len() > want {
             let count = (active.len() - want).min(BURST_REPLICAS);
-            let victims = pods_to_delete(&active, &active, count, Timestamp::now());
+            let related = indirectly_related_pods(&replica_sets, &pods_api, &rs, &active).await?;
+            let victims = pods_to_delete(&active, &related, count, Timestamp::now());
             let deletions = victims.iter().map(|pod| {
                 let pods_api = pods_api.clone();
                 let pod_name = pod.name_any();
@@ -308,6 +309,40 @@ fn compute_status(
         conditions: (!conditions.is_empty()).then_some(conditions),
         terminating_replicas: None,
     }
+}
+
+/// The active pods of every ReplicaSet sharing this one's controller (a
+/// Deployment's old and new ReplicaSets), as upstream ranks with
+/// `getIndirectlyRelatedPods`; just `own` without a controller.
+async fn indirectly_related_pods(
+    replica_sets: &Api<ReplicaSet>,
+    pods: &Api<Pod>,
+    rs: &ReplicaSet,
+    own: &[Pod],
+) -> Result<Vec<Pod>, Error> {
+    let Some(controller) = controller_of(&rs.metadata) else {
+        return Ok(own.to_vec());
+    };
+    let mut related = own.to_vec();
+    for sibling in replica_sets.list(&ListParams::default()).await?.items {
+        let same_controller =
+            controller_of(&sibling.metadata).is_some_and(|c| c.uid == controller.uid);
+        if !same_controller || sibling.metadata.uid == rs.metadata.uid {
+            continue;
+        }
+        let Some(spec) = sibling.spec.as_ref() else {
+            continue;
+        };
+        let sibling_uid = sibling.metadata.uid.clone().unwrap_or_default();
+        let listed = pods
+            .list(&ListParams::default().labels(&selector_query(&spec.selector)))
+            .await?
+            .items;
+        related.extend(listed.into_iter().filter(|p| {
+            is_pod_active(p) && controller_of(&p.metadata).is_some_and(|c| c.uid == sibling_uid)
+        }));
+    }
+    Ok(related)
 }
 
 /// Makes `owner` the pod's controller.
