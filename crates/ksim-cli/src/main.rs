@@ -70,6 +70,15 @@ enum Command {
         #[arg(long, value_name = "KEY=VALUE")]
         manage_nodes_with_label_selector: Option<String>,
     },
+    /// Run the workload and disruption controllers against a cluster.
+    Controllers {
+        /// Kubeconfig to use (default: $KUBECONFIG, else ~/.kube/config).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// Controllers to run: `*` (all), `name`, `-name` (comma-separated).
+        #[arg(long, default_value = "*")]
+        controllers: String,
+    },
     /// Benchmarks of ksim itself.
     #[command(subcommand, hide = true)]
     Bench(BenchCommand),
@@ -162,7 +171,7 @@ enum BenchCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_level = match cli.command {
-        Command::Serve { .. } | Command::Kubelet { .. } => "info",
+        Command::Serve { .. } | Command::Kubelet { .. } | Command::Controllers { .. } => "info",
         _ => "warn",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -231,6 +240,10 @@ fn run(command: Command) -> anyhow::Result<()> {
             annotation_selector: manage_nodes_with_annotation_selector,
             label_selector: manage_nodes_with_label_selector,
         }),
+        Command::Controllers {
+            kubeconfig,
+            controllers,
+        } => commands::run_controllers(kubeconfig.as_deref(), &controllers),
         Command::Bench(BenchCommand::Startup { runs }) => commands::bench_startup(runs),
         Command::Bench(BenchCommand::Api(bench)) => commands::bench_api(&bench),
         Command::Bench(BenchCommand::All { runs, api }) => commands::bench_all(runs, &api),

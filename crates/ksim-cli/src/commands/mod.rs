@@ -4,6 +4,7 @@
 
 mod bench;
 mod connect;
+mod controllers;
 mod create;
 mod delete;
 mod get;
@@ -12,6 +13,7 @@ mod scale;
 mod serve;
 
 pub use bench::{ApiBench, bench_all, bench_api, bench_startup};
+pub use controllers::run_controllers;
 pub use create::{CreateCluster, create_cluster};
 pub use delete::{DeleteCluster, delete_cluster};
 pub use get::{get_clusters, get_kubeconfig};

@@ -44,6 +44,11 @@ pub fn serve(home: &KsimHome, name: &str, port: u16) -> anyhow::Result<()> {
                 tracing::error!(%error, "the kubelet simulator stopped");
             }
         });
+        // The controllers are API clients of this server, in process.
+        tokio::spawn(ksim_controllers::run_controllers(
+            ksim_runtime::client::in_process(&server),
+            ksim_controllers::ALL_CONTROLLERS,
+        ));
         let result = tokio::select! {
             result = ksim_apiserver::serve(listener, server) => result.context("the API server failed"),
             _ = terminate.recv() => {

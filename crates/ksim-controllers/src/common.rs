@@ -1,0 +1,233 @@
+//! What several controllers share: pod readiness and availability as
+//! `podutil` defines them, label selectors (matching and their query-string
+//! form), controller references, intOrString scaling, and status updates
+//! with optimistic concurrency.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use ksim_core::selector::LabelSelectorRequirements;
+use kube::api::{Api, PostParams};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::Error;
+
+/// Whether the pod has the Ready condition True.
+pub(crate) fn is_pod_ready(pod: &Pod) -> bool {
+    ready_since(pod).is_some()
+}
+
+/// When the pod's Ready condition last became True, if it is True (the Unix
+/// epoch when the time is missing).
+pub(crate) fn ready_since(pod: &Pod) -> Option<Timestamp> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready" && c.status == "True")
+        .map(|c| {
+            c.last_transition_time
+                .as_ref()
+                .map_or(Timestamp::UNIX_EPOCH, |t| t.0)
+        })
+}
+
+/// Ready for at least `min_ready_seconds` at `now` (`podutil.IsPodAvailable`).
+pub(crate) fn is_pod_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
+    match ready_since(pod) {
+        None => false,
+        Some(_) if min_ready_seconds <= 0 => true,
+        Some(since) => since
+            .checked_add(SignedDuration::from_secs(i64::from(min_ready_seconds)))
+            .is_ok_and(|t| t < now),
+    }
+}
+
+/// The pod's phase (empty when unset).
+pub(crate) fn pod_phase(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("")
+}
+
+/// Not terminal and not being deleted (`controller.IsPodActive`).
+pub(crate) fn is_pod_active(pod: &Pod) -> bool {
+    !matches!(pod_phase(pod), "Succeeded" | "Failed") && pod.metadata.deletion_timestamp.is_none()
+}
+
+/// The owner reference with `controller: true`, if any.
+pub(crate) fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))
+}
+
+/// A controller reference to `owner` (controller and blockOwnerDeletion set).
+pub(crate) fn controller_reference(
+    api_version: &str,
+    kind: &str,
+    owner: &ObjectMeta,
+) -> OwnerReference {
+    OwnerReference {
+        api_version: api_version.to_string(),
+        kind: kind.to_string(),
+        name: owner.name.clone().unwrap_or_default(),
+        uid: owner.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// A parsed structured selector; an invalid one is an error.
+pub(crate) fn parse_selector(selector: &LabelSelector) -> Result<LabelSelectorRequirements, Error> {
+    LabelSelectorRequirements::from_label_selector(selector)
+        .map_err(|e| Error::Invalid(format!("invalid label selector: {e}")))
+}
+
+/// Whether `labels` match `selector`.
+pub(crate) fn selector_matches(
+    selector: &LabelSelectorRequirements,
+    labels: Option<&BTreeMap<String, String>>,
+) -> bool {
+    match labels {
+        Some(labels) => selector.matches(labels),
+        None => selector.matches(&ksim_core::selector::NoLabels),
+    }
+}
+
+/// The `?labelSelector=` form of a structured selector.
+pub(crate) fn selector_query(selector: &LabelSelector) -> String {
+    let mut terms: Vec<String> = Vec::new();
+    for (key, value) in selector.match_labels.iter().flatten() {
+        terms.push(format!("{key}={value}"));
+    }
+    for expression in selector.match_expressions.iter().flatten() {
+        let values = expression.values.clone().unwrap_or_default().join(",");
+        let key = &expression.key;
+        terms.push(match expression.operator.as_str() {
+            "In" => format!("{key} in ({values})"),
+            "NotIn" => format!("{key} notin ({values})"),
+            "Exists" => key.clone(),
+            _ => format!("!{key}"),
+        });
+    }
+    terms.join(",")
+}
+
+/// `intstr.GetScaledValueFromIntOrPercent`: an int as is, or a percentage of
+/// `total` rounded up or down.
+pub(crate) fn scaled_value(value: &IntOrString, total: i32, round_up: bool) -> Result<i32, Error> {
+    match value {
+        IntOrString::Int(n) => Ok(*n),
+        IntOrString::String(s) => {
+            let Some(number) = s.strip_suffix('%') else {
+                return Err(Error::Invalid(format!(
+                    "invalid value for IntOrString: invalid type: string is not a percentage: {s:?}"
+                )));
+            };
+            let percent: i64 = number.parse().map_err(|e| {
+                Error::Invalid(format!(
+                    "invalid value for IntOrString: invalid value {s:?}: {e}"
+                ))
+            })?;
+            let product = percent.saturating_mul(i64::from(total));
+            let scaled = if round_up {
+                product.div_euclid(100) + i64::from(product.rem_euclid(100) != 0)
+            } else {
+                product.div_euclid(100)
+            };
+            Ok(i32::try_from(scaled).unwrap_or(if scaled < 0 { i32::MIN } else { i32::MAX }))
+        }
+    }
+}
+
+/// Reads the object afresh, lets `change` edit it, and writes it back through
+/// the status subresource; retried a few times on conflicts.
+pub(crate) async fn update_status<K>(
+    api: &Api<K>,
+    name: &str,
+    change: impl Fn(&mut K),
+) -> Result<K, Error>
+where
+    K: kube::Resource + Clone + Debug + Serialize + DeserializeOwned,
+{
+    let mut last = None;
+    for _ in 0..4 {
+        let mut object = api.get(name).await?;
+        change(&mut object);
+        match api
+            .replace_status(name, &PostParams::default(), &object)
+            .await
+        {
+            Ok(updated) => return Ok(updated),
+            Err(e) => {
+                let e = Error::from(e);
+                if !e.is_conflict() {
+                    return Err(e);
+                }
+                last = Some(e);
+            }
+        }
+    }
+    Err(last.unwrap_or_else(|| Error::Invalid("status update retries exhausted".into())))
+}
+
+/// The namespace and name of an object, for logs and keys.
+pub(crate) fn key_of(meta: &ObjectMeta) -> (String, String) {
+    (
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentages_scale_with_the_requested_rounding() {
+        let cases = [
+            (IntOrString::Int(3), 10, true, 3),
+            (IntOrString::String("25%".into()), 10, true, 3),
+            (IntOrString::String("25%".into()), 10, false, 2),
+            (IntOrString::String("95%".into()), 10, true, 10),
+            (IntOrString::String("0%".into()), 10, true, 0),
+            (IntOrString::String("100%".into()), 7, false, 7),
+        ];
+        for (value, total, up, want) in cases {
+            assert_eq!(
+                scaled_value(&value, total, up).expect("valid"),
+                want,
+                "{value:?} of {total}"
+            );
+        }
+        assert!(scaled_value(&IntOrString::String("x".into()), 1, true).is_err());
+        assert!(scaled_value(&IntOrString::String("a%".into()), 1, true).is_err());
+    }
+
+    #[test]
+    fn selector_query_renders_every_operator() {
+        let selector: LabelSelector = serde_json::from_value(serde_json::json!({
+            "matchLabels": {"app": "web"},
+            "matchExpressions": [
+                {"key": "tier", "operator": "In", "values": ["a", "b"]},
+                {"key": "env", "operator": "NotIn", "values": ["x"]},
+                {"key": "e", "operator": "Exists"},
+                {"key": "d", "operator": "DoesNotExist"}
+            ]
+        }))
+        .expect("selector");
+        assert_eq!(
+            selector_query(&selector),
+            "app=web,tier in (a,b),env notin (x),e,!d"
+        );
+    }
+}

@@ -1,0 +1,293 @@
+//! The ownership graph of the garbage collector: every object's owners,
+//! dependents, finalizers and deletion state, and the pure decision of what
+//! to do with one object (`attemptToDeleteItem`, `processDeletingDependentsItem`,
+//! orphaning), given which of its owners still exist.
+
+use std::collections::{HashMap, HashSet};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+/// The finalizer of a foreground deletion: dependents go first.
+pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
+/// The finalizer of an orphaning deletion: dependents are released.
+pub const ORPHAN_FINALIZER: &str = "orphan";
+
+/// One object as the collector knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    /// Index of its resource type in the collector's resource list.
+    pub resource: usize,
+    pub namespace: Option<String>,
+    pub name: String,
+    pub uid: String,
+    pub resource_version: Option<String>,
+    pub owners: Vec<OwnerReference>,
+    pub finalizers: Vec<String>,
+    pub deleting: bool,
+}
+
+impl Node {
+    fn has_finalizer(&self, finalizer: &str) -> bool {
+        self.finalizers.iter().any(|f| f == finalizer)
+    }
+
+    /// Being deleted in the foreground (waiting for its dependents).
+    pub fn deleting_dependents(&self) -> bool {
+        self.deleting && self.has_finalizer(FOREGROUND_FINALIZER)
+    }
+
+    /// Being deleted with its dependents orphaned.
+    pub fn orphaning(&self) -> bool {
+        self.deleting && self.has_finalizer(ORPHAN_FINALIZER)
+    }
+}
+
+/// Objects by UID and the reverse ownership index.
+#[derive(Debug, Default)]
+pub struct Graph {
+    nodes: HashMap<String, Node>,
+    dependents: HashMap<String, HashSet<String>>,
+}
+
+/// What an owner reference points at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnerState {
+    /// The owner exists and is not being deleted in the foreground.
+    Solid,
+    /// The owner is being deleted in the foreground.
+    WaitingForDependents,
+    /// The owner does not exist (any more), or has another UID.
+    Dangling,
+    /// Unknown (its kind is not served): leave it be.
+    Unknown,
+}
+
+/// What the collector does with one object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Nothing to do.
+    Nothing,
+    /// Remove these owner references (by owner UID).
+    RemoveOwners(Vec<String>),
+    /// Delete the object, in the foreground when it has dependents of its own.
+    Delete { foreground: bool },
+}
+
+impl Graph {
+    /// The node with this UID.
+    pub fn get(&self, uid: &str) -> Option<&Node> {
+        self.nodes.get(uid)
+    }
+
+    /// Inserts or replaces a node; returns the UIDs whose state may have
+    /// changed (the node, its old and new owners' dependents are unaffected,
+    /// its own dependents are).
+    pub fn upsert(&mut self, node: Node) -> Vec<String> {
+        let uid = node.uid.clone();
+        if let Some(old) = self.nodes.get(&uid) {
+            for owner in &old.owners {
+                if let Some(set) = self.dependents.get_mut(&owner.uid) {
+                    set.remove(&uid);
+                }
+            }
+        }
+        for owner in &node.owners {
+            self.dependents
+                .entry(owner.uid.clone())
+                .or_default()
+                .insert(uid.clone());
+        }
+        let mut changed = vec![uid.clone()];
+        if !node.owners.is_empty() {
+            changed.extend(node.owners.iter().map(|o| o.uid.clone()));
+        }
+        changed.extend(self.dependents_of(&uid));
+        self.nodes.insert(uid, node);
+        changed
+    }
+
+    /// Removes a node; returns its dependents and owners (to look at again).
+    pub fn remove(&mut self, uid: &str) -> Vec<String> {
+        let mut changed = self.dependents_of(uid);
+        if let Some(old) = self.nodes.remove(uid) {
+            for owner in &old.owners {
+                if let Some(set) = self.dependents.get_mut(&owner.uid) {
+                    set.remove(uid);
+                    if set.is_empty() {
+                        self.dependents.remove(&owner.uid);
+                    }
+                }
+                changed.push(owner.uid.clone());
+            }
+        }
+        changed
+    }
+
+    /// The UIDs of the objects listing `uid` as an owner.
+    pub fn dependents_of(&self, uid: &str) -> Vec<String> {
+        self.dependents
+            .get(uid)
+            .map(|set| {
+                set.iter()
+                    .filter(|d| self.nodes.contains_key(*d))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The UIDs of the nodes of resource `resource`.
+    pub fn uids_of_resource(&self, resource: usize) -> Vec<String> {
+        self.nodes
+            .values()
+            .filter(|n| n.resource == resource)
+            .map(|n| n.uid.clone())
+            .collect()
+    }
+
+    /// Dependents of `uid` that block its foreground deletion.
+    pub fn blocking_dependents(&self, uid: &str) -> Vec<String> {
+        self.dependents_of(uid)
+            .into_iter()
+            .filter(|d| {
+                self.nodes.get(d).is_some_and(|n| {
+                    n.owners
+                        .iter()
+                        .any(|o| o.uid == uid && o.block_owner_deletion == Some(true))
+                })
+            })
+            .collect()
+    }
+
+    /// The state of an owner as far as the graph knows (`None`: not in it).
+    pub fn owner_state(&self, owner: &OwnerReference) -> Option<OwnerState> {
+        self.nodes.get(&owner.uid).map(|n| {
+            if n.deleting_dependents() {
+                OwnerState::WaitingForDependents
+            } else {
+                OwnerState::Solid
+            }
+        })
+    }
+}
+
+/// `attemptToDeleteItem` for a node that is not being deleted, given the
+/// state of each of its owners (same order as `node.owners`).
+pub fn decide(node: &Node, owner_states: &[OwnerState], has_dependents: bool) -> Decision {
+    if node.deleting || node.owners.is_empty() {
+        return Decision::Nothing;
+    }
+    let mut solid = false;
+    let mut dangling = Vec::new();
+    let mut waiting = Vec::new();
+    for (owner, state) in node.owners.iter().zip(owner_states) {
+        match state {
+            OwnerState::Solid | OwnerState::Unknown => solid = true,
+            OwnerState::Dangling => dangling.push(owner.uid.clone()),
+            OwnerState::WaitingForDependents => waiting.push(owner.uid.clone()),
+        }
+    }
+    if solid {
+        let mut remove = dangling;
+        remove.extend(waiting);
+        if remove.is_empty() {
+            return Decision::Nothing;
+        }
+        return Decision::RemoveOwners(remove);
+    }
+    Decision::Delete {
+        foreground: !waiting.is_empty() && has_dependents,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner(uid: &str, block: bool) -> OwnerReference {
+        OwnerReference {
+            api_version: "apps/v1".into(),
+            kind: "ReplicaSet".into(),
+            name: uid.into(),
+            uid: uid.into(),
+            controller: Some(true),
+            block_owner_deletion: Some(block),
+        }
+    }
+
+    fn node(uid: &str, owners: Vec<OwnerReference>) -> Node {
+        Node {
+            resource: 0,
+            namespace: Some("default".into()),
+            name: uid.into(),
+            uid: uid.into(),
+            resource_version: None,
+            owners,
+            finalizers: vec![],
+            deleting: false,
+        }
+    }
+
+    #[test]
+    fn the_graph_tracks_dependents_and_blockers() {
+        let mut graph = Graph::default();
+        graph.upsert(node("rs", vec![]));
+        graph.upsert(node("a", vec![owner("rs", true)]));
+        graph.upsert(node("b", vec![owner("rs", false)]));
+        let mut dependents = graph.dependents_of("rs");
+        dependents.sort();
+        assert_eq!(dependents, ["a", "b"]);
+        assert_eq!(graph.blocking_dependents("rs"), ["a"]);
+        let changed = graph.remove("rs");
+        assert!(changed.contains(&"a".to_string()) && changed.contains(&"b".to_string()));
+        graph.remove("a");
+        assert_eq!(graph.dependents_of("rs"), ["b"]);
+    }
+
+    #[test]
+    fn decisions_follow_the_owners_states() {
+        use OwnerState::*;
+        let one = node("p", vec![owner("rs", true)]);
+        let two = node("p", vec![owner("rs", true), owner("other", false)]);
+        let cases = [
+            (&one, vec![Solid], false, Decision::Nothing),
+            (&one, vec![Unknown], false, Decision::Nothing),
+            (
+                &one,
+                vec![Dangling],
+                false,
+                Decision::Delete { foreground: false },
+            ),
+            (
+                &one,
+                vec![WaitingForDependents],
+                false,
+                Decision::Delete { foreground: false },
+            ),
+            (
+                &one,
+                vec![WaitingForDependents],
+                true,
+                Decision::Delete { foreground: true },
+            ),
+            (
+                &two,
+                vec![Dangling, Solid],
+                false,
+                Decision::RemoveOwners(vec!["rs".into()]),
+            ),
+            (
+                &two,
+                vec![Dangling, Dangling],
+                false,
+                Decision::Delete { foreground: false },
+            ),
+        ];
+        for (node, states, has_dependents, want) in cases {
+            assert_eq!(decide(node, &states, has_dependents), want, "{states:?}");
+        }
+        let mut deleting = one.clone();
+        deleting.deleting = true;
+        assert_eq!(decide(&deleting, &[Dangling], false), Decision::Nothing);
+    }
+}

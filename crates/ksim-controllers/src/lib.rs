@@ -1,0 +1,19 @@
+//! ksim-controllers: the workload and disruption controllers of a ksim
+//! cluster, as kube-controller-manager runs them. Every controller is a plain
+//! Kubernetes API client (`kube::Client`), so the same code runs inside
+//! `ksim serve` (in-process client) and against any cluster (`ksim controllers`).
+//!
+//! Modules: [`replicaset`], [`deployment`], [`garbagecollector`],
+//! [`disruption`] (PodDisruptionBudget status); [`manager`] starts a chosen set.
+
+mod common;
+pub mod deployment;
+pub mod disruption;
+mod error;
+mod events;
+pub mod garbagecollector;
+pub mod manager;
+pub mod replicaset;
+
+pub use error::Error;
+pub use manager::{ALL_CONTROLLERS, ControllerName, parse_controllers, run_controllers};

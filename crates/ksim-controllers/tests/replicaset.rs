@@ -1,0 +1,207 @@
+//! In-process: the ReplicaSet controller creates, adopts and deletes pods
+//! through the API.
+
+mod support;
+
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Pod;
+use ksim_controllers::ControllerName;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+use support::{Cluster, eventually, make_ready, pods};
+
+fn replica_set(name: &str, replicas: i32) -> ReplicaSet {
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}
+            }
+        }
+    }))
+    .expect("replicaset")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_set_creates_named_owned_pods_and_reports_status() {
+    let cluster = Cluster::start(&[ControllerName::ReplicaSet]);
+    let api: Api<ReplicaSet> = Api::namespaced(cluster.client.clone(), "default");
+    let rs = api
+        .create(&PostParams::default(), &replica_set("web", 3))
+        .await
+        .expect("create rs");
+    let created = eventually("3 pods", || async {
+        let p = pods(&cluster.client, "default", "app=web").await;
+        (p.len() == 3).then_some(p)
+    })
+    .await;
+    for pod in &created {
+        let name = pod.metadata.name.clone().expect("name");
+        let suffix = name.strip_prefix("web-").expect("named after the rs");
+        assert_eq!(suffix.len(), 5, "{name}");
+        let owner = &pod.metadata.owner_references.as_ref().expect("owned")[0];
+        assert_eq!(owner.uid, rs.metadata.uid.clone().expect("uid"));
+        assert_eq!(owner.controller, Some(true));
+        assert_eq!(owner.block_owner_deletion, Some(true));
+    }
+    make_ready(
+        &cluster.client,
+        "default",
+        created[0].metadata.name.as_deref().expect("name"),
+    )
+    .await;
+    eventually("status", || async {
+        let s = api.get("web").await.ok()?.status?;
+        (s.replicas == 3
+            && s.ready_replicas == Some(1)
+            && s.available_replicas == Some(1)
+            && s.fully_labeled_replicas == Some(3)
+            && s.observed_generation == Some(1))
+        .then_some(())
+    })
+    .await;
+
+    api.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 1}})),
+    )
+    .await
+    .expect("scale down");
+    let left = eventually("1 pod left", || async {
+        let p = pods(&cluster.client, "default", "app=web").await;
+        (p.len() == 1).then_some(p)
+    })
+    .await;
+    assert_eq!(
+        left[0].metadata.name, created[0].metadata.name,
+        "the ready pod stays"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_set_adopts_matching_orphans_and_releases_relabeled_pods() {
+    let cluster = Cluster::start(&[ControllerName::ReplicaSet]);
+    let pods_api: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
+    let orphan: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "orphan", "labels": {"app": "db"}},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]}
+    }))
+    .expect("pod");
+    pods_api
+        .create(&PostParams::default(), &orphan)
+        .await
+        .expect("orphan");
+    let api: Api<ReplicaSet> = Api::namespaced(cluster.client.clone(), "default");
+    api.create(&PostParams::default(), &replica_set("db", 2))
+        .await
+        .expect("create rs");
+    eventually("orphan adopted and one pod created", || async {
+        let p = pods(&cluster.client, "default", "app=db").await;
+        let adopted = pods_api
+            .get("orphan")
+            .await
+            .ok()?
+            .metadata
+            .owner_references
+            .is_some();
+        (p.len() == 2 && adopted).then_some(())
+    })
+    .await;
+    pods_api
+        .patch(
+            "orphan",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"app": "other"}}})),
+        )
+        .await
+        .expect("relabel");
+    eventually("relabeled pod released and replaced", || async {
+        let released = pods_api
+            .get("orphan")
+            .await
+            .ok()?
+            .metadata
+            .owner_references
+            .unwrap_or_default()
+            .is_empty();
+        let p = pods(&cluster.client, "default", "app=db").await;
+        (released && p.len() == 2).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_down_deletes_unscheduled_then_pending_then_not_ready_pods_first() {
+    let cluster = Cluster::start(&[ControllerName::ReplicaSet]);
+    let pods_api: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
+    for (name, node) in [
+        ("unscheduled", None),
+        ("pending", Some("n1")),
+        ("running", Some("n2")),
+        ("ready", Some("n3")),
+    ] {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"app": "order"}},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "nginx"}]}
+        }))
+        .expect("pod");
+        pods_api
+            .create(&PostParams::default(), &pod)
+            .await
+            .expect("create pod");
+    }
+    pods_api
+        .patch_status(
+            "running",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Running"}})),
+        )
+        .await
+        .expect("running");
+    make_ready(&cluster.client, "default", "ready").await;
+    let api: Api<ReplicaSet> = Api::namespaced(cluster.client.clone(), "default");
+    api.create(&PostParams::default(), &replica_set("order", 4))
+        .await
+        .expect("create rs");
+    eventually("all four adopted", || async {
+        let s = api.get("order").await.ok()?.status?;
+        (s.replicas == 4).then_some(())
+    })
+    .await;
+    let live = |want: usize| {
+        let pods_api = pods_api.clone();
+        async move {
+            let names: Vec<String> = pods_api
+                .list(&Default::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .filter_map(|p| p.metadata.name)
+                .collect();
+            (names.len() == want).then_some(names)
+        }
+    };
+    for (replicas, survivors) in [
+        (3, ["pending", "ready", "running"].as_slice()),
+        (2, &["ready", "running"]),
+        (1, &["ready"]),
+    ] {
+        api.patch(
+            "order",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+        )
+        .await
+        .expect("scale down");
+        let mut names = eventually("scale down", || live(replicas)).await;
+        names.sort();
+        assert_eq!(names, survivors);
+    }
+}

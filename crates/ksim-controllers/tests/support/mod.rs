@@ -1,0 +1,86 @@
+//! Shared helpers of the in-process controller tests: a cluster (API server
+//! + in-process client + controllers in a task) and polling.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use ksim_apiserver::ApiServer;
+use ksim_controllers::ControllerName;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use serde_json::json;
+
+/// An API server with the given controllers running against it.
+pub struct Cluster {
+    pub server: ApiServer,
+    pub client: kube::Client,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Cluster {
+    pub fn start(controllers: &[ControllerName]) -> Self {
+        let server = ApiServer::new();
+        let client = ksim_runtime::client::in_process(&server);
+        let controllers = controllers.to_vec();
+        let controller_client = client.clone();
+        let task = tokio::spawn(async move {
+            ksim_controllers::run_controllers(controller_client, &controllers).await;
+        });
+        Cluster {
+            server,
+            client,
+            task,
+        }
+    }
+}
+
+/// Waits up to 20 s for `check` to return `Some`.
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The pods of `namespace` matching `selector`.
+pub async fn pods(client: &kube::Client, namespace: &str, selector: &str) -> Vec<Pod> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    api.list(&ListParams::default().labels(selector))
+        .await
+        .expect("list pods")
+        .items
+}
+
+/// Marks a pod Running and Ready (what the kubelet simulator would do).
+pub async fn make_ready(client: &kube::Client, namespace: &str, name: &str) {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True", "lastTransitionTime": now}
+        ]}})),
+    )
+    .await
+    .expect("make pod ready");
+}
