@@ -46,7 +46,25 @@ enum Command {
         /// Port to listen on (127.0.0.1); 0 picks a free one.
         #[arg(long, default_value_t = 0)]
         port: u16,
+        /// KubeSchedulerConfiguration for the cluster's scheduler.
+        #[arg(long)]
+        scheduler_config: Option<PathBuf>,
     },
+    /// Run the scheduler against the current context or --kubeconfig.
+    Scheduler {
+        /// Kubeconfig to use (default: $KUBECONFIG, else ~/.kube/config).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Record per-node filter verdicts and scores on every pod.
+        #[arg(long)]
+        record_decisions: bool,
+    },
+    /// Explain scheduling decisions.
+    #[command(subcommand)]
+    Explain(ExplainCommand),
     /// Benchmarks of ksim itself.
     #[command(subcommand, hide = true)]
     Bench(BenchCommand),
@@ -68,6 +86,24 @@ enum CreateCommand {
         /// Cluster configuration file (not supported yet).
         #[arg(long)]
         config: Option<PathBuf>,
+        /// KubeSchedulerConfiguration for the cluster's scheduler.
+        #[arg(long)]
+        scheduler_config: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ExplainCommand {
+    /// The recorded filter verdicts and scores of a pod, per node.
+    Pod {
+        /// Pod name.
+        name: String,
+        /// Namespace (default: the context's).
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+        /// Kubeconfig to use (default: $KUBECONFIG, else ~/.kube/config).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
     },
 }
 
@@ -138,6 +174,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             port,
             kubeconfig,
             config,
+            scheduler_config,
         }) => commands::create_cluster(
             &home()?,
             &commands::CreateCluster {
@@ -145,6 +182,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                 port,
                 kubeconfig,
                 config,
+                scheduler_config,
             },
         ),
         Command::Delete(DeleteCommand::Cluster { name, all }) => {
@@ -152,7 +190,29 @@ fn run(command: Command) -> anyhow::Result<()> {
         }
         Command::Get(GetCommand::Clusters) => commands::get_clusters(&home()?),
         Command::Get(GetCommand::Kubeconfig { name }) => commands::get_kubeconfig(&home()?, &name),
-        Command::Serve { name, port } => commands::serve(&home()?, &name, port),
+        Command::Serve {
+            name,
+            port,
+            scheduler_config,
+        } => commands::serve(&home()?, &name, port, scheduler_config.as_deref()),
+        Command::Scheduler {
+            kubeconfig,
+            config,
+            record_decisions,
+        } => commands::scheduler(&commands::SchedulerCommand {
+            kubeconfig,
+            config,
+            record_decisions,
+        }),
+        Command::Explain(ExplainCommand::Pod {
+            name,
+            namespace,
+            kubeconfig,
+        }) => commands::explain_pod(&commands::ExplainPod {
+            name,
+            namespace,
+            kubeconfig,
+        }),
         Command::Bench(BenchCommand::Startup { runs }) => commands::bench_startup(runs),
     }
 }

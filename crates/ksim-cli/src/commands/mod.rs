@@ -1,17 +1,21 @@
 //! The subcommands of `ksim` that own cluster life: `create cluster`,
-//! `delete cluster`, `get clusters`, `get kubeconfig`, `serve`, and the
-//! `bench startup` benchmark.
+//! `delete cluster`, `get clusters`, `get kubeconfig`, `serve`, the
+//! `bench startup` benchmark, and the components: `scheduler`, `explain pod`.
 
 mod bench;
 mod create;
 mod delete;
+mod explain;
 mod get;
+mod scheduler;
 mod serve;
 
 pub use bench::bench_startup;
 pub use create::{CreateCluster, create_cluster};
 pub use delete::{DeleteCluster, delete_cluster};
+pub use explain::{ExplainPod, explain_pod};
 pub use get::{get_clusters, get_kubeconfig};
+pub use scheduler::{SchedulerCommand, scheduler};
 pub use serve::serve;
 
 /// Writes one line to stdout; a closed stdout is an error, not a panic.
