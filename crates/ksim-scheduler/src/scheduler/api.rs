@@ -57,8 +57,8 @@ pub async fn bind(client: &kube::Client, pod: &Pod, node: &str) -> Result<(), ku
 }
 
 /// The PodScheduled=False condition and nominatedNodeName a failed cycle
-/// writes, or `None` when the pod already carries them (upstream
-/// `updatePod` skips the call then).
+/// writes (`Some("")` clears the nomination), or `None` when the pod
+/// already carries them (upstream `updatePod` skips the call then).
 pub fn unschedulable_status_patch(
     pod: &Pod,
     reason: &str,
@@ -77,7 +77,11 @@ pub fn unschedulable_status_patch(
     let current_nominated = status
         .and_then(|s| s.nominated_node_name.as_deref())
         .filter(|n| !n.is_empty());
-    let nominated_changes = nominated_node.is_some_and(|n| current_nominated != Some(n));
+    let nominated_changes = match nominated_node {
+        Some("") => current_nominated.is_some(),
+        Some(node) => current_nominated != Some(node),
+        None => false,
+    };
     if same_condition && !nominated_changes {
         return None;
     }
@@ -94,8 +98,10 @@ pub fn unschedulable_status_patch(
         "lastProbeTime": null,
         "lastTransitionTime": transition,
     }]}});
-    if let Some(node) = nominated_node {
-        patch["status"]["nominatedNodeName"] = json!(node);
+    match nominated_node {
+        Some("") if nominated_changes => patch["status"]["nominatedNodeName"] = json!(null),
+        Some(node) if !node.is_empty() => patch["status"]["nominatedNodeName"] = json!(node),
+        _ => {}
     }
     Some(patch)
 }
@@ -388,5 +394,11 @@ mod tests {
         let nominated = unschedulable_status_patch(&p, "Unschedulable", "0/1 nodes", Some("n1"))
             .expect("nominated");
         assert_eq!(nominated["status"]["nominatedNodeName"], "n1");
+        assert!(unschedulable_status_patch(&p, "Unschedulable", "0/1 nodes", Some("")).is_none());
+        p.status.get_or_insert_default().nominated_node_name = Some("n1".to_string());
+        let cleared = unschedulable_status_patch(&p, "Unschedulable", "0/1 nodes", Some(""))
+            .expect("clears the nomination");
+        assert!(cleared["status"]["nominatedNodeName"].is_null());
+        assert!(cleared["status"].get("nominatedNodeName").is_some());
     }
 }

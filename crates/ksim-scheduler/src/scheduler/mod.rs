@@ -318,7 +318,6 @@ impl Scheduler {
                     result
                         .nominated_node_name
                         .clone()
-                        .filter(|n| !n.is_empty())
                         .map(|node| (node, result.victims.clone()))
                 });
                 (
@@ -337,6 +336,13 @@ impl Scheduler {
             }
         };
         let mut nominated_node = None;
+        if let Some((node, _)) = nominated.as_ref().filter(|(node, _)| node.is_empty()) {
+            // Preemption found nothing: forget an earlier nomination.
+            let key = cache::pod_key(&pod);
+            self.cache.snapshot.clear_nomination(&key.0, &key.1);
+            nominated_node = Some(node.clone());
+            nominated = None;
+        }
         if let Some((node, victims)) = nominated.take() {
             self.cache.snapshot.nominate((*pod).clone(), &node);
             let client = self.client.clone();
