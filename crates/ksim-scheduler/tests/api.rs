@@ -26,12 +26,16 @@ impl Drop for Cluster {
 }
 
 fn start() -> Cluster {
+    start_with(SchedulerOptions::default())
+}
+
+fn start_with(options: SchedulerOptions) -> Cluster {
     let server = ApiServer::new();
     let client = ksim_runtime::client::in_process(&server);
     let scheduler = tokio::spawn({
         let client = client.clone();
         async move {
-            let _ = run(client, SchedulerOptions::default()).await;
+            let _ = run(client, options).await;
         }
     });
     Cluster {
@@ -433,5 +437,56 @@ async fn higher_priority_pod_preempts_a_lower_priority_one() {
             .note
             .as_deref()
             .is_some_and(|n| n.starts_with("Preempted by pod ") && n.ends_with(" on node only"))
+    );
+}
+
+#[tokio::test]
+async fn answers_only_for_its_profiles_scheduler_names() {
+    let config = ksim_scheduler::config::from_json(&json!({
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "profiles": [{"schedulerName": "my-scheduler"}],
+    }))
+    .expect("valid configuration");
+    let mut options = SchedulerOptions::from(config);
+    options.record_decisions = true;
+    let cluster = start_with(options);
+    cluster
+        .add_node(node("n1", "4", json!({}), json!({})))
+        .await;
+    cluster
+        .add_pod(pod(
+            "mine",
+            "100m",
+            json!({}),
+            json!({"schedulerName": "my-scheduler"}),
+        ))
+        .await;
+    cluster
+        .add_pod(pod("theirs", "100m", json!({}), json!({})))
+        .await;
+    assert_eq!(cluster.node_of("mine").await, "n1");
+    let event = cluster.wait_for_event("mine", "Scheduled").await;
+    assert_eq!(event.reporting_controller.as_deref(), Some("my-scheduler"));
+    let mut recorded = None;
+    for _ in 0..200 {
+        recorded = cluster
+            .pod("mine")
+            .await
+            .and_then(|p| p.metadata.annotations)
+            .and_then(|a| a.get(ksim_scheduler::scheduler::SELECTED_NODE).cloned());
+        if recorded.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(recorded.as_deref(), Some("n1"));
+    let theirs = cluster.pod("theirs").await.expect("pod");
+    assert!(theirs.spec.and_then(|s| s.node_name).is_none());
+    assert!(
+        cluster
+            .events_of("theirs", "FailedScheduling")
+            .await
+            .is_empty()
     );
 }
