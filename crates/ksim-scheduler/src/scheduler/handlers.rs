@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 
 use super::cache::{node_name, pod_key};
-use super::informers::{Change, Message};
+use super::informers::{Change, Informer, Message};
 use super::{Scheduler, informers};
 use crate::framework::{WorkloadKind, WorkloadSelector};
 use crate::queue::PodKey;
@@ -31,7 +31,7 @@ impl Scheduler {
                     for pdb in &all {
                         self.cache.upsert_pdb(pdb);
                     }
-                    self.synced_once();
+                    self.synced_once(Informer::DisruptionBudget);
                 }
             },
             Message::PriorityClass(change) => match change {
@@ -44,7 +44,7 @@ impl Scheduler {
                     for class in &all {
                         self.cache.upsert_priority_class(class);
                     }
-                    self.synced_once();
+                    self.synced_once(Informer::PriorityClass);
                 }
             },
             Message::Service(change) => self.workload_change(
@@ -71,10 +71,15 @@ impl Scheduler {
         }
     }
 
-    pub(super) fn synced_once(&mut self) {
-        if self.synced < informers::INFORMERS {
-            self.synced += 1;
-        }
+    /// Records that an informer listed (its first list lets scheduling
+    /// start once every informer has listed).
+    pub(super) fn synced_once(&mut self, informer: Informer) {
+        self.synced |= 1 << informer as u32;
+    }
+
+    /// Whether every informer has listed once.
+    pub(super) fn all_synced(&self) -> bool {
+        self.synced.count_ones() as usize >= informers::INFORMERS
     }
 
     fn pod_change(&mut self, change: Change<Pod>) {
@@ -98,7 +103,7 @@ impl Scheduler {
                     self.pod_applied(pod);
                 }
                 self.queue.move_all_to_active_or_backoff(now);
-                self.synced_once();
+                self.synced_once(Informer::Pod);
             }
         }
     }
@@ -182,7 +187,7 @@ impl Scheduler {
                     self.cache.upsert_node(node);
                 }
                 self.queue.move_all_to_active_or_backoff(now);
-                self.synced_once();
+                self.synced_once(Informer::Node);
             }
         }
     }
@@ -200,7 +205,7 @@ impl Scheduler {
                 for namespace in &all {
                     self.cache.snapshot.upsert_namespace(namespace);
                 }
-                self.synced_once();
+                self.synced_once(Informer::Namespace);
             }
         }
         // Pods waiting on a namespaceSelector may fit now.
@@ -242,7 +247,7 @@ impl Scheduler {
                         snapshot.upsert_workload_selector(workload);
                     }
                 }
-                self.synced_once();
+                self.synced_once(Informer::from(kind));
             }
         }
     }

@@ -50,6 +50,32 @@ pub enum Message {
 /// How many informers report a first list before scheduling starts.
 pub const INFORMERS: usize = 9;
 
+/// The informers, to record which have listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Informer {
+    Pod,
+    Node,
+    Namespace,
+    DisruptionBudget,
+    PriorityClass,
+    Service,
+    ReplicationController,
+    ReplicaSet,
+    StatefulSet,
+}
+
+impl From<crate::framework::WorkloadKind> for Informer {
+    fn from(kind: crate::framework::WorkloadKind) -> Self {
+        use crate::framework::WorkloadKind;
+        match kind {
+            WorkloadKind::Service => Informer::Service,
+            WorkloadKind::ReplicationController => Informer::ReplicationController,
+            WorkloadKind::ReplicaSet => Informer::ReplicaSet,
+            WorkloadKind::StatefulSet => Informer::StatefulSet,
+        }
+    }
+}
+
 fn spawn_one<K>(
     api: Api<K>,
     tx: UnboundedSender<Message>,

@@ -118,8 +118,8 @@ struct Scheduler {
     recorder: EventRecorder,
     tx: UnboundedSender<Message>,
     started: Instant,
-    /// Informers that have listed once.
-    synced: usize,
+    /// Informers that have listed once (one bit each).
+    synced: u32,
 }
 
 impl Scheduler {
@@ -164,7 +164,7 @@ impl Scheduler {
             while let Ok(message) = rx.try_recv() {
                 self.handle(message);
             }
-            if self.synced >= informers::INFORMERS && self.schedule_next() {
+            if self.all_synced() && self.schedule_next() {
                 tokio::task::consume_budget().await;
                 continue;
             }
