@@ -5,14 +5,14 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ksim_testutils::TestCluster;
+use ksim_testutils::{KsimEnv, TestCluster};
 
 fn cluster() -> TestCluster {
     TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")))
 }
 
 /// Creates a node with `cpu` allocatable (status set through its subresource).
-fn add_node(cluster: &TestCluster, name: &str, cpu: &str) {
+fn add_node(cluster: &KsimEnv, name: &str, cpu: &str) {
     let node =
         format!(r#"{{"apiVersion": "v1", "kind": "Node", "metadata": {{"name": "{name}"}}}}"#);
     cluster
@@ -35,7 +35,7 @@ fn add_node(cluster: &TestCluster, name: &str, cpu: &str) {
         .success();
 }
 
-fn add_pod(cluster: &TestCluster, name: &str, cpu: &str, annotations: &str) {
+fn add_pod(cluster: &KsimEnv, name: &str, cpu: &str, annotations: &str) {
     let pod = format!(
         r#"{{"apiVersion": "v1", "kind": "Pod",
             "metadata": {{"name": "{name}", "annotations": {{{annotations}}}}},
@@ -48,7 +48,7 @@ fn add_pod(cluster: &TestCluster, name: &str, cpu: &str, annotations: &str) {
 }
 
 /// Runs kubectl until its output satisfies `done`; the last output.
-fn eventually(cluster: &TestCluster, args: &[&str], done: impl Fn(&str) -> bool) -> String {
+fn eventually(cluster: &KsimEnv, args: &[&str], done: impl Fn(&str) -> bool) -> String {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let output = cluster.kubectl(args).success().stdout.clone();
@@ -62,9 +62,9 @@ fn eventually(cluster: &TestCluster, args: &[&str], done: impl Fn(&str) -> bool)
 #[test]
 fn scheduled_pods_show_their_node_and_scheduled_event() {
     let cluster = cluster();
-    add_node(&cluster, "n1", "4");
-    add_pod(&cluster, "web", "500m", "");
-    let wide = eventually(&cluster, &["get", "pods", "-o", "wide"], |out| {
+    add_node(cluster.env(), "n1", "4");
+    add_pod(cluster.env(), "web", "500m", "");
+    let wide = eventually(cluster.env(), &["get", "pods", "-o", "wide"], |out| {
         out.lines()
             .any(|l| l.starts_with("web ") && l.contains(" n1 "))
     });
@@ -75,7 +75,7 @@ fn scheduled_pods_show_their_node_and_scheduled_event() {
             .any(|l| l.starts_with("web ") && l.contains(" n1 ")),
         "{wide}"
     );
-    let describe = eventually(&cluster, &["describe", "pod", "web"], |out| {
+    let describe = eventually(cluster.env(), &["describe", "pod", "web"], |out| {
         out.contains("Successfully assigned default/web to n1")
     });
     assert!(
@@ -90,11 +90,11 @@ fn scheduled_pods_show_their_node_and_scheduled_event() {
 #[test]
 fn unschedulable_pods_show_the_failed_scheduling_message() {
     let cluster = cluster();
-    add_node(&cluster, "n1", "1");
-    add_pod(&cluster, "big", "2", "");
+    add_node(cluster.env(), "n1", "1");
+    add_pod(cluster.env(), "big", "2", "");
     let message = "0/1 nodes are available: 1 Insufficient cpu. \
                    preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling..";
-    let describe = eventually(&cluster, &["describe", "pod", "big"], |out| {
+    let describe = eventually(cluster.env(), &["describe", "pod", "big"], |out| {
         out.contains(message)
     });
     assert!(
@@ -122,8 +122,8 @@ fn unschedulable_pods_show_the_failed_scheduling_message() {
         .clone();
     assert_eq!(reason, "Unschedulable");
     // Room appears: the pod is placed.
-    add_node(&cluster, "n2", "4");
-    let wide = eventually(&cluster, &["get", "pods", "-o", "wide"], |out| {
+    add_node(cluster.env(), "n2", "4");
+    let wide = eventually(cluster.env(), &["get", "pods", "-o", "wide"], |out| {
         out.lines()
             .any(|l| l.starts_with("big ") && l.contains(" n2 "))
     });
@@ -137,16 +137,16 @@ fn unschedulable_pods_show_the_failed_scheduling_message() {
 #[test]
 fn explain_pod_prints_recorded_decisions() {
     let cluster = cluster();
-    add_node(&cluster, "small", "100m");
-    add_node(&cluster, "large", "4");
+    add_node(cluster.env(), "small", "100m");
+    add_node(cluster.env(), "large", "4");
     add_pod(
-        &cluster,
+        cluster.env(),
         "rec",
         "500m",
         r#""ksim.io/record-decisions": "true""#,
     );
     eventually(
-        &cluster,
+        cluster.env(),
         &[
             "get",
             "pod",
@@ -174,5 +174,56 @@ fn explain_pod_prints_recorded_decisions() {
             .iter()
             .any(|l| l.starts_with("small") && l.contains("NodeResourcesFit: Insufficient cpu")),
         "{stdout}"
+    );
+}
+
+#[test]
+fn create_cluster_passes_the_scheduler_configuration() {
+    let env = KsimEnv::new(Path::new(env!("CARGO_BIN_EXE_ksim")));
+    let bad = env.root().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "kind: KubeSchedulerConfiguration\npercentageOfNodesToScore: 120\n",
+    )
+    .expect("write");
+    let output = env.ksim(&[
+        "create",
+        "cluster",
+        "--scheduler-config",
+        bad.to_str().expect("utf-8"),
+    ]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("percentageOfNodesToScore"), "{stderr}");
+
+    let config = env.root().join("scheduler.yaml");
+    std::fs::write(
+        &config,
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: my-scheduler\n",
+    )
+    .expect("write");
+    let output = env.ksim(&[
+        "create",
+        "cluster",
+        "--scheduler-config",
+        config.to_str().expect("utf-8"),
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    add_node(&env, "n1", "4");
+    let pod = r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "mine"},
+        "spec": {"schedulerName": "my-scheduler", "containers": [{"name": "c", "image": "nginx"}]}}"#;
+    env.kubectl_stdin(&["create", "-f", "-"], pod).success();
+    let describe = eventually(&env, &["describe", "pod", "mine"], |out| {
+        out.contains("Successfully assigned default/mine to n1")
+    });
+    assert!(
+        describe
+            .lines()
+            .any(|l| l.contains("my-scheduler") && l.contains("Successfully assigned")),
+        "{describe}"
     );
 }
