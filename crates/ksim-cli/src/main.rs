@@ -51,6 +51,9 @@ enum Command {
         /// Port to listen on (127.0.0.1); 0 picks a free one.
         #[arg(long, default_value_t = 0)]
         port: u16,
+        /// KubeSchedulerConfiguration for the cluster's scheduler.
+        #[arg(long)]
+        scheduler_config: Option<PathBuf>,
     },
     /// Scale simulated resources (nodes).
     #[command(subcommand)]
@@ -79,6 +82,21 @@ enum Command {
         #[arg(long, default_value = "*")]
         controllers: String,
     },
+    /// Run the scheduler against the current context or --kubeconfig.
+    Scheduler {
+        /// Kubeconfig to use (default: $KUBECONFIG, else ~/.kube/config).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Record per-node filter verdicts and scores on every pod.
+        #[arg(long)]
+        record_decisions: bool,
+    },
+    /// Explain scheduling decisions.
+    #[command(subcommand)]
+    Explain(ExplainCommand),
     /// Benchmarks of ksim itself.
     #[command(subcommand, hide = true)]
     Bench(BenchCommand),
@@ -100,6 +118,24 @@ enum CreateCommand {
         /// Cluster configuration file (not supported yet).
         #[arg(long)]
         config: Option<PathBuf>,
+        /// KubeSchedulerConfiguration for the cluster's scheduler.
+        #[arg(long)]
+        scheduler_config: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ExplainCommand {
+    /// The recorded filter verdicts and scores of a pod, per node.
+    Pod {
+        /// Pod name.
+        name: String,
+        /// Namespace (default: the context's).
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+        /// Kubeconfig to use (default: $KUBECONFIG, else ~/.kube/config).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
     },
 }
 
@@ -200,6 +236,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             port,
             kubeconfig,
             config,
+            scheduler_config,
         }) => commands::create_cluster(
             &home()?,
             &commands::CreateCluster {
@@ -207,6 +244,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                 port,
                 kubeconfig,
                 config,
+                scheduler_config,
             },
         ),
         Command::Delete(DeleteCommand::Cluster { name, all }) => {
@@ -214,7 +252,29 @@ fn run(command: Command) -> anyhow::Result<()> {
         }
         Command::Get(GetCommand::Clusters) => commands::get_clusters(&home()?),
         Command::Get(GetCommand::Kubeconfig { name }) => commands::get_kubeconfig(&home()?, &name),
-        Command::Serve { name, port } => commands::serve(&home()?, &name, port),
+        Command::Serve {
+            name,
+            port,
+            scheduler_config,
+        } => commands::serve(&home()?, &name, port, scheduler_config.as_deref()),
+        Command::Scheduler {
+            kubeconfig,
+            config,
+            record_decisions,
+        } => commands::scheduler(&commands::SchedulerCommand {
+            kubeconfig,
+            config,
+            record_decisions,
+        }),
+        Command::Explain(ExplainCommand::Pod {
+            name,
+            namespace,
+            kubeconfig,
+        }) => commands::explain_pod(&commands::ExplainPod {
+            name,
+            namespace,
+            kubeconfig,
+        }),
         Command::Scale(ScaleCommand::Node {
             replicas,
             name,

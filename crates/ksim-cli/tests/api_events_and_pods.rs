@@ -12,7 +12,15 @@ fn cluster() -> TestCluster {
 #[test]
 fn events_written_through_events_k8s_io_show_in_kubectl_describe() {
     let cluster = cluster();
-    cluster.kubectl(&["run", "p1", "--image=nginx"]).success();
+    // Left to no scheduler, so that the only event is the one written here.
+    cluster
+        .kubectl(&[
+            "run",
+            "p1",
+            "--image=nginx",
+            "--overrides={\"spec\": {\"schedulerName\": \"none\"}}",
+        ])
+        .success();
     let uid = cluster
         .kubectl(&["get", "pod", "p1", "-o", "jsonpath={.metadata.uid}"])
         .success()

@@ -114,6 +114,11 @@ impl ClusterDir {
         self.dir.join(LOG_FILE)
     }
 
+    /// Where `create cluster --scheduler-config` stores the configuration.
+    pub fn scheduler_config_path(&self) -> PathBuf {
+        self.dir.join("scheduler-config.yaml")
+    }
+
     /// Whether the state directory exists.
     pub fn exists(&self) -> bool {
         self.dir.is_dir()

@@ -21,6 +21,8 @@ pub struct CreateCluster {
     pub port: u16,
     pub kubeconfig: Option<PathBuf>,
     pub config: Option<PathBuf>,
+    /// KubeSchedulerConfiguration for the cluster's scheduler.
+    pub scheduler_config: Option<PathBuf>,
 }
 
 /// Creates cluster `options.name` and makes its context current.
@@ -32,6 +34,9 @@ pub fn create_cluster(home: &KsimHome, options: &CreateCluster) -> anyhow::Resul
             "--config {}: cluster configuration files are not supported yet",
             config.display()
         );
+    }
+    if let Some(path) = &options.scheduler_config {
+        super::scheduler::load_scheduler_config(path)?;
     }
     let cluster = home.cluster(name);
     if cluster.running_pid().is_some() || cluster.is_locked() {
@@ -51,6 +56,10 @@ pub fn create_cluster(home: &KsimHome, options: &CreateCluster) -> anyhow::Resul
     // Fail before starting anything if the kubeconfig cannot be read.
     Kubeconfig::load(&kubeconfig_path)?;
     cluster.create()?;
+    super::scheduler::store_cluster_scheduler_config(
+        &cluster,
+        options.scheduler_config.as_deref(),
+    )?;
 
     let exe = std::env::current_exe().context("cannot find the ksim executable")?;
     let mut child = cluster::spawn_serve(&exe, &cluster, options.port)?;

@@ -1,24 +1,29 @@
 //! The subcommands of `ksim` that own cluster life: `create cluster`,
-//! `delete cluster`, `get clusters`, `get kubeconfig`, `serve`, and the
-//! `bench` benchmarks; and the API clients `scale node` and `kubelet`.
+//! `delete cluster`, `get clusters`, `get kubeconfig`, `serve`, the
+//! `bench` benchmarks; and the components: `scale node`, `kubelet`,
+//! `controllers`, `scheduler`, `explain pod`.
 
 mod bench;
 mod connect;
 mod controllers;
 mod create;
 mod delete;
+mod explain;
 mod get;
 mod kubelet;
 mod scale;
+mod scheduler;
 mod serve;
 
 pub use bench::{ApiBench, bench_all, bench_api, bench_startup};
 pub use controllers::run_controllers;
 pub use create::{CreateCluster, create_cluster};
 pub use delete::{DeleteCluster, delete_cluster};
+pub use explain::{ExplainPod, explain_pod};
 pub use get::{get_clusters, get_kubeconfig};
 pub use kubelet::{Kubelet, kubelet};
 pub use scale::{ScaleNode, scale_node};
+pub use scheduler::{SchedulerCommand, scheduler};
 pub use serve::serve;
 
 /// Writes one line to stdout; a closed stdout is an error, not a panic.

@@ -11,7 +11,12 @@ use crate::cluster::{KsimHome, validate_cluster_name};
 
 /// Serves cluster `name` on 127.0.0.1:`port` (0 picks a free port) until
 /// SIGINT or SIGTERM.
-pub fn serve(home: &KsimHome, name: &str, port: u16) -> anyhow::Result<()> {
+pub fn serve(
+    home: &KsimHome,
+    name: &str,
+    port: u16,
+    scheduler_config: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
     validate_cluster_name(name)?;
     let cluster = home.cluster(name);
     let own_pid = std::process::id();
@@ -49,6 +54,7 @@ pub fn serve(home: &KsimHome, name: &str, port: u16) -> anyhow::Result<()> {
             ksim_runtime::client::in_process(&server),
             ksim_controllers::ALL_CONTROLLERS,
         ));
+        super::scheduler::start_in_process(&server, &cluster, scheduler_config)?;
         let result = tokio::select! {
             result = ksim_apiserver::serve(listener, server) => result.context("the API server failed"),
             _ = terminate.recv() => {

@@ -97,6 +97,9 @@ pub struct SchedulingQueue {
     backoff: BTreeMap<(Duration, u64), PodKey>,
     entries: HashMap<PodKey, Entry>,
     seq: u64,
+    /// Whether a pod may sit in the unschedulable pool (cleared when an
+    /// event moves them all out), so events cost nothing when none waits.
+    maybe_unschedulable: bool,
     pub initial_backoff: Duration,
     pub max_backoff: Duration,
     pub max_in_unschedulable: Duration,
@@ -113,6 +116,7 @@ impl SchedulingQueue {
             backoff: BTreeMap::new(),
             entries: HashMap::new(),
             seq: 0,
+            maybe_unschedulable: false,
             initial_backoff: DEFAULT_INITIAL_BACKOFF,
             max_backoff: DEFAULT_MAX_BACKOFF,
             max_in_unschedulable: DEFAULT_MAX_IN_UNSCHEDULABLE,
@@ -175,6 +179,18 @@ impl SchedulingQueue {
         let key = key_of(&pod);
         let pod = Arc::new(pod);
         let gate = self.pre_enqueue.run_pre_enqueue_plugins(&pod);
+        if let Some(entry) = self.entries.get_mut(&key)
+            && matches!(
+                entry.location,
+                QueueLocation::Unschedulable | QueueLocation::Gated
+            )
+            && !pod_updated(&entry.info.pod, &pod)
+        {
+            // Only the status or resourceVersion changed (for instance our
+            // own PodScheduled=False patch): the pod keeps waiting.
+            entry.info.pod = pod;
+            return;
+        }
         let (info, location) = match self.entries.remove(&key) {
             Some(mut entry) => {
                 entry.info.pod = pod;
@@ -252,6 +268,16 @@ impl SchedulingQueue {
         }
     }
 
+    /// The keys of every pod the queue knows.
+    pub fn keys(&self) -> Vec<PodKey> {
+        self.entries.keys().cloned().collect()
+    }
+
+    /// When the earliest backoff ends (to wake up for it).
+    pub fn next_backoff_expiry(&self) -> Option<Duration> {
+        self.backoff.keys().next().map(|(until, _)| *until)
+    }
+
     /// Moves pods unschedulable for longer than `max_in_unschedulable` out.
     pub fn flush_unschedulable_leftover(&mut self, now: Duration) {
         let stale: Vec<PodKey> = self
@@ -302,6 +328,7 @@ impl SchedulingQueue {
         };
         entry.backoff_until = now + backoff;
         entry.since = now;
+        self.maybe_unschedulable = true;
         if event_during_cycle {
             entry.location = QueueLocation::Backoff;
             let until = entry.backoff_until;
@@ -332,6 +359,10 @@ impl SchedulingQueue {
     /// A cluster event that may make unschedulable pods fit (node added or
     /// changed, pod deleted, ...): they go back to backoff or active.
     pub fn move_all_to_active_or_backoff(&mut self, now: Duration) {
+        if !self.maybe_unschedulable {
+            return;
+        }
+        self.maybe_unschedulable = false;
         let waiting: Vec<PodKey> = self
             .entries
             .iter()
@@ -342,6 +373,15 @@ impl SchedulingQueue {
             self.requeue(key, now);
         }
     }
+}
+
+/// Whether an update changes what scheduling reads (upstream `isPodUpdated`
+/// ignores resourceVersion, generation and status).
+fn pod_updated(old: &Pod, new: &Pod) -> bool {
+    old.metadata.labels != new.metadata.labels
+        || old.metadata.annotations != new.metadata.annotations
+        || old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
+        || old.spec != new.spec
 }
 
 #[cfg(test)]

@@ -155,3 +155,32 @@ fn updates_keep_the_place_and_refresh_the_pod() {
     assert_eq!(popped.timestamp, 0);
     assert!(q.pop(secs(1)).is_none(), "no duplicate");
 }
+
+#[test]
+fn status_only_updates_leave_unschedulable_pods_waiting() {
+    let mut q = queue();
+    q.add_or_update(pod("p").obj(), secs(0));
+    let popped = q.pop(secs(0)).expect("queued");
+    q.add_unschedulable(&popped.pod, false, secs(0));
+    let mut patched = pod("p").obj();
+    patched.status.get_or_insert_default().nominated_node_name = Some("n1".to_string());
+    q.add_or_update(patched, secs(5));
+    assert_eq!(
+        q.location("default", "p"),
+        Some(QueueLocation::Unschedulable)
+    );
+    q.add_or_update(pod("p").label("tier", "web").obj(), secs(5));
+    assert_eq!(q.location("default", "p"), Some(QueueLocation::Active));
+}
+
+#[test]
+fn events_without_waiting_pods_move_nothing_and_backoff_expiry_is_known() {
+    let mut q = queue();
+    q.add_or_update(pod("p").obj(), secs(0));
+    q.move_all_to_active_or_backoff(secs(0));
+    assert_eq!(q.location("default", "p"), Some(QueueLocation::Active));
+    let popped = q.pop(secs(0)).expect("queued");
+    q.add_unschedulable(&popped.pod, true, secs(0));
+    assert_eq!(q.next_backoff_expiry(), Some(secs(1)));
+    assert_eq!(q.keys(), [("default".to_string(), "p".to_string())]);
+}

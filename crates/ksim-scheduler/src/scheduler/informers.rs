@@ -1,0 +1,167 @@
+//! The informers: one kube-rs watcher per kind the scheduler reads (pods,
+//! nodes, namespaces, PodDisruptionBudgets, PriorityClasses, Services,
+//! ReplicationControllers, ReplicaSets, StatefulSets), each turning its
+//! stream into [`Message`]s for the scheduling loop. A (re)list arrives
+//! as one [`Change::Relist`] so the cache can drop what disappeared.
+
+use std::fmt::Debug;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ReplicationController, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use serde::de::DeserializeOwned;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::task::JoinHandle;
+
+use super::BindOutcome;
+
+/// One change of one kind.
+#[derive(Debug)]
+pub enum Change<K> {
+    Apply(K),
+    Delete(K),
+    /// Every object, after a (re)list.
+    Relist(Vec<K>),
+}
+
+/// What the scheduling loop receives.
+// Each message is moved once through the channel; boxing would only add
+// an allocation per event.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Message {
+    Pod(Change<Pod>),
+    Node(Change<Node>),
+    Namespace(Change<Namespace>),
+    DisruptionBudget(Change<PodDisruptionBudget>),
+    PriorityClass(Change<PriorityClass>),
+    Service(Change<Service>),
+    ReplicationController(Change<ReplicationController>),
+    ReplicaSet(Change<ReplicaSet>),
+    StatefulSet(Change<StatefulSet>),
+    /// A binding finished.
+    Bound(BindOutcome),
+}
+
+/// How many informers report a first list before scheduling starts.
+pub const INFORMERS: usize = 9;
+
+/// The informers, to record which have listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Informer {
+    Pod,
+    Node,
+    Namespace,
+    DisruptionBudget,
+    PriorityClass,
+    Service,
+    ReplicationController,
+    ReplicaSet,
+    StatefulSet,
+}
+
+impl From<crate::framework::WorkloadKind> for Informer {
+    fn from(kind: crate::framework::WorkloadKind) -> Self {
+        use crate::framework::WorkloadKind;
+        match kind {
+            WorkloadKind::Service => Informer::Service,
+            WorkloadKind::ReplicationController => Informer::ReplicationController,
+            WorkloadKind::ReplicaSet => Informer::ReplicaSet,
+            WorkloadKind::StatefulSet => Informer::StatefulSet,
+        }
+    }
+}
+
+fn spawn_one<K>(
+    api: Api<K>,
+    tx: UnboundedSender<Message>,
+    wrap: fn(Change<K>) -> Message,
+) -> JoinHandle<()>
+where
+    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    K::DynamicType: Default,
+{
+    tokio::spawn(async move {
+        let mut stream = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        let mut listed: Vec<K> = Vec::new();
+        while let Some(event) = stream.next().await {
+            let change = match event {
+                Ok(watcher::Event::Apply(object)) => Change::Apply(object),
+                Ok(watcher::Event::Delete(object)) => Change::Delete(object),
+                Ok(watcher::Event::Init) => {
+                    listed.clear();
+                    continue;
+                }
+                Ok(watcher::Event::InitApply(object)) => {
+                    listed.push(object);
+                    continue;
+                }
+                Ok(watcher::Event::InitDone) => Change::Relist(std::mem::take(&mut listed)),
+                Err(watcher::Error::InitialListFailed(kube::Error::Api(status)))
+                    if status.code == 404 =>
+                {
+                    // The server does not serve this kind: nothing to watch.
+                    tracing::info!(kind = %K::kind(&Default::default()), "not served; not watched");
+                    let _ = tx.send(wrap(Change::Relist(Vec::new())));
+                    return;
+                }
+                Err(error) => {
+                    tracing::warn!(kind = %K::kind(&Default::default()), %error, "watch failed; retrying");
+                    continue;
+                }
+            };
+            if tx.send(wrap(change)).is_err() {
+                return;
+            }
+        }
+    })
+}
+
+/// Starts every informer; they stop when the receiver is dropped.
+pub fn spawn_all(client: &kube::Client, tx: &UnboundedSender<Message>) -> Vec<JoinHandle<()>> {
+    vec![
+        spawn_one(Api::<Pod>::all(client.clone()), tx.clone(), Message::Pod),
+        spawn_one(Api::<Node>::all(client.clone()), tx.clone(), Message::Node),
+        spawn_one(
+            Api::<Namespace>::all(client.clone()),
+            tx.clone(),
+            Message::Namespace,
+        ),
+        spawn_one(
+            Api::<PodDisruptionBudget>::all(client.clone()),
+            tx.clone(),
+            Message::DisruptionBudget,
+        ),
+        spawn_one(
+            Api::<PriorityClass>::all(client.clone()),
+            tx.clone(),
+            Message::PriorityClass,
+        ),
+        spawn_one(
+            Api::<Service>::all(client.clone()),
+            tx.clone(),
+            Message::Service,
+        ),
+        spawn_one(
+            Api::<ReplicationController>::all(client.clone()),
+            tx.clone(),
+            Message::ReplicationController,
+        ),
+        spawn_one(
+            Api::<ReplicaSet>::all(client.clone()),
+            tx.clone(),
+            Message::ReplicaSet,
+        ),
+        spawn_one(
+            Api::<StatefulSet>::all(client.clone()),
+            tx.clone(),
+            Message::StatefulSet,
+        ),
+    ]
+}
