@@ -54,6 +54,9 @@ enum Command {
         /// KubeSchedulerConfiguration for the cluster's scheduler.
         #[arg(long)]
         scheduler_config: Option<PathBuf>,
+        /// Components not to run beside the API server (comma-separated).
+        #[arg(long, value_delimiter = ',', value_enum)]
+        disable: Vec<commands::Component>,
     },
     /// Scale simulated resources (nodes).
     #[command(subcommand)]
@@ -121,6 +124,9 @@ enum CreateCommand {
         /// KubeSchedulerConfiguration for the cluster's scheduler.
         #[arg(long)]
         scheduler_config: Option<PathBuf>,
+        /// Components not to run beside the API server (comma-separated).
+        #[arg(long, value_delimiter = ',', value_enum)]
+        disable: Vec<commands::Component>,
     },
 }
 
@@ -237,6 +243,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             kubeconfig,
             config,
             scheduler_config,
+            disable,
         }) => commands::create_cluster(
             &home()?,
             &commands::CreateCluster {
@@ -245,6 +252,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                 kubeconfig,
                 config,
                 scheduler_config,
+                disable,
             },
         ),
         Command::Delete(DeleteCommand::Cluster { name, all }) => {
@@ -256,7 +264,8 @@ fn run(command: Command) -> anyhow::Result<()> {
             name,
             port,
             scheduler_config,
-        } => commands::serve(&home()?, &name, port, scheduler_config.as_deref()),
+            disable,
+        } => commands::serve(&home()?, &name, port, scheduler_config.as_deref(), &disable),
         Command::Scheduler {
             kubeconfig,
             config,

@@ -9,7 +9,7 @@ use ksim_testutils::TestCluster;
 
 #[test]
 fn terminating_namespace_waits_for_finalized_contents() {
-    let cluster = TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")));
+    let cluster = TestCluster::start_api_only(Path::new(env!("CARGO_BIN_EXE_ksim")));
     cluster.kubectl(&["create", "namespace", "t"]).success();
     cluster
         .kubectl(&[
@@ -117,7 +117,7 @@ fn terminating_namespace_waits_for_finalized_contents() {
 
 #[test]
 fn deleting_a_manifest_with_its_namespace_deletes_everything_in_it() {
-    let cluster = TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")));
+    let cluster = TestCluster::start_api_only(Path::new(env!("CARGO_BIN_EXE_ksim")));
     let manifest = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: stack\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: conf\n  namespace: stack\n";
     cluster
         .kubectl_stdin(&["apply", "-f", "-"], manifest)
@@ -132,7 +132,7 @@ fn deleting_a_manifest_with_its_namespace_deletes_everything_in_it() {
 
 #[test]
 fn system_namespaces_cannot_be_deleted() {
-    let cluster = TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")));
+    let cluster = TestCluster::start_api_only(Path::new(env!("CARGO_BIN_EXE_ksim")));
     for namespace in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         let refused = cluster.kubectl(&["delete", "namespace", namespace]);
         assert_ne!(refused.status, 0);

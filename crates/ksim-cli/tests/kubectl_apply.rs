@@ -10,7 +10,7 @@ use ksim_testutils::kubectl::stdout_json;
 use serde_json::{Value, json};
 
 fn cluster() -> TestCluster {
-    TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")))
+    TestCluster::start_api_only(Path::new(env!("CARGO_BIN_EXE_ksim")))
 }
 
 fn fixture(name: &str) -> String {

@@ -24,7 +24,7 @@ fn widget(name: &str, size: &str, replicas: u32) -> String {
 /// A cluster where the Widget CRD (tests/fixtures/crd-widgets.yaml) is
 /// established and served, with widgets w1 (small, 1) and w2 (large, 2).
 fn cluster_with_widgets() -> TestCluster {
-    let cluster = TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")));
+    let cluster = TestCluster::start_api_only(Path::new(env!("CARGO_BIN_EXE_ksim")));
     let applied = cluster.kubectl(&["apply", "-f", &fixture("crd-widgets.yaml")]);
     assert_eq!(
         applied.success().stdout,

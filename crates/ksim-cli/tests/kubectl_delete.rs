@@ -11,7 +11,7 @@ use ksim_testutils::kubectl::{BackgroundKubectl, stdout_json};
 use serde_json::json;
 
 fn cluster() -> TestCluster {
-    TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")))
+    TestCluster::start_api_only(Path::new(env!("CARGO_BIN_EXE_ksim")))
 }
 
 const HELD: &str = "apiVersion: v1

@@ -9,7 +9,7 @@ use ksim_testutils::kubectl::{header_line, stdout_json};
 use serde_json::json;
 
 fn cluster() -> TestCluster {
-    TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")))
+    TestCluster::start_api_only(Path::new(env!("CARGO_BIN_EXE_ksim")))
 }
 
 /// The rows of `kubectl api-resources`, cells split on blanks, keyed by

@@ -8,7 +8,7 @@ use std::path::Path;
 use ksim_testutils::TestCluster;
 
 fn cluster() -> TestCluster {
-    TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")))
+    TestCluster::start_api_only(Path::new(env!("CARGO_BIN_EXE_ksim")))
 }
 
 fn fixture(name: &str) -> String {

@@ -7,7 +7,7 @@ use std::path::Path;
 use ksim_testutils::TestCluster;
 
 fn cluster() -> TestCluster {
-    TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")))
+    TestCluster::start_api_only(Path::new(env!("CARGO_BIN_EXE_ksim")))
 }
 
 /// The field lines (`  name\t<type>[ -required-]`) of an explain output.

@@ -10,7 +10,7 @@ use ksim_testutils::kubectl::{header_line, stdout_json, table_rows};
 use serde_json::json;
 
 fn cluster() -> TestCluster {
-    TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")))
+    TestCluster::start_api_only(Path::new(env!("CARGO_BIN_EXE_ksim")))
 }
 
 /// A cluster with five pods p1..p5, labelled app=odd or app=even.

@@ -9,7 +9,7 @@ use ksim_testutils::kubectl::{header_line, stdout_json, table_rows};
 use serde_json::json;
 
 fn cluster() -> TestCluster {
-    TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")))
+    TestCluster::start_api_only(Path::new(env!("CARGO_BIN_EXE_ksim")))
 }
 
 // BUG 1 (kubectl_get): a Node created with a status keeps it.

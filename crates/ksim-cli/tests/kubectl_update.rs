@@ -11,7 +11,7 @@ use ksim_testutils::kubectl::{kubectl_with_env, stdout_json};
 use serde_json::{Value, json};
 
 fn cluster() -> TestCluster {
-    TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")))
+    TestCluster::start_api_only(Path::new(env!("CARGO_BIN_EXE_ksim")))
 }
 
 fn get_json(cluster: &TestCluster, kind: &str, name: &str) -> Value {

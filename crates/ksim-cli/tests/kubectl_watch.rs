@@ -9,7 +9,7 @@ use ksim_testutils::TestCluster;
 use ksim_testutils::kubectl::BackgroundKubectl;
 
 fn cluster() -> TestCluster {
-    TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")))
+    TestCluster::start_api_only(Path::new(env!("CARGO_BIN_EXE_ksim")))
 }
 
 const WAIT: Duration = Duration::from_secs(20);

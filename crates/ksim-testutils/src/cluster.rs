@@ -227,10 +227,29 @@ impl TestCluster {
         Self::start_named(ksim_binary, KSIM_CLUSTER_NAME)
     }
 
+    /// A cluster with the API server alone (`--disable
+    /// kubelet,controllers,scheduler`): objects are stored and nothing acts
+    /// on them, for tests of the API itself.
+    pub fn start_api_only(ksim_binary: &Path) -> Self {
+        Self::start_with(
+            ksim_binary,
+            KSIM_CLUSTER_NAME,
+            &["--disable", "kubelet,controllers,scheduler"],
+        )
+    }
+
     /// Runs `<ksim_binary> create cluster --name <name>` in a fresh environment.
     pub fn start_named(ksim_binary: &Path, name: &str) -> Self {
+        Self::start_with(ksim_binary, name, &[])
+    }
+
+    /// Runs `<ksim_binary> create cluster --name <name> <extra_args>` in a
+    /// fresh environment.
+    pub fn start_with(ksim_binary: &Path, name: &str, extra_args: &[&str]) -> Self {
         let env = KsimEnv::new(ksim_binary);
-        let output = env.ksim(&["create", "cluster", "--name", name]);
+        let mut args = vec!["create", "cluster", "--name", name];
+        args.extend_from_slice(extra_args);
+        let output = env.ksim(&args);
         assert!(
             output.status.success(),
             "ksim create cluster --name {name} failed ({})\nstdout:\n{}\nstderr:\n{}",

@@ -118,10 +118,15 @@ pub fn probe_readyz(port: u16) -> bool {
     head.starts_with(b"HTTP/1.") && &head[8..12] == b" 200"
 }
 
-/// Starts `<exe> serve --name <name> --port <port>` in its own process group,
+/// Starts `<exe> serve --name <name> --port <port> <extra_args>` in its own process group,
 /// stdin closed, stdout and stderr appended to the cluster's log (appended,
 /// not truncated: a losing racer must not wipe the winner's log).
-pub fn spawn_serve(exe: &Path, cluster: &ClusterDir, port: u16) -> anyhow::Result<Child> {
+pub fn spawn_serve(
+    exe: &Path,
+    cluster: &ClusterDir,
+    port: u16,
+    extra_args: &[String],
+) -> anyhow::Result<Child> {
     use std::os::unix::process::CommandExt;
 
     let log_path = cluster.log_path();
@@ -141,6 +146,7 @@ pub fn spawn_serve(exe: &Path, cluster: &ClusterDir, port: u16) -> anyhow::Resul
             "--port",
             &port.to_string(),
         ])
+        .args(extra_args)
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log_err)

@@ -23,6 +23,8 @@ pub struct CreateCluster {
     pub config: Option<PathBuf>,
     /// KubeSchedulerConfiguration for the cluster's scheduler.
     pub scheduler_config: Option<PathBuf>,
+    /// Components not to run beside the API server.
+    pub disable: Vec<super::serve::Component>,
 }
 
 /// Creates cluster `options.name` and makes its context current.
@@ -62,7 +64,13 @@ pub fn create_cluster(home: &KsimHome, options: &CreateCluster) -> anyhow::Resul
     )?;
 
     let exe = std::env::current_exe().context("cannot find the ksim executable")?;
-    let mut child = cluster::spawn_serve(&exe, &cluster, options.port)?;
+    let extra_args: Vec<String> = if options.disable.is_empty() {
+        Vec::new()
+    } else {
+        let names: Vec<&str> = options.disable.iter().map(|c| c.name()).collect();
+        vec!["--disable".to_string(), names.join(",")]
+    };
+    let mut child = cluster::spawn_serve(&exe, &cluster, options.port, &extra_args)?;
     let port = match cluster::wait_until_ready(&mut child, &cluster, READY_TIMEOUT) {
         Ok(port) => port,
         Err(e) => {

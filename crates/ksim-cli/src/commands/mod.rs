@@ -24,7 +24,7 @@ pub use get::{get_clusters, get_kubeconfig};
 pub use kubelet::{Kubelet, kubelet};
 pub use scale::{ScaleNode, scale_node};
 pub use scheduler::{SchedulerCommand, scheduler};
-pub use serve::serve;
+pub use serve::{Component, serve};
 
 /// Writes one line to stdout; a closed stdout is an error, not a panic.
 fn print_line(line: impl std::fmt::Display) -> anyhow::Result<()> {

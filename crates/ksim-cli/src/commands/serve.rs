@@ -11,11 +11,37 @@ use crate::cluster::{KsimHome, validate_cluster_name};
 
 /// Serves cluster `name` on 127.0.0.1:`port` (0 picks a free port) until
 /// SIGINT or SIGTERM.
+/// A component `ksim serve` runs beside the API server, unless disabled
+/// (`--disable kubelet,controllers,scheduler`, as `kwokctl create cluster
+/// --disable` does): an API server alone stores objects and nothing acts
+/// on them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Component {
+    /// The kubelet simulator (nodes and pods follow their Stages).
+    Kubelet,
+    /// The workload, garbage-collection and disruption controllers.
+    Controllers,
+    /// The scheduler.
+    Scheduler,
+}
+
+impl Component {
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Component::Kubelet => "kubelet",
+            Component::Controllers => "controllers",
+            Component::Scheduler => "scheduler",
+        }
+    }
+}
+
 pub fn serve(
     home: &KsimHome,
     name: &str,
     port: u16,
     scheduler_config: Option<&std::path::Path>,
+    disabled: &[Component],
 ) -> anyhow::Result<()> {
     validate_cluster_name(name)?;
     let cluster = home.cluster(name);
@@ -38,23 +64,28 @@ pub fn serve(
         cluster.record_serving(own_pid, address.port())?;
         tracing::info!(cluster = name, %address, pid = own_pid, "serving");
         let server = ksim_apiserver::ApiServer::new();
-        // The kubelet simulator, as a client of the in-process API (all nodes managed);
-        // dropped with this future.
-        let kubelet = ksim_kubelet::KubeletSimulator::new(
-            ksim_runtime::client::in_process(&server),
-            ksim_kubelet::KubeletOptions::default(),
-        );
-        let kubelet = tokio::spawn(async move {
-            if let Err(error) = kubelet.run().await {
-                tracing::error!(%error, "the kubelet simulator stopped");
-            }
+        // The components are API clients of this server, in process.
+        let kubelet = (!disabled.contains(&Component::Kubelet)).then(|| {
+            // All nodes managed; stopped with the server.
+            let kubelet = ksim_kubelet::KubeletSimulator::new(
+                ksim_runtime::client::in_process(&server),
+                ksim_kubelet::KubeletOptions::default(),
+            );
+            tokio::spawn(async move {
+                if let Err(error) = kubelet.run().await {
+                    tracing::error!(%error, "the kubelet simulator stopped");
+                }
+            })
         });
-        // The controllers are API clients of this server, in process.
-        tokio::spawn(ksim_controllers::run_controllers(
-            ksim_runtime::client::in_process(&server),
-            ksim_controllers::ALL_CONTROLLERS,
-        ));
-        super::scheduler::start_in_process(&server, &cluster, scheduler_config)?;
+        if !disabled.contains(&Component::Controllers) {
+            tokio::spawn(ksim_controllers::run_controllers(
+                ksim_runtime::client::in_process(&server),
+                ksim_controllers::ALL_CONTROLLERS,
+            ));
+        }
+        if !disabled.contains(&Component::Scheduler) {
+            super::scheduler::start_in_process(&server, &cluster, scheduler_config)?;
+        }
         let result = tokio::select! {
             result = ksim_apiserver::serve(listener, server) => result.context("the API server failed"),
             _ = terminate.recv() => {
@@ -66,7 +97,9 @@ pub fn serve(
                 Ok(())
             }
         };
-        kubelet.abort();
+        if let Some(kubelet) = kubelet {
+            kubelet.abort();
+        }
         cluster.clear_serving(own_pid);
         result
     });

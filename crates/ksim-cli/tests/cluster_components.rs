@@ -1,0 +1,65 @@
+//! End-to-end: `create cluster --disable` leaves components out, as
+//! `kwokctl create cluster --disable` does.
+
+use std::path::Path;
+
+use ksim_testutils::{KsimEnv, TestCluster};
+
+fn ksim_binary() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_ksim"))
+}
+
+#[test]
+fn a_cluster_without_controllers_only_stores_a_deployment() {
+    let cluster = TestCluster::start_with(ksim_binary(), "bare", &["--disable", "controllers"]);
+    cluster
+        .kubectl(&[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx",
+            "--replicas=2",
+        ])
+        .success();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let replica_sets = cluster.kubectl(&["get", "replicasets", "-o", "name"]);
+    assert_eq!(replica_sets.success().stdout, "");
+}
+
+#[test]
+fn a_full_cluster_runs_the_deployment() {
+    let cluster = TestCluster::start(ksim_binary());
+    cluster
+        .kubectl(&[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx",
+            "--replicas=2",
+        ])
+        .success();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let pods = cluster.kubectl(&["get", "pods", "-l", "app=web", "-o", "name"]);
+        if pods.success().stdout.lines().count() == 2 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no pods for the deployment"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn an_unknown_component_is_refused() {
+    let env = KsimEnv::new(ksim_binary());
+    let output = env.ksim(&["create", "cluster", "--disable", "etcd"]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("invalid value 'etcd' for '--disable"),
+        "{stderr}"
+    );
+}
