@@ -39,7 +39,9 @@ impl ServeChild {
         let log_err = log.try_clone().context("cannot open the serve log")?;
         let port = free_port()?;
         let child = Command::new(&exe)
+            // The API server alone: what these figures are about.
             .args(["serve", "--name", CLUSTER_NAME, "--port", &port.to_string()])
+            .args(["--disable", "kubelet,controllers,scheduler"])
             .env("KSIM_HOME", &root)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
