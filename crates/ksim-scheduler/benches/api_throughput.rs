@@ -21,6 +21,10 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
+#[path = "common/workloads.rs"]
+mod workloads;
+use workloads::WORKLOADS;
+
 /// Concurrent API writers when creating objects.
 const WRITERS: usize = 16;
 
@@ -172,42 +176,6 @@ async fn run_workload(nodes: usize, init: usize, pods: usize, spread: Option<&st
     let seconds = end.duration_since(start).as_secs_f64().max(f64::EPSILON);
     (pods as f64 / seconds, created)
 }
-
-struct Workload {
-    name: &'static str,
-    nodes: usize,
-    init: usize,
-    pods: usize,
-    spread: Option<&'static str>,
-    threshold: f64,
-}
-
-const WORKLOADS: [Workload; 3] = [
-    Workload {
-        name: "SchedulingBasic",
-        nodes: 5_000,
-        init: 1_000,
-        pods: 10_000,
-        spread: None,
-        threshold: 270.0,
-    },
-    Workload {
-        name: "TopologySpreading",
-        nodes: 5_000,
-        init: 1_000,
-        pods: 5_000,
-        spread: Some("DoNotSchedule"),
-        threshold: 85.0,
-    },
-    Workload {
-        name: "PreferredTopologySpreading",
-        nodes: 5_000,
-        init: 1_000,
-        pods: 5_000,
-        spread: Some("ScheduleAnyway"),
-        threshold: 125.0,
-    },
-];
 
 fn main() {
     let scale: f64 = std::env::var("KSIM_BENCH_SCALE")

@@ -16,6 +16,10 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use ksim_scheduler::framework::{Profile, ScheduleState, Snapshot, schedule_one};
 
+#[path = "common/workloads.rs"]
+mod workloads;
+use workloads::{WORKLOADS, Workload};
+
 fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
     pairs
         .iter()
@@ -111,43 +115,6 @@ fn run(nodes: usize, init_pods: usize, pods: usize, spread: Option<&str>) -> f64
     }
     scheduled as f64 / start.elapsed().as_secs_f64().max(f64::EPSILON)
 }
-
-/// A scheduler_perf workload and its upstream threshold in pods/s.
-struct Workload {
-    name: &'static str,
-    nodes: usize,
-    init: usize,
-    pods: usize,
-    spread: Option<&'static str>,
-    threshold: f64,
-}
-
-const WORKLOADS: [Workload; 3] = [
-    Workload {
-        name: "SchedulingBasic",
-        nodes: 5_000,
-        init: 1_000,
-        pods: 10_000,
-        spread: None,
-        threshold: 270.0,
-    },
-    Workload {
-        name: "TopologySpreading",
-        nodes: 5_000,
-        init: 1_000,
-        pods: 5_000,
-        spread: Some("DoNotSchedule"),
-        threshold: 85.0,
-    },
-    Workload {
-        name: "PreferredTopologySpreading",
-        nodes: 5_000,
-        init: 1_000,
-        pods: 5_000,
-        spread: Some("ScheduleAnyway"),
-        threshold: 125.0,
-    },
-];
 
 fn main() {
     let scale: f64 = std::env::var("KSIM_BENCH_SCALE")
