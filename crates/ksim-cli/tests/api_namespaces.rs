@@ -53,7 +53,7 @@ fn terminating_namespace_waits_for_finalized_contents() {
         .clone();
     assert_eq!(status, "Terminating");
     // The cleanup deletes what it can and only marks what a finalizer holds.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         let left = cluster
             .kubectl(&["get", "configmaps", "-n", "t", "-o", "name"])
@@ -100,7 +100,7 @@ fn terminating_namespace_waits_for_finalized_contents() {
         ])
         .success();
     // The namespace goes once its cleanup has run and nothing is left.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let gone = loop {
         let get = cluster.kubectl(&["get", "namespace", "t"]);
         if get.status != 0 || std::time::Instant::now() > deadline {

@@ -38,7 +38,7 @@ fn a_full_cluster_runs_the_deployment() {
             "--replicas=2",
         ])
         .success();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         let pods = cluster.kubectl(&["get", "pods", "-l", "app=web", "-o", "name"]);
         if pods.success().stdout.lines().count() == 2 {

@@ -15,7 +15,7 @@ fn cluster() -> TestCluster {
 /// Polls `kubectl <args>` until its stdout satisfies `done` (30 s at most).
 #[track_caller]
 fn wait_for(cluster: &TestCluster, args: &[&str], done: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let output = cluster.kubectl(args);
         if output.status == 0 && done(&output.stdout) {

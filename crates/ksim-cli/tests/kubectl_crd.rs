@@ -39,7 +39,7 @@ fn cluster_with_widgets() -> TestCluster {
         ])
         .success();
     // Discovery may lag the CRD by a moment, as with kube-apiserver.
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let created = cluster.kubectl_stdin(&["apply", "-f", "-"], &widget("w1", "small", 1));
         if created.status == 0 {
@@ -210,7 +210,7 @@ fn deleting_the_crd_removes_its_resources_and_kind() {
     );
     // `api-resources` refreshes kubectl's discovery cache; the group goes
     // once the CRD is gone.
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let out = cluster.kubectl(&["api-resources", "--api-group=example.com", "-o", "name"]);
         if out.status == 0 && out.stdout.is_empty() {

@@ -442,7 +442,7 @@ fn cluster_with_widget_crd() -> TestCluster {
             "--timeout=20s",
         ])
         .success();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while cluster.kubectl(&["get", "widgets"]).status != 0 {
         assert!(std::time::Instant::now() < deadline, "widgets never served");
         std::thread::sleep(std::time::Duration::from_millis(100));
@@ -531,7 +531,7 @@ fn crd_schema_defaults_are_applied() {
         ])
         .success();
     let gadget = "apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: g1\nspec: {}\n";
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while cluster.kubectl_stdin(&["apply", "-f", "-"], gadget).status != 0 {
         assert!(std::time::Instant::now() < deadline, "gadgets never served");
         std::thread::sleep(std::time::Duration::from_millis(100));

@@ -25,7 +25,7 @@ fn ksim_ok(cluster: &TestCluster, args: &[&str]) -> String {
 
 /// Polls `kubectl args` until `done` holds for its stdout (30 s at most).
 fn wait_for(cluster: &TestCluster, args: &[&str], done: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let out = cluster.kubectl(args);
         if out.status == 0 && done(&out.stdout) {

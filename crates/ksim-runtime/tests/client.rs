@@ -108,7 +108,7 @@ async fn reflector_follows_changes(client: kube::Client) {
         .delete("cm-0", &DeleteParams::default())
         .await
         .expect("delete configmap");
-    let settled = tokio::time::timeout(Duration::from_secs(10), async {
+    let settled = tokio::time::timeout(Duration::from_secs(60), async {
         loop {
             let names: Vec<String> = reader
                 .state()
@@ -136,7 +136,7 @@ async fn watcher_uses_streaming_lists(client: kube::Client) {
     let mut stream = watcher(pods.clone(), config).boxed();
     let mut initial = Vec::new();
     loop {
-        let event = tokio::time::timeout(Duration::from_secs(10), stream.next())
+        let event = tokio::time::timeout(Duration::from_secs(60), stream.next())
             .await
             .expect("event in time")
             .expect("stream open")
@@ -151,7 +151,7 @@ async fn watcher_uses_streaming_lists(client: kube::Client) {
     pods.create(&PostParams::default(), &pod("later", "x"))
         .await
         .expect("create");
-    let applied = tokio::time::timeout(Duration::from_secs(10), async {
+    let applied = tokio::time::timeout(Duration::from_secs(60), async {
         loop {
             if let Some(Ok(watcher::Event::Apply(pod))) = stream.next().await {
                 break pod.metadata.name.unwrap_or_default();

@@ -42,13 +42,14 @@ impl Cluster {
     }
 }
 
-/// Waits up to 20 s for `check` to return `Some`.
+/// Waits up to 60 s for `check` to return `Some` (generous: CI runs many
+/// clusters at once on two cores; this bounds a hang, it does not time).
 pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
         if let Some(value) = check().await {
             return value;
