@@ -2,6 +2,7 @@
 //! template's labels, and the Go rendering of selectors and int-or-strings
 //! that kube prints as bad values.
 
+use ksim_core::selector::{LabelSelectorRequirements, NoLabels};
 use serde_json::Value;
 
 use super::metadata::validate_labels;
@@ -84,34 +85,19 @@ pub(crate) fn is_empty_selector(selector: &Value) -> bool {
         && array_of(selector, "matchExpressions").is_empty()
 }
 
-/// Whether a (valid) selector matches a set of labels; a missing selector matches nothing.
+/// Whether a (valid) selector matches a set of labels; a missing or
+/// malformed selector matches nothing. Matching is ksim-core's.
 pub(crate) fn selector_matches(selector: Option<&Value>, labels: Option<&Value>) -> bool {
     let Some(selector) = selector.filter(|s| !s.is_null()) else {
         return false;
     };
-    let label = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
-    let match_labels_ok = selector
-        .get("matchLabels")
-        .and_then(Value::as_object)
-        .is_none_or(|m| m.iter().all(|(k, v)| label(k) == v.as_str()));
-    match_labels_ok
-        && array_of(selector, "matchExpressions")
-            .iter()
-            .all(|requirement| {
-                let value = label(str_of(requirement, "key"));
-                let listed = |v: &str| {
-                    array_of(requirement, "values")
-                        .iter()
-                        .any(|x| x.as_str() == Some(v))
-                };
-                match str_of(requirement, "operator") {
-                    "In" => value.is_some_and(listed),
-                    "NotIn" => !value.is_some_and(listed),
-                    "Exists" => value.is_some(),
-                    "DoesNotExist" => value.is_none(),
-                    _ => false,
-                }
-            })
+    let Ok(requirements) = LabelSelectorRequirements::from_json(selector) else {
+        return false;
+    };
+    match labels.and_then(Value::as_object) {
+        Some(labels) => requirements.matches(labels),
+        None => requirements.matches(&NoLabels),
+    }
 }
 
 /// `%#v` of a `v1.LabelSelector`.
