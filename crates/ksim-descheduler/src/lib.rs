@@ -1,0 +1,17 @@
+//! ksim-descheduler: the upstream descheduler (kubernetes-sigs/descheduler
+//! v0.36) rebuilt as a plain Kubernetes API client. It reads the upstream
+//! `descheduler/v1alpha2` DeschedulerPolicy unchanged, runs the profiles'
+//! deschedule plugins then their balance plugins over one snapshot of the
+//! cluster, and evicts only through the eviction API, so PodDisruptionBudgets
+//! are honoured.
+//!
+//! Modules: [`framework`] (the snapshot, the plugin and evictor traits, plugin
+//! args decoding), [`plugins`] (one folder per plugin and the registry),
+//! [`nodeutil`] (node usage and "would this pod fit elsewhere").
+
+mod error;
+pub mod framework;
+pub mod nodeutil;
+pub mod plugins;
+
+pub use error::Error;
