@@ -25,29 +25,17 @@ fn widget(name: &str, size: &str, replicas: u32) -> String {
 /// established and served, with widgets w1 (small, 1) and w2 (large, 2).
 fn cluster_with_widgets() -> TestCluster {
     let cluster = TestCluster::start_api_only(Path::new(env!("CARGO_BIN_EXE_ksim")));
-    let applied = cluster.kubectl(&["apply", "-f", &fixture("crd-widgets.yaml")]);
+    let applied = cluster.apply_crd(
+        Path::new(&fixture("crd-widgets.yaml")),
+        "widgets.example.com",
+    );
     assert_eq!(
-        applied.success().stdout,
+        applied.stdout,
         "customresourcedefinition.apiextensions.k8s.io/widgets.example.com created\n"
     );
     cluster
-        .kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "crd/widgets.example.com",
-            "--timeout=20s",
-        ])
+        .kubectl_stdin(&["apply", "-f", "-"], &widget("w1", "small", 1))
         .success();
-    // Discovery may lag the CRD by a moment, as with kube-apiserver.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let created = cluster.kubectl_stdin(&["apply", "-f", "-"], &widget("w1", "small", 1));
-        if created.status == 0 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{}", created.stderr);
-        std::thread::sleep(Duration::from_millis(100));
-    }
     cluster
         .kubectl_stdin(&["apply", "-f", "-"], &widget("w2", "large", 2))
         .success();

@@ -433,20 +433,7 @@ fn cluster_with_widget_crd() -> TestCluster {
         "{}/tests/fixtures/crd-widgets.yaml",
         env!("CARGO_MANIFEST_DIR")
     );
-    cluster.kubectl(&["apply", "-f", &crd]).success();
-    cluster
-        .kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "crd/widgets.example.com",
-            "--timeout=20s",
-        ])
-        .success();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while cluster.kubectl(&["get", "widgets"]).status != 0 {
-        assert!(std::time::Instant::now() < deadline, "widgets never served");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    cluster.apply_crd(std::path::Path::new(&crd), "widgets.example.com");
     cluster
 }
 

@@ -301,6 +301,38 @@ impl TestCluster {
     pub fn ksim(&self, args: &[&str]) -> Output {
         self.env.ksim(args)
     }
+
+    /// Applies the CustomResourceDefinition manifest at `manifest` (named
+    /// `crd_name`, e.g. `widgets.example.com`), waits until it is
+    /// Established and until `kubectl get <crd_name>` is served (discovery
+    /// may lag the CRD by a moment, as with kube-apiserver), and returns
+    /// kubectl's output of the apply.
+    pub fn apply_crd(&self, manifest: &Path, crd_name: &str) -> KubectlOutput {
+        let manifest = manifest.to_str().expect("test paths are UTF-8");
+        let applied = self.kubectl(&["apply", "-f", manifest]);
+        applied.success();
+        self.kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            &format!("crd/{crd_name}"),
+            "--timeout=60s",
+        ])
+        .success();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let listed = self.kubectl(&["get", crd_name]);
+            if listed.status == 0 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{crd_name} never served: {}",
+                listed.stderr
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        applied
+    }
 }
 
 impl Drop for TestCluster {
