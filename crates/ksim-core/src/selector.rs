@@ -299,6 +299,44 @@ impl FieldSelector {
     }
 }
 
+/// The string form of a structured `LabelSelector`, as kube's
+/// `LabelSelectorAsSelector(selector).String()` prints it: one term per
+/// requirement (`key=value` for matchLabels, `key in (a,b)`, `key notin (a)`,
+/// `key`, `!key`), sorted by key, values sorted. It is what the scale
+/// subresource reports and what controllers send as `?labelSelector=`. An
+/// empty selector gives the empty string (everything).
+pub fn format_label_selector(selector: &LabelSelector) -> String {
+    let mut terms: Vec<(&str, String)> = Vec::new();
+    for (key, value) in selector.match_labels.iter().flatten() {
+        terms.push((key, format!("{key}={value}")));
+    }
+    for expression in selector.match_expressions.iter().flatten() {
+        let key = expression.key.as_str();
+        let mut values: Vec<&str> = expression
+            .values
+            .iter()
+            .flatten()
+            .map(String::as_str)
+            .collect();
+        values.sort_unstable();
+        let values = values.join(",");
+        let term = match expression.operator.as_str() {
+            "In" => format!("{key} in ({values})"),
+            "NotIn" => format!("{key} notin ({values})"),
+            "Exists" => key.to_string(),
+            "DoesNotExist" => format!("!{key}"),
+            _ => continue,
+        };
+        terms.push((key, term));
+    }
+    terms.sort_by(|a, b| a.0.cmp(b.0));
+    terms
+        .into_iter()
+        .map(|(_, term)| term)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -366,5 +404,24 @@ mod tests {
         };
         assert!(selector.matches(value_of));
         assert!(FieldSelector::parse("nonsense").is_err());
+    }
+
+    #[test]
+    fn format_label_selector_prints_sorted_terms_as_kube() {
+        let selector: LabelSelector = serde_json::from_value(serde_json::json!({
+            "matchLabels": {"tier": "web", "app": "nginx"},
+            "matchExpressions": [
+                {"key": "zone", "operator": "In", "values": ["b", "a"]},
+                {"key": "env", "operator": "NotIn", "values": ["x"]},
+                {"key": "canary", "operator": "DoesNotExist"},
+                {"key": "b", "operator": "Exists"}
+            ]
+        }))
+        .expect("a valid selector");
+        assert_eq!(
+            format_label_selector(&selector),
+            "app=nginx,b,!canary,env notin (x),tier=web,zone in (a,b)"
+        );
+        assert_eq!(format_label_selector(&LabelSelector::default()), "");
     }
 }
