@@ -4,7 +4,8 @@
 //! `ksim serve` (in-process client) and against any cluster (`ksim controllers`).
 //!
 //! Modules: [`replicaset`], [`deployment`], [`garbagecollector`],
-//! [`disruption`] (PodDisruptionBudget status); [`manager`] starts a chosen set.
+//! [`disruption`] (PodDisruptionBudget status), [`nodelifecycle`] (node health
+//! and taint-based eviction); [`manager`] starts a chosen set.
 
 mod common;
 pub mod deployment;
@@ -13,6 +14,7 @@ mod error;
 mod events;
 pub mod garbagecollector;
 pub mod manager;
+pub mod nodelifecycle;
 pub mod replicaset;
 
 pub use error::Error;

@@ -16,6 +16,8 @@ pub enum ControllerName {
     GarbageCollector,
     /// `disruption`
     Disruption,
+    /// `nodelifecycle`
+    NodeLifecycle,
 }
 
 /// Every controller, in the order they start.
@@ -24,6 +26,7 @@ pub const ALL_CONTROLLERS: &[ControllerName] = &[
     ControllerName::Deployment,
     ControllerName::GarbageCollector,
     ControllerName::Disruption,
+    ControllerName::NodeLifecycle,
 ];
 
 impl ControllerName {
@@ -34,6 +37,7 @@ impl ControllerName {
             ControllerName::Deployment => "deployment",
             ControllerName::GarbageCollector => "garbagecollector",
             ControllerName::Disruption => "disruption",
+            ControllerName::NodeLifecycle => "nodelifecycle",
         }
     }
 
@@ -105,6 +109,7 @@ pub async fn run_controllers(client: kube::Client, controllers: &[ControllerName
                 ControllerName::Deployment => crate::deployment::run(client).await,
                 ControllerName::GarbageCollector => crate::garbagecollector::run(client).await,
                 ControllerName::Disruption => crate::disruption::run(client).await,
+                ControllerName::NodeLifecycle => crate::nodelifecycle::run(client).await,
             }
             controller
         });
@@ -130,7 +135,7 @@ mod tests {
             ("disruption,replicaset", vec![ReplicaSet, Disruption]),
             (
                 "*,-garbagecollector",
-                vec![ReplicaSet, Deployment, Disruption],
+                vec![ReplicaSet, Deployment, Disruption, NodeLifecycle],
             ),
             ("deployment, deployment", vec![Deployment]),
         ];

@@ -172,3 +172,229 @@ async fn evictions_stop_at_the_budget_the_controller_computes() {
     .await;
     assert_eq!(status.disruptions_allowed, 0);
 }
+
+/// Creates `count` Running and Ready pods labelled `app=<app>` (no controller).
+async fn ready_pods(client: &kube::Client, app: &str, count: usize) -> Vec<String> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let mut names = Vec::new();
+    for i in 0..count {
+        let name = format!("{app}-{i}");
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"app": app}},
+            "spec": {"containers": [{"name": "c", "image": "nginx"}]}
+        }))
+        .expect("pod");
+        api.create(&PostParams::default(), &pod)
+            .await
+            .expect("create pod");
+        make_ready(client, "default", &name).await;
+        names.push(name);
+    }
+    names
+}
+
+/// A budget over `app=<app>` whose status says `allowed` disruptions.
+async fn budget_with_status(
+    client: &kube::Client,
+    app: &str,
+    healthy: i32,
+    allowed: i32,
+    observed_generation: i64,
+) -> Api<PodDisruptionBudget> {
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
+    let budget: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": app},
+        "spec": {"minAvailable": healthy - allowed, "selector": {"matchLabels": {"app": app}}}
+    }))
+    .expect("pdb");
+    budgets
+        .create(&PostParams::default(), &budget)
+        .await
+        .expect("pdb");
+    budgets
+        .patch_status(
+            app,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"status": {
+                "currentHealthy": healthy, "desiredHealthy": healthy - allowed,
+                "expectedPods": healthy, "disruptionsAllowed": allowed,
+                "observedGeneration": observed_generation,
+            }})),
+        )
+        .await
+        .expect("pdb status");
+    budgets
+}
+
+fn api_code(result: &Result<(), kube::Error>) -> u16 {
+    match result {
+        Ok(()) => 201,
+        Err(kube::Error::Api(status)) => status.code,
+        Err(other) => panic!("unexpected error {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_concurrent_evictions_against_a_budget_of_three_evict_exactly_three() {
+    let cluster = Cluster::start(&[]);
+    let names = ready_pods(&cluster.client, "web", 50).await;
+    let budgets = budget_with_status(&cluster.client, "web", 50, 3, 1).await;
+    let mut tasks = tokio::task::JoinSet::new();
+    for name in names {
+        let api: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
+        tasks.spawn(async move {
+            let result = api.evict(&name, &EvictParams::default()).await.map(|_| ());
+            api_code(&result)
+        });
+    }
+    let mut codes = Vec::new();
+    while let Some(code) = tasks.join_next().await {
+        codes.push(code.expect("task"));
+    }
+    assert_eq!(codes.iter().filter(|c| **c == 201).count(), 3, "{codes:?}");
+    assert_eq!(codes.iter().filter(|c| **c == 429).count(), 47, "{codes:?}");
+    assert_eq!(pods(&cluster.client, "default", "app=web").await.len(), 47);
+    let status = budgets
+        .get("web")
+        .await
+        .expect("pdb")
+        .status
+        .expect("status");
+    assert_eq!(status.disruptions_allowed, 0);
+    assert_eq!(status.disrupted_pods.expect("disrupted pods").len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eviction_answers_as_kube_apiserver() {
+    let cluster = Cluster::start(&[]);
+    let client = &cluster.client;
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    ready_pods(client, "full", 2).await;
+    budget_with_status(client, "full", 2, 0, 1).await;
+    let refused = pods_api
+        .evict("full-0", &EvictParams::default())
+        .await
+        .expect_err("no disruption allowed");
+    let kube::Error::Api(status) = refused else {
+        panic!("{refused:?}")
+    };
+    assert_eq!(status.code, 429);
+    assert_eq!(
+        status.message,
+        "Cannot evict pod as it would violate the pod's disruption budget."
+    );
+
+    // The budget's generation is not processed yet: 429, still being processed.
+    ready_pods(client, "lag", 2).await;
+    budget_with_status(client, "lag", 2, 1, 0).await;
+    let lagging = pods_api
+        .evict("lag-0", &EvictParams::default())
+        .await
+        .expect_err("not processed");
+    assert!(
+        matches!(&lagging, kube::Error::Api(s) if s.code == 429),
+        "{lagging:?}"
+    );
+
+    // Two budgets over one pod: 500.
+    ready_pods(client, "two", 1).await;
+    budget_with_status(client, "two", 1, 1, 1).await;
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
+    let second: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "two-again"},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "two"}}}
+    }))
+    .expect("pdb");
+    budgets
+        .create(&PostParams::default(), &second)
+        .await
+        .expect("pdb");
+    let several = pods_api
+        .evict("two-0", &EvictParams::default())
+        .await
+        .expect_err("two budgets");
+    let kube::Error::Api(status) = several else {
+        panic!("{several:?}")
+    };
+    assert_eq!(status.code, 500);
+    assert_eq!(
+        status.message,
+        "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+    );
+
+    // Dry run: nothing changes.
+    ready_pods(client, "dry", 2).await;
+    let dry_budgets = budget_with_status(client, "dry", 2, 1, 1).await;
+    pods_api
+        .evict(
+            "dry-0",
+            &EvictParams {
+                post_options: PostParams {
+                    dry_run: true,
+                    ..PostParams::default()
+                },
+                ..EvictParams::default()
+            },
+        )
+        .await
+        .expect("dry-run eviction");
+    assert!(pods_api.get_opt("dry-0").await.expect("get").is_some());
+    let status = dry_budgets
+        .get("dry")
+        .await
+        .expect("pdb")
+        .status
+        .expect("status");
+    assert_eq!(status.disruptions_allowed, 1);
+
+    // A Pending pod is deleted without looking at the (exhausted) budget.
+    let pending: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "full-pending", "labels": {"app": "full"}},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]}
+    }))
+    .expect("pod");
+    pods_api
+        .create(&PostParams::default(), &pending)
+        .await
+        .expect("pending pod");
+    pods_api
+        .evict("full-pending", &EvictParams::default())
+        .await
+        .expect("pending pods are evicted directly");
+    assert!(
+        pods_api
+            .get_opt("full-pending")
+            .await
+            .expect("get")
+            .is_none()
+    );
+
+    // A bound pod is marked DisruptionTarget and deleted gracefully.
+    let bound: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "bound"},
+        "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "nginx"}]}
+    }))
+    .expect("pod");
+    pods_api
+        .create(&PostParams::default(), &bound)
+        .await
+        .expect("bound pod");
+    make_ready(client, "default", "bound").await;
+    pods_api
+        .evict("bound", &EvictParams::default())
+        .await
+        .expect("no budget");
+    let pod = pods_api.get("bound").await.expect("terminating pod");
+    assert!(pod.metadata.deletion_timestamp.is_some());
+    let condition = pod
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "DisruptionTarget")
+        .expect("DisruptionTarget condition");
+    assert_eq!(
+        (condition.status.as_str(), condition.reason.as_deref()),
+        ("True", Some("EvictionByEvictionAPI"))
+    );
+}

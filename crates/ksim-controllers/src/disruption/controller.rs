@@ -2,7 +2,7 @@
 //! pods, find the scale of their controllers, and write the status (or the
 //! SyncFailed fail-safe when that is impossible).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,15 +11,17 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, ReplicationController};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, DynamicObject, GroupVersionKind, ListParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 
 use super::status::{
-    budget_status, count_healthy, disrupted_pod_map, expected_pod_count, failed_status,
+    ControllerScale, budget_status, count_healthy, disrupted_pod_map, expected_pod_count,
+    failed_status, go_selector_string,
 };
 use crate::Error;
 use crate::common::{
@@ -92,16 +94,9 @@ async fn reconcile(pdb: Arc<PodDisruptionBudget>, context: Arc<Context>) -> Resu
     let outcome = compute(&pdb, &context, &namespace, now).await;
     let (status, recheck, failure) = match outcome {
         Ok((status, recheck)) => (status, recheck, None),
-        Err(e) if matches!(e, Error::Api(_)) => return Err(e),
-        Err(e) => {
-            context.events.warning(
-                pdb.object_ref(&()),
-                "CalculateExpectedPodCountFailed",
-                "Sync",
-                format!("Failed to calculate the number of expected pods: {e}"),
-            );
-            (failed_status(&pdb, &e.to_string(), now), None, Some(e))
-        }
+        // A conflict is retried without the fail-safe, as upstream.
+        Err(e) if e.is_conflict() => return Err(e),
+        Err(e) => (failed_status(&pdb, &e.to_string(), now), None, Some(e)),
     };
     if pdb.status.as_ref() != Some(&status) {
         match update_status(&budgets, &name, |fresh| fresh.status = Some(status.clone())).await {
@@ -156,22 +151,32 @@ async fn compute(
             "No matching pods found".into(),
         );
     }
-    let mut scales: HashMap<String, i32> = HashMap::new();
-    for pod in &pods {
-        if let Some(reference) = controller_of(&pod.metadata)
-            && !scales.contains_key(&reference.uid)
-            && let Some(scale) = controller_scale(client, namespace, reference).await?
-        {
-            scales.insert(reference.uid.clone(), scale);
+    let needs_scale = spec.max_unavailable.is_some()
+        || matches!(spec.min_available, Some(IntOrString::String(_)));
+    let count = async {
+        let mut scales: HashMap<String, ControllerScale> = HashMap::new();
+        let mut looked_up: HashSet<String> = HashSet::new();
+        for pod in pods.iter().filter(|_| needs_scale) {
+            if let Some(reference) = controller_of(&pod.metadata)
+                && looked_up.insert(reference.uid.clone())
+                && let Some(scale) = controller_scale(client, namespace, reference).await?
+            {
+                scales.insert(reference.uid.clone(), scale);
+            }
         }
+        expected_pod_count(&spec, &pods, &scales)
     }
-    let count = expected_pod_count(&spec, &pods, &scales)?;
+    .await
+    .inspect_err(|e| {
+        context.events.warning(
+            pdb.object_ref(&()),
+            "CalculateExpectedPodCountFailed",
+            "Sync",
+            format!("Failed to calculate the number of expected pods: {e}"),
+        );
+    })?;
     if !count.unmanaged.is_empty() {
-        let selector = spec
-            .selector
-            .as_ref()
-            .map(selector_query)
-            .unwrap_or_default();
+        let selector = go_selector_string(spec.selector.as_ref());
         context.events.warning(
             pdb.object_ref(&()),
             "UnmanagedPods",
@@ -202,36 +207,106 @@ where
     Ok(found.filter(|o| o.meta().uid.as_deref() == Some(reference.uid.as_str())))
 }
 
-/// The scale of a pod's controller: a Deployment's through its ReplicaSet,
-/// else the ReplicaSet's, ReplicationController's or StatefulSet's.
+/// The group of an apiVersion (`apps/v1` → `apps`, `v1` → ``).
+fn group_of(api_version: &str) -> &str {
+    api_version.split_once('/').map_or("", |(group, _)| group)
+}
+
+fn counted(uid: Option<&String>, replicas: Option<i32>) -> Option<ControllerScale> {
+    Some(ControllerScale {
+        uid: uid?.clone(),
+        scale: replicas.unwrap_or(1),
+    })
+}
+
+/// Upstream's controller finders, in their order: ReplicationController,
+/// Deployment (through its ReplicaSet), ReplicaSet (not owned by a
+/// Deployment), StatefulSet, then any resource with a scale subresource.
 async fn controller_scale(
     client: &Client,
     namespace: &str,
     reference: &OwnerReference,
-) -> Result<Option<i32>, Error> {
-    let group = reference.api_version.split('/').next().unwrap_or_default();
+) -> Result<Option<ControllerScale>, Error> {
+    let group = group_of(&reference.api_version);
     match (group, reference.kind.as_str()) {
-        ("apps", "ReplicaSet") => {
+        ("", "ReplicationController") => {
+            let rc = get_owned::<ReplicationController>(client, namespace, reference).await?;
+            Ok(rc
+                .and_then(|rc| counted(rc.metadata.uid.as_ref(), rc.spec.and_then(|s| s.replicas))))
+        }
+        ("apps" | "extensions", "ReplicaSet") => {
             let Some(rs) = get_owned::<ReplicaSet>(client, namespace, reference).await? else {
-                return Ok(None);
+                return generic_scale(client, namespace, reference).await;
             };
             if let Some(owner) = controller_of(&rs.metadata)
                 && owner.kind == "Deployment"
-                && owner.api_version.starts_with("apps/")
             {
-                let deployment = get_owned::<Deployment>(client, namespace, owner).await?;
-                return Ok(deployment.map(|d| d.spec.and_then(|s| s.replicas).unwrap_or(1)));
+                if matches!(group_of(&owner.api_version), "apps" | "extensions")
+                    && let Some(deployment) =
+                        get_owned::<Deployment>(client, namespace, owner).await?
+                {
+                    return Ok(counted(
+                        deployment.metadata.uid.as_ref(),
+                        deployment.spec.and_then(|s| s.replicas),
+                    ));
+                }
+                // A ReplicaSet of a missing Deployment: only its scale subresource.
+                return generic_scale(client, namespace, reference).await;
             }
-            Ok(Some(rs.spec.and_then(|s| s.replicas).unwrap_or(1)))
+            Ok(counted(
+                rs.metadata.uid.as_ref(),
+                rs.spec.and_then(|s| s.replicas),
+            ))
         }
-        ("v1", "ReplicationController") => Ok(get_owned::<ReplicationController>(
-            client, namespace, reference,
-        )
-        .await?
-        .map(|rc| rc.spec.and_then(|s| s.replicas).unwrap_or(1))),
-        ("apps", "StatefulSet") => Ok(get_owned::<StatefulSet>(client, namespace, reference)
-            .await?
-            .map(|s| s.spec.and_then(|s| s.replicas).unwrap_or(1))),
-        _ => Ok(None),
+        ("apps", "StatefulSet") => {
+            let set = get_owned::<StatefulSet>(client, namespace, reference).await?;
+            Ok(set.and_then(|s| counted(s.metadata.uid.as_ref(), s.spec.and_then(|s| s.replicas))))
+        }
+        _ => generic_scale(client, namespace, reference).await,
+    }
+}
+
+/// `getScaleController`: the owner's scale subresource, found through discovery.
+async fn generic_scale(
+    client: &Client,
+    namespace: &str,
+    reference: &OwnerReference,
+) -> Result<Option<ControllerScale>, Error> {
+    let (group, version) = match reference.api_version.split_once('/') {
+        Some((group, version)) => (group, version),
+        None => ("", reference.api_version.as_str()),
+    };
+    let kind = GroupVersionKind::gvk(group, version, &reference.kind);
+    let (resource, capabilities) = kube::discovery::pinned_kind(client, &kind).await?;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+    match api.get_scale(&reference.name).await {
+        Ok(scale) => {
+            if scale.metadata.uid.as_deref() != Some(reference.uid.as_str()) {
+                return Ok(None);
+            }
+            Ok(Some(ControllerScale {
+                uid: reference.uid.clone(),
+                scale: scale.spec.and_then(|s| s.replicas).unwrap_or(0),
+            }))
+        }
+        Err(kube::Error::Api(status)) if status.code == 404 => {
+            if capabilities
+                .subresources
+                .iter()
+                .any(|(sub, _)| sub.plural == "scale")
+            {
+                Ok(None)
+            } else {
+                let qualified = if group.is_empty() {
+                    resource.plural.clone()
+                } else {
+                    format!("{}.{group}", resource.plural)
+                };
+                Err(Error::Invalid(format!(
+                    "{qualified} does not implement the scale subresource"
+                )))
+            }
+        }
+        Err(e) => Err(e.into()),
     }
 }

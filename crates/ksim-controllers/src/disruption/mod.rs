@@ -8,7 +8,7 @@ mod status;
 
 pub use controller::run;
 pub use status::{
-    DELETION_TIMEOUT, DISRUPTION_ALLOWED, ExpectedCount, INSUFFICIENT_PODS, SUFFICIENT_PODS,
-    SYNC_FAILED, budget_status, count_healthy, disrupted_pod_map, expected_pod_count,
-    failed_status,
+    ControllerScale, DELETION_TIMEOUT, DISRUPTION_ALLOWED, ExpectedCount, INSUFFICIENT_PODS,
+    SUFFICIENT_PODS, SYNC_FAILED, budget_status, count_healthy, disrupted_pod_map,
+    expected_pod_count, failed_status, go_selector_string,
 };

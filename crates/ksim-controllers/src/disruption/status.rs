@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::{
     PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
@@ -38,13 +38,24 @@ pub struct ExpectedCount {
     pub unmanaged: Vec<String>,
 }
 
-/// `getExpectedPodCount`. `scales` maps a controller's UID to its scale
-/// (`spec.replicas` of the pod's ReplicaSet, Deployment, StatefulSet...);
-/// a pod whose controller is missing from it is an error.
+/// The controller a pod's controller reference leads to, with its scale: a
+/// ReplicaSet owned by a Deployment leads to the Deployment, so the
+/// ReplicaSets of one rollout count once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControllerScale {
+    /// The UID of the controller whose scale counts.
+    pub uid: String,
+    /// Its `spec.replicas`.
+    pub scale: i32,
+}
+
+/// `getExpectedPodCount`. `scales` maps the UID in a pod's controller
+/// reference to the controller that counts and its scale; a managed pod
+/// whose reference is missing from it is an error ("found no controllers").
 pub fn expected_pod_count(
     spec: &PodDisruptionBudgetSpec,
     pods: &[Pod],
-    scales: &HashMap<String, i32>,
+    scales: &HashMap<String, ControllerScale>,
 ) -> Result<ExpectedCount, Error> {
     let expected_scale = || -> Result<(i32, Vec<String>), Error> {
         let mut counted: HashMap<&str, i32> = HashMap::new();
@@ -55,15 +66,15 @@ pub fn expected_pod_count(
                 unmanaged.push(name);
                 continue;
             };
-            if counted.contains_key(reference.uid.as_str()) {
-                continue;
-            }
-            let scale = scales
+            let controller = scales
                 .get(&reference.uid)
                 .ok_or_else(|| Error::Invalid(format!("found no controllers for pod {name:?}")))?;
-            counted.insert(reference.uid.as_str(), *scale);
+            counted.insert(controller.uid.as_str(), controller.scale);
         }
-        Ok((counted.values().sum(), unmanaged))
+        let expected = counted
+            .values()
+            .fold(0i32, |sum, scale| sum.saturating_add(*scale));
+        Ok((expected, unmanaged))
     };
     if let Some(max_unavailable) = &spec.max_unavailable {
         let (expected, unmanaged) = expected_scale()?;
@@ -90,6 +101,36 @@ pub fn expected_pod_count(
         }
         None => Ok(ExpectedCount::default()),
     }
+}
+
+/// A `LabelSelector` as Go's `%v` prints it in the UnmanagedPods event
+/// (`&LabelSelector{MatchLabels:map[string]string{app: web,},...}`).
+pub fn go_selector_string(selector: Option<&LabelSelector>) -> String {
+    let Some(selector) = selector else {
+        return "nil".into();
+    };
+    let labels: String = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}: {v},"))
+        .collect();
+    let expressions: String = selector
+        .match_expressions
+        .iter()
+        .flatten()
+        .map(|e| {
+            format!(
+                "LabelSelectorRequirement{{Key:{},Operator:{},Values:[{}],}},",
+                e.key,
+                e.operator,
+                e.values.clone().unwrap_or_default().join(" ")
+            )
+        })
+        .collect();
+    format!(
+        "&LabelSelector{{MatchLabels:map[string]string{{{labels}}},MatchExpressions:[]LabelSelectorRequirement{{{expressions}}},}}"
+    )
 }
 
 /// `buildDisruptedPodMap`: the entries of disruptedPods still within the
@@ -159,7 +200,7 @@ fn set_condition(conditions: &mut Vec<Condition>, mut new: Condition) {
 }
 
 fn disruption_condition(
-    pdb: &PodDisruptionBudget,
+    observed_generation: Option<i64>,
     status: &str,
     reason: &str,
     message: String,
@@ -170,7 +211,7 @@ fn disruption_condition(
         status: status.into(),
         reason: reason.into(),
         message,
-        observed_generation: pdb.metadata.generation,
+        observed_generation,
         last_transition_time: Time(now),
     }
 }
@@ -194,9 +235,21 @@ pub fn budget_status(
         .and_then(|s| s.conditions.clone())
         .unwrap_or_default();
     let condition = if allowed > 0 {
-        disruption_condition(pdb, "True", SUFFICIENT_PODS, String::new(), now)
+        disruption_condition(
+            pdb.metadata.generation,
+            "True",
+            SUFFICIENT_PODS,
+            String::new(),
+            now,
+        )
     } else {
-        disruption_condition(pdb, "False", INSUFFICIENT_PODS, String::new(), now)
+        disruption_condition(
+            pdb.metadata.generation,
+            "False",
+            INSUFFICIENT_PODS,
+            String::new(),
+            now,
+        )
     };
     set_condition(&mut conditions, condition);
     PodDisruptionBudgetStatus {
@@ -221,7 +274,13 @@ pub fn failed_status(
     let mut conditions = status.conditions.take().unwrap_or_default();
     set_condition(
         &mut conditions,
-        disruption_condition(pdb, "False", SYNC_FAILED, why.to_string(), now),
+        disruption_condition(
+            status.observed_generation,
+            "False",
+            SYNC_FAILED,
+            why.to_string(),
+            now,
+        ),
     );
     status.conditions = Some(conditions);
     status
@@ -247,20 +306,40 @@ mod tests {
         serde_json::from_value(value).expect("spec")
     }
 
+    fn scale(uid: &str, scale: i32) -> ControllerScale {
+        ControllerScale {
+            uid: uid.into(),
+            scale,
+        }
+    }
+
     #[test]
     fn expected_and_desired_follow_min_available_and_max_unavailable() {
+        // Four pods of one ReplicaSet whose Deployment wants 10.
         let pods: Vec<Pod> = (0..4)
             .map(|i| pod(&format!("p{i}"), Some("rs1"), true))
             .collect();
-        let scales: HashMap<String, i32> = [("rs1".to_string(), 10)].into();
+        let scales: HashMap<String, ControllerScale> =
+            [("rs1".to_string(), scale("d1", 10))].into();
         let cases = [
+            // integer minAvailable: expected is the number of pods
             (json!({"minAvailable": 2}), 4, 2),
+            (json!({"minAvailable": 0}), 4, 0),
+            // percentages are of the controllers' scale, rounded up
             (json!({"minAvailable": "95%"}), 10, 10),
             (json!({"minAvailable": "50%"}), 10, 5),
             (json!({"minAvailable": "33%"}), 10, 4),
+            (json!({"minAvailable": "1%"}), 10, 1),
+            (json!({"minAvailable": "100%"}), 10, 10),
+            // maxUnavailable: desired = expected - ceil(percent), never below 0
             (json!({"maxUnavailable": 1}), 10, 9),
+            (json!({"maxUnavailable": 0}), 10, 10),
             (json!({"maxUnavailable": "25%"}), 10, 7),
+            (json!({"maxUnavailable": "1%"}), 10, 9),
+            (json!({"maxUnavailable": "100%"}), 10, 0),
             (json!({"maxUnavailable": 20}), 10, 0),
+            // neither: nothing expected
+            (json!({}), 0, 0),
         ];
         for (value, expected, desired) in cases {
             let count = expected_pod_count(&spec(value.clone()), &pods, &scales).expect("count");
@@ -273,13 +352,37 @@ mod tests {
     }
 
     #[test]
+    fn replica_sets_of_one_deployment_count_its_scale_once() {
+        let pods = [
+            pod("old", Some("rs-old"), true),
+            pod("new", Some("rs-new"), true),
+            pod("other", Some("rs-other"), true),
+        ];
+        let scales: HashMap<String, ControllerScale> = [
+            ("rs-old".to_string(), scale("deploy", 5)),
+            ("rs-new".to_string(), scale("deploy", 5)),
+            ("rs-other".to_string(), scale("rs-other", 2)),
+        ]
+        .into();
+        let count = expected_pod_count(&spec(json!({"minAvailable": "50%"})), &pods, &scales)
+            .expect("count");
+        assert_eq!((count.expected, count.desired_healthy), (7, 4));
+    }
+
+    #[test]
     fn unmanaged_pods_are_reported_and_unknown_controllers_fail() {
         let pods = [pod("managed", Some("rs1"), true), pod("loose", None, true)];
-        let scales: HashMap<String, i32> = [("rs1".to_string(), 3)].into();
+        let scales: HashMap<String, ControllerScale> =
+            [("rs1".to_string(), scale("rs1", 3))].into();
         let count =
             expected_pod_count(&spec(json!({"maxUnavailable": 1})), &pods, &scales).expect("count");
         assert_eq!(count.unmanaged, vec!["loose".to_string()]);
-        assert_eq!(count.expected, 3);
+        assert_eq!((count.expected, count.desired_healthy), (3, 2));
+        // An integer minAvailable counts pods and does not look at controllers.
+        let count = expected_pod_count(&spec(json!({"minAvailable": 1})), &pods, &HashMap::new())
+            .expect("count");
+        assert_eq!((count.expected, count.desired_healthy), (2, 1));
+        assert!(count.unmanaged.is_empty());
         let error = expected_pod_count(
             &spec(json!({"minAvailable": "50%"})),
             &pods,
@@ -290,6 +393,20 @@ mod tests {
             error.to_string(),
             "found no controllers for pod \"managed\""
         );
+    }
+
+    #[test]
+    fn selectors_print_as_go_prints_them() {
+        let selector: LabelSelector = serde_json::from_value(json!({
+            "matchLabels": {"app": "web", "tier": "front"},
+            "matchExpressions": [{"key": "env", "operator": "In", "values": ["a", "b"]}]
+        }))
+        .expect("selector");
+        assert_eq!(
+            go_selector_string(Some(&selector)),
+            "&LabelSelector{MatchLabels:map[string]string{app: web,tier: front,},MatchExpressions:[]LabelSelectorRequirement{LabelSelectorRequirement{Key:env,Operator:In,Values:[a b],},},}"
+        );
+        assert_eq!(go_selector_string(None), "nil");
     }
 
     #[test]

@@ -35,6 +35,7 @@ use super::registry::{Registry, collection_of, crd_scale_paths};
 use super::strategy;
 
 mod delete;
+mod eviction;
 mod patch;
 mod read;
 mod review;

@@ -1,4 +1,4 @@
-//! The scale, binding and eviction subresources.
+//! The scale and binding subresources (eviction is in `eviction.rs`).
 
 use super::patch::apply_generic_patch;
 use super::*;
@@ -232,90 +232,6 @@ impl ResourceRequest {
             self.name(),
             "the object has been modified; please apply your changes to the latest version and try again",
         ))
-    }
-
-    /// The eviction subresource: deletes the pod unless a disruption budget
-    /// forbids it (the full PodDisruptionBudget semantics come with the
-    /// disruption controller).
-    pub(super) fn evict(&self, body: &[u8]) -> Result<Response, ApiError> {
-        let eviction = codec::decode_object(&self.headers, body)?;
-        let pod = self.stored()?;
-        let phase = pod.value["status"]["phase"].as_str().unwrap_or_default();
-        let terminal_or_pending = matches!(phase, "Succeeded" | "Failed" | "Pending");
-        let terminating = pod.value["metadata"]["deletionTimestamp"].is_string();
-        if !terminal_or_pending && !terminating {
-            let labels = pod.labels().cloned().unwrap_or_default();
-            let budgets = self.state.store.list(
-                "policy/poddisruptionbudgets",
-                Some(self.namespace()),
-                None,
-                None,
-                |pdb| {
-                    LabelSelectorRequirements::from_json(&pdb.value["spec"]["selector"])
-                        .is_ok_and(|s| !s.is_empty() && s.matches(&labels))
-                },
-            );
-            match budgets.items.as_slice() {
-                [] => {}
-                [budget] => {
-                    let status = &budget.value["status"];
-                    let generation = budget.value["metadata"]["generation"].as_i64().unwrap_or(0);
-                    let observed = status["observedGeneration"].as_i64().unwrap_or(0);
-                    let name = budget.name();
-                    if observed < generation {
-                        return Err(ApiError::too_many_requests(
-                            "Cannot evict pod as it would violate the pod's disruption budget.",
-                            json!([{"reason": "DisruptionBudget", "message": format!("The disruption budget {name} is still being processed by the server.")}]),
-                        ));
-                    }
-                    if status["disruptionsAllowed"].as_i64().unwrap_or(0) < 1 {
-                        return Err(ApiError::too_many_requests(
-                            "Cannot evict pod as it would violate the pod's disruption budget.",
-                            json!([{"reason": "DisruptionBudget", "message": format!(
-                                "The disruption budget {name} needs {} healthy pods and has {} currently",
-                                status["desiredHealthy"].as_i64().unwrap_or(0),
-                                status["currentHealthy"].as_i64().unwrap_or(0),
-                            )}]),
-                        ));
-                    }
-                    let mut updated = budget.value.clone();
-                    updated["status"]["disruptionsAllowed"] =
-                        json!(status["disruptionsAllowed"].as_i64().unwrap_or(0) - 1);
-                    updated["status"]["disruptedPods"][self.name()] = json!(now());
-                    if !self.query.dry_run() {
-                        self.state
-                            .store
-                            .update(
-                                "policy/poddisruptionbudgets",
-                                updated,
-                                Some(budget.revision),
-                            )
-                            .map_err(|e| match e {
-                                StoreError::Conflict(why) => {
-                                    ApiError::conflict("policy", "poddisruptionbudgets", name, &why)
-                                }
-                                other => ApiError::internal(other.to_string()),
-                            })?;
-                    }
-                }
-                _ => {
-                    return Err(ApiError::internal(
-                        "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
-                    ));
-                }
-            }
-        }
-        if !self.query.dry_run() {
-            let options = &eviction["deleteOptions"];
-            delete_object(
-                &self.state,
-                self.resource(),
-                self.namespace(),
-                self.name(),
-                options,
-            )?;
-        }
-        Ok(success_status(StatusCode::CREATED))
     }
 }
 

@@ -1,0 +1,413 @@
+//! The node lifecycle controller's loop: caches of nodes, node Leases and
+//! bound pods (indexed by node) fed by watches; a monitor tick that marks
+//! silent nodes Unknown; taint reconciliation on every node change; and
+//! one timer per pod due for taint-based eviction. Writes run in their own
+//! tasks with optimistic concurrency, so the loop never waits on the API.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::time::Duration;
+
+use futures::{StreamExt, future};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod, Toleration};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use super::eviction::eviction_deadline;
+use super::health::{desired_taints, stale_conditions};
+use crate::events::Events;
+
+/// The namespace of the nodes' Leases.
+const LEASE_NAMESPACE: &str = "kube-node-lease";
+/// How long after a failed eviction it is tried again.
+const EVICTION_RETRY: SignedDuration = SignedDuration::from_secs(1);
+
+/// The controller's timing (kube-controller-manager's flags).
+#[derive(Debug, Clone, Copy)]
+pub struct NodeLifecycleConfig {
+    /// `--node-monitor-grace-period`: how long a node may stay silent
+    /// before it is marked Unknown (40 s upstream).
+    pub grace_period: Duration,
+    /// `--node-monitor-period`: how often node health is checked (5 s).
+    pub monitor_period: Duration,
+}
+
+impl Default for NodeLifecycleConfig {
+    fn default() -> Self {
+        NodeLifecycleConfig {
+            grace_period: Duration::from_secs(40),
+            monitor_period: Duration::from_secs(5),
+        }
+    }
+}
+
+type PodKey = (String, String);
+
+#[derive(Debug, Clone)]
+struct BoundPod {
+    node: String,
+    uid: String,
+    tolerations: Vec<Toleration>,
+}
+
+struct Lifecycle {
+    client: Client,
+    config: NodeLifecycleConfig,
+    events: Events,
+    nodes: HashMap<String, Node>,
+    leases: HashMap<String, Timestamp>,
+    pods: HashMap<PodKey, BoundPod>,
+    pods_by_node: HashMap<String, HashSet<PodKey>>,
+    timers: BinaryHeap<Reverse<(Timestamp, PodKey)>>,
+    scheduled: HashMap<PodKey, Timestamp>,
+    evicting: HashSet<PodKey>,
+    failed: mpsc::UnboundedSender<PodKey>,
+}
+
+/// Runs the controller with upstream's timing until the watches end.
+pub async fn run(client: Client) {
+    run_with(client, NodeLifecycleConfig::default()).await;
+}
+
+/// Runs the controller with the given timing until the watches end.
+pub async fn run_with(client: Client, config: NodeLifecycleConfig) {
+    let mut nodes = watcher(Api::<Node>::all(client.clone()));
+    let mut leases = watcher(Api::<Lease>::namespaced(client.clone(), LEASE_NAMESPACE));
+    let mut pods = watcher(Api::<Pod>::all(client.clone()));
+    let (failed, mut failures) = mpsc::unbounded_channel();
+    let mut state = Lifecycle {
+        events: Events::new(client.clone(), "taint-eviction-controller"),
+        client,
+        config,
+        nodes: HashMap::new(),
+        leases: HashMap::new(),
+        pods: HashMap::new(),
+        pods_by_node: HashMap::new(),
+        timers: BinaryHeap::new(),
+        scheduled: HashMap::new(),
+        evicting: HashSet::new(),
+        failed,
+    };
+    let mut tick = tokio::time::interval(config.monitor_period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let next = state.timers.peek().map(|Reverse((at, _))| *at);
+        let timer = async move {
+            match next {
+                Some(at) => {
+                    let wait = Timestamp::now().duration_until(at);
+                    let wait = Duration::try_from(wait).unwrap_or(Duration::ZERO);
+                    tokio::time::sleep(wait).await;
+                }
+                None => future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            Some(event) = nodes.next() => match event {
+                Ok(event) => state.on_node(event),
+                Err(error) => tracing::debug!(%error, "node watch failed"),
+            },
+            Some(event) = leases.next() => match event {
+                Ok(event) => state.on_lease(event),
+                Err(error) => tracing::debug!(%error, "lease watch failed"),
+            },
+            Some(event) = pods.next() => match event {
+                Ok(event) => state.on_pod(event),
+                Err(error) => tracing::debug!(%error, "pod watch failed"),
+            },
+            Some(key) = failures.recv() => {
+                state.evicting.remove(&key);
+                state.schedule(key, Timestamp::now() + EVICTION_RETRY);
+            }
+            _ = tick.tick() => state.monitor(),
+            () = timer => state.fire_timers(),
+            else => break,
+        }
+    }
+}
+
+fn watcher<K>(
+    api: Api<K>,
+) -> std::pin::Pin<Box<dyn futures::Stream<Item = Result<Event<K>, watcher::Error>> + Send>>
+where
+    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+    K::DynamicType: Default,
+{
+    watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed()
+}
+
+impl Lifecycle {
+    fn on_node(&mut self, event: Event<Node>) {
+        match event {
+            Event::Apply(node) | Event::InitApply(node) => {
+                let name = node.name_any();
+                self.reconcile_taints(&node);
+                self.nodes.insert(name.clone(), node);
+                let keys: Vec<PodKey> = self
+                    .pods_by_node
+                    .get(&name)
+                    .map(|keys| keys.iter().cloned().collect())
+                    .unwrap_or_default();
+                for key in keys {
+                    self.evaluate(&key);
+                }
+            }
+            Event::Delete(node) => {
+                self.nodes.remove(&node.name_any());
+            }
+            Event::Init | Event::InitDone => {}
+        }
+    }
+
+    fn on_lease(&mut self, event: Event<Lease>) {
+        match event {
+            Event::Apply(lease) | Event::InitApply(lease) => {
+                let renewed = lease
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.renew_time.as_ref())
+                    .map(|t| t.0);
+                if let Some(renewed) = renewed {
+                    self.leases.insert(lease.name_any(), renewed);
+                }
+            }
+            Event::Delete(lease) => {
+                self.leases.remove(&lease.name_any());
+            }
+            Event::Init | Event::InitDone => {}
+        }
+    }
+
+    fn on_pod(&mut self, event: Event<Pod>) {
+        match event {
+            Event::Apply(pod) | Event::InitApply(pod) => {
+                let key = (pod.namespace().unwrap_or_default(), pod.name_any());
+                let node = pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.clone())
+                    .unwrap_or_default();
+                let phase = pod
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.phase.as_deref())
+                    .unwrap_or_default();
+                let gone = node.is_empty()
+                    || pod.metadata.deletion_timestamp.is_some()
+                    || matches!(phase, "Succeeded" | "Failed");
+                self.forget_pod(&key);
+                if gone {
+                    return;
+                }
+                let bound = BoundPod {
+                    node: node.clone(),
+                    uid: pod.uid().unwrap_or_default(),
+                    tolerations: pod
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.tolerations.clone())
+                        .unwrap_or_default(),
+                };
+                self.pods_by_node
+                    .entry(node)
+                    .or_default()
+                    .insert(key.clone());
+                self.pods.insert(key.clone(), bound);
+                self.evaluate(&key);
+            }
+            Event::Delete(pod) => {
+                let key = (pod.namespace().unwrap_or_default(), pod.name_any());
+                self.forget_pod(&key);
+                self.evicting.remove(&key);
+            }
+            Event::Init | Event::InitDone => {}
+        }
+    }
+
+    fn forget_pod(&mut self, key: &PodKey) {
+        if let Some(old) = self.pods.remove(key)
+            && let Some(keys) = self.pods_by_node.get_mut(&old.node)
+        {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.pods_by_node.remove(&old.node);
+            }
+        }
+        self.scheduled.remove(key);
+    }
+
+    /// Deletes the pod now, or schedules it, as its node's NoExecute taints
+    /// and its tolerations say.
+    fn evaluate(&mut self, key: &PodKey) {
+        let Some(pod) = self.pods.get(key) else {
+            return;
+        };
+        let taints = self
+            .nodes
+            .get(&pod.node)
+            .and_then(|n| n.spec.as_ref())
+            .and_then(|s| s.taints.as_deref())
+            .unwrap_or_default();
+        let now = Timestamp::now();
+        match eviction_deadline(&pod.tolerations, taints, now) {
+            None => {
+                self.scheduled.remove(key);
+            }
+            Some(at) if at <= now => self.evict(key.clone()),
+            Some(at) => self.schedule(key.clone(), at),
+        }
+    }
+
+    fn schedule(&mut self, key: PodKey, at: Timestamp) {
+        if self.scheduled.get(&key) == Some(&at) {
+            return;
+        }
+        self.scheduled.insert(key.clone(), at);
+        self.timers.push(Reverse((at, key)));
+    }
+
+    fn fire_timers(&mut self) {
+        let now = Timestamp::now();
+        while let Some(Reverse((at, _))) = self.timers.peek() {
+            if *at > now {
+                break;
+            }
+            let Some(Reverse((at, key))) = self.timers.pop() else {
+                break;
+            };
+            if self.scheduled.get(&key) == Some(&at) {
+                self.scheduled.remove(&key);
+                self.evaluate(&key);
+            }
+        }
+    }
+
+    /// `addConditionAndDeletePod`: the DisruptionTarget condition, then the delete.
+    fn evict(&mut self, key: PodKey) {
+        let Some(pod) = self.pods.get(&key) else {
+            return;
+        };
+        if !self.evicting.insert(key.clone()) {
+            return;
+        }
+        let uid = pod.uid.clone();
+        let client = self.client.clone();
+        let events = self.events.clone();
+        let failed = self.failed.clone();
+        tokio::spawn(async move {
+            let (namespace, name) = &key;
+            let api: Api<Pod> = Api::namespaced(client, namespace);
+            let reference = k8s_openapi::api::core::v1::ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                name: Some(name.clone()),
+                namespace: Some(namespace.clone()),
+                uid: Some(uid.clone()),
+                ..Default::default()
+            };
+            events.normal(
+                reference,
+                "TaintManagerEviction",
+                "Delete",
+                format!("Marking for deletion Pod {namespace}/{name}"),
+            );
+            let condition = json!({"status": {"conditions": [{
+                "type": "DisruptionTarget", "status": "True",
+                "reason": "DeletionByTaintManager",
+                "message": "Taint manager: deleting due to NoExecute taint",
+                "lastTransitionTime": Timestamp::now().to_string(),
+            }]}});
+            let result = async {
+                api.patch_status(name, &PatchParams::default(), &Patch::Strategic(condition))
+                    .await?;
+                let params = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        uid: Some(uid.clone()),
+                        resource_version: None,
+                    }),
+                    ..DeleteParams::default()
+                };
+                api.delete(name, &params).await?;
+                Ok::<(), kube::Error>(())
+            }
+            .await;
+            match result {
+                Ok(()) => {
+                    tracing::info!(pod = %name, namespace = %namespace, "evicted pod from a NoExecute-tainted node")
+                }
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(error) => {
+                    tracing::debug!(%error, pod = %name, "taint eviction failed; retrying");
+                    let _ = failed.send(key.clone());
+                }
+            }
+        });
+    }
+
+    /// Writes the taints the node's state calls for, if they differ.
+    fn reconcile_taints(&self, node: &Node) {
+        let wanted = desired_taints(node, Timestamp::now());
+        let current = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default();
+        let same = wanted.len() == current.len()
+            && wanted.iter().all(|w| {
+                current
+                    .iter()
+                    .any(|c| c.key == w.key && c.effect == w.effect)
+            });
+        if same {
+            return;
+        }
+        let mut new = node.clone();
+        new.spec.get_or_insert_with(Default::default).taints =
+            (!wanted.is_empty()).then_some(wanted);
+        new.metadata.managed_fields = None;
+        let api: Api<Node> = Api::all(self.client.clone());
+        tokio::spawn(async move {
+            let name = new.name_any();
+            if let Err(error) = api.replace(&name, &PostParams::default(), &new).await {
+                // A conflict means a newer version is on its way through the watch.
+                tracing::debug!(%error, node = %name, "cannot update node taints");
+            }
+        });
+    }
+
+    /// `monitorNodeHealth`: nodes silent for longer than the grace period
+    /// get Unknown conditions.
+    fn monitor(&self) {
+        let now = Timestamp::now();
+        let grace = SignedDuration::try_from(self.config.grace_period)
+            .unwrap_or(SignedDuration::from_secs(40));
+        for (name, node) in &self.nodes {
+            let lease = self.leases.get(name).copied();
+            let Some(conditions) = stale_conditions(node, lease, now, grace) else {
+                continue;
+            };
+            tracing::info!(node = %name, "node stopped posting status: marking it Unknown");
+            let mut new = node.clone();
+            new.status.get_or_insert_with(Default::default).conditions = Some(conditions);
+            new.metadata.managed_fields = None;
+            let api: Api<Node> = Api::all(self.client.clone());
+            let name = name.clone();
+            tokio::spawn(async move {
+                if let Err(error) = api
+                    .replace_status(&name, &PostParams::default(), &new)
+                    .await
+                {
+                    tracing::debug!(%error, node = %name, "cannot update node status");
+                }
+            });
+        }
+    }
+}

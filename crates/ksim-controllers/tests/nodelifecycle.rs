@@ -1,0 +1,188 @@
+//! In-process: the node lifecycle controller marks a node whose Lease is not
+//! renewed Unknown, taints it, evicts the pods that stop tolerating it, and
+//! taints cordoned nodes.
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
+use ksim_controllers::nodelifecycle::{NodeLifecycleConfig, run_with};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+use support::{Cluster, eventually};
+
+fn short() -> NodeLifecycleConfig {
+    NodeLifecycleConfig {
+        grace_period: Duration::from_secs(2),
+        monitor_period: Duration::from_millis(200),
+    }
+}
+
+async fn ready_node(client: &kube::Client, name: &str) {
+    let now = Timestamp::now().to_string();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": name}})).expect("node");
+    nodes
+        .create(&PostParams::default(), &node)
+        .await
+        .expect("node");
+    nodes
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"conditions": [{
+                "type": "Ready", "status": "True", "reason": "KubeletReady",
+                "lastHeartbeatTime": now, "lastTransitionTime": now,
+            }]}})),
+        )
+        .await
+        .expect("node status");
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let lease: Lease = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"holderIdentity": name, "leaseDurationSeconds": 40,
+                 "renewTime": Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()}
+    }))
+    .expect("lease");
+    leases
+        .create(&PostParams::default(), &lease)
+        .await
+        .expect("lease");
+}
+
+async fn bound_pod(client: &kube::Client, name: &str, node: &str, tolerations: serde_json::Value) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let mut spec = json!({"nodeName": node, "containers": [{"name": "c", "image": "nginx"}]});
+    if !tolerations.is_null() {
+        spec["tolerations"] = tolerations;
+    }
+    let pod: Pod =
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).expect("pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("pod");
+}
+
+fn taint_keys(node: &Node) -> Vec<String> {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| format!("{}:{}", t.key, t.effect))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_node_goes_unknown_and_its_intolerant_pods_are_evicted() {
+    let cluster = Cluster::start(&[]);
+    let client = cluster.client.clone();
+    ready_node(&client, "n1").await;
+    bound_pod(
+        &client,
+        "short",
+        "n1",
+        json!([{"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                "effect": "NoExecute", "tolerationSeconds": 1}]),
+    )
+    .await;
+    bound_pod(&client, "forever", "n1", json!([{"operator": "Exists"}])).await;
+    bound_pod(&client, "default", "n1", serde_json::Value::Null).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let defaulted = pods.get("default").await.expect("pod");
+    let tolerations = defaulted
+        .spec
+        .and_then(|s| s.tolerations)
+        .unwrap_or_default();
+    assert!(
+        tolerations.iter().any(
+            |t| t.key.as_deref() == Some("node.kubernetes.io/unreachable")
+                && t.toleration_seconds == Some(300)
+        ),
+        "DefaultTolerationSeconds admission: {tolerations:?}"
+    );
+
+    let controller = tokio::spawn(run_with(client.clone(), short()));
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = eventually("node Unknown and tainted unreachable", || async {
+        let node = nodes.get("n1").await.ok()?;
+        let ready = node
+            .status
+            .as_ref()?
+            .conditions
+            .as_ref()?
+            .iter()
+            .find(|c| c.type_ == "Ready")?
+            .clone();
+        let keys = taint_keys(&node);
+        (ready.status == "Unknown"
+            && keys.contains(&"node.kubernetes.io/unreachable:NoExecute".to_string()))
+        .then_some((node, ready))
+    })
+    .await;
+    assert_eq!(
+        node.1.message.as_deref(),
+        Some("Kubelet stopped posting node status.")
+    );
+    assert!(taint_keys(&node.0).contains(&"node.kubernetes.io/unreachable:NoSchedule".to_string()));
+
+    let evicted = eventually("the 1 s pod evicted", || async {
+        let pod = pods.get("short").await.ok()?;
+        pod.metadata.deletion_timestamp.is_some().then_some(pod)
+    })
+    .await;
+    let condition = evicted
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "DisruptionTarget")
+        .expect("DisruptionTarget condition");
+    assert_eq!(condition.reason.as_deref(), Some("DeletionByTaintManager"));
+    for name in ["forever", "default"] {
+        let pod = pods.get(name).await.expect("pod stays");
+        assert!(
+            pod.metadata.deletion_timestamp.is_none(),
+            "{name} was evicted"
+        );
+    }
+    controller.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cordoned_nodes_get_the_unschedulable_taint() {
+    let cluster = Cluster::start(&[]);
+    let client = cluster.client.clone();
+    ready_node(&client, "n1").await;
+    let controller = tokio::spawn(run_with(
+        client.clone(),
+        NodeLifecycleConfig {
+            grace_period: Duration::from_secs(600),
+            ..short()
+        },
+    ));
+    let nodes: Api<Node> = Api::all(client.clone());
+    let cordon = |on: bool| Patch::Merge(json!({"spec": {"unschedulable": on}}));
+    nodes
+        .patch("n1", &PatchParams::default(), &cordon(true))
+        .await
+        .expect("cordon");
+    eventually("unschedulable taint", || async {
+        let node = nodes.get("n1").await.ok()?;
+        (taint_keys(&node) == ["node.kubernetes.io/unschedulable:NoSchedule"]).then_some(())
+    })
+    .await;
+    nodes
+        .patch("n1", &PatchParams::default(), &cordon(false))
+        .await
+        .expect("uncordon");
+    eventually("taint removed", || async {
+        let node = nodes.get("n1").await.ok()?;
+        taint_keys(&node).is_empty().then_some(())
+    })
+    .await;
+    controller.abort();
+}
