@@ -583,3 +583,34 @@ fn malformed_quantity_is_a_decoding_error() {
          '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'\n"
     );
 }
+
+// BUG 18 (drain): `kubectl drain --disable-eviction` deletes pods with a
+// DeleteOptions body in protobuf whose envelope says apiVersion "v1" (kube
+// registers DeleteOptions into every group version). ksim answered 400
+// `kind "DeleteOptions" of apiVersion "v1" cannot be sent as protobuf`, and
+// before that read DELETE bodies as JSON only.
+#[test]
+fn drain_without_eviction_deletes_with_protobuf_delete_options() {
+    let cluster = cluster();
+    cluster
+        .kubectl_stdin(
+            &["apply", "-f", "-"],
+            "apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n---\n\
+             apiVersion: v1\nkind: Pod\nmetadata:\n  name: p1\n  namespace: default\n\
+             spec:\n  nodeName: n1\n  containers:\n  - name: c\n    image: nginx\n",
+        )
+        .success();
+    let out = cluster.kubectl(&[
+        "drain",
+        "n1",
+        "--disable-eviction",
+        "--force",
+        "--grace-period=0",
+        "--timeout=30s",
+    ]);
+    out.success();
+    assert!(out.stdout.contains("pod/p1 deleted\n"), "{}", out.stdout);
+    assert!(out.stdout.ends_with("node/n1 drained\n"), "{}", out.stdout);
+    let pods = cluster.kubectl(&["get", "pods", "-o", "name"]);
+    assert_eq!(pods.success().stdout, "");
+}

@@ -100,16 +100,46 @@ pub(super) fn message(name: &str) -> Option<&'static MessageFacts> {
         .and_then(|index| messages.get(index))
 }
 
+/// The kinds of meta.k8s.io/v1 that kube registers into every group
+/// version (`metav1.AddToGroupVersion`), so clients send them under the
+/// resource's own apiVersion: `kubectl drain --disable-eviction` sends a
+/// `v1` DeleteOptions.
+const OPTIONS_KINDS_OF_EVERY_GROUP_VERSION: &[&str] = &[
+    "DeleteOptions",
+    "CreateOptions",
+    "UpdateOptions",
+    "PatchOptions",
+    "GetOptions",
+    "ListOptions",
+];
+
 /// The message an object of this apiVersion and kind is encoded as.
 pub(super) fn root_message(api_version: &str, kind: &str) -> Option<&'static str> {
-    super::facts::ROOT_KINDS
-        .iter()
-        .find(|root| root.api_version == api_version && root.kind == kind)
-        .map(|root| root.message)
+    let lookup = |api_version: &str| {
+        super::facts::ROOT_KINDS
+            .iter()
+            .find(|root| root.api_version == api_version && root.kind == kind)
+            .map(|root| root.message)
+    };
+    lookup(api_version).or_else(|| {
+        OPTIONS_KINDS_OF_EVERY_GROUP_VERSION
+            .contains(&kind)
+            .then(|| lookup("meta.k8s.io/v1"))
+            .flatten()
+    })
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn delete_options_of_any_group_version_decode_as_meta_v1() {
+        let meta = super::root_message("meta.k8s.io/v1", "DeleteOptions");
+        assert!(meta.is_some());
+        assert_eq!(super::root_message("v1", "DeleteOptions"), meta);
+        assert_eq!(super::root_message("apps/v1", "DeleteOptions"), meta);
+        assert_eq!(super::root_message("v1", "NoSuchKind"), None);
+    }
+
     use super::super::facts::{MESSAGES, ROOT_KINDS};
     use super::*;
 

@@ -42,7 +42,9 @@ impl ResourceRequest {
         let mut options = if body.iter().all(u8::is_ascii_whitespace) {
             json!({})
         } else {
-            codec::decode(codec::BodyFormat::Json, body)?
+            // kubectl sends DeleteOptions as protobuf when it can
+            // (`kubectl drain --disable-eviction`), JSON otherwise.
+            codec::decode_object(&self.headers, body)?
         };
         if let Some(grace) = self.query.get("gracePeriodSeconds") {
             let grace: i64 = grace.parse().map_err(|_| {
