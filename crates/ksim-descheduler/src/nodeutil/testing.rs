@@ -87,7 +87,7 @@ pub(crate) struct RecordingEvictor {
     pub refuse: PodPredicate,
     pub max_per_node: Option<usize>,
     pub max_total: Option<usize>,
-    per_node: HashMap<String, usize>,
+    pub per_node: HashMap<String, usize>,
 }
 
 impl Default for RecordingEvictor {
