@@ -400,6 +400,7 @@ impl AntiAffinityTerm {
 struct NodeRequested {
     requests: HashMap<String, i128>,
     pods: i64,
+    allocatable: ResourceList,
 }
 
 /// Fit checks against one snapshot, with each node's requested resources
@@ -407,7 +408,9 @@ struct NodeRequested {
 /// same nodes).
 pub struct NodeFitChecker<'a> {
     snapshot: &'a ClusterSnapshot,
-    requested: RefCell<HashMap<String, NodeRequested>>,
+    /// Keyed by the node's address in the snapshot (no string hashing in
+    /// the per-node loop).
+    requested: RefCell<HashMap<usize, NodeRequested>>,
 }
 
 impl<'a> NodeFitChecker<'a> {
@@ -461,7 +464,7 @@ impl<'a> NodeFitChecker<'a> {
             return Err(NodeFitError::InterPodAntiAffinity);
         }
         if pod_node_name(pod.pod) != node_name {
-            self.fits_request(pod, node, node_name)?;
+            self.fits_request(pod, node)?;
         }
         Ok(())
     }
@@ -495,17 +498,12 @@ impl<'a> NodeFitChecker<'a> {
 
     /// Upstream `fitsRequest`: every resource the pod requests, and one pod
     /// slot, are left on the node after its pods' requests.
-    fn fits_request(
-        &self,
-        pod: &PreparedPod<'_>,
-        node: &Node,
-        node_name: &str,
-    ) -> Result<(), NodeFitError> {
-        let allocatable = node_allocatable(node);
+    fn fits_request(&self, pod: &PreparedPod<'_>, node: &Node) -> Result<(), NodeFitError> {
         let mut cache = self.requested.borrow_mut();
         let requested = cache
-            .entry(node_name.to_string())
-            .or_insert_with(|| requested_on_node(self.snapshot, node_name));
+            .entry(node as *const Node as usize)
+            .or_insert_with(|| requested_on_node(self.snapshot, node));
+        let allocatable = &requested.allocatable;
         let allocatable_pods = allocatable
             .get(RESOURCE_PODS)
             .map(|quantity| quantity.value())
@@ -532,8 +530,12 @@ impl<'a> NodeFitChecker<'a> {
     }
 }
 
-fn requested_on_node(snapshot: &ClusterSnapshot, node_name: &str) -> NodeRequested {
-    let mut requested = NodeRequested::default();
+fn requested_on_node(snapshot: &ClusterSnapshot, node: &Node) -> NodeRequested {
+    let node_name = node.metadata.name.as_deref().unwrap_or_default();
+    let mut requested = NodeRequested {
+        allocatable: node_allocatable(node),
+        ..NodeRequested::default()
+    };
     for pod in active_pods_on_node(snapshot, node_name) {
         requested.pods += 1;
         for (name, quantity) in pod_resource_requests(pod) {
@@ -563,4 +565,207 @@ pub fn pod_fits_any_node(snapshot: &ClusterSnapshot, pod: &Pod, nodes: &[&Node])
 pub(crate) mod testing;
 
 #[cfg(test)]
-mod tests {}
+mod tests {
+    use super::testing::{node, pod, snapshot};
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn node_fit_checks_schedulability_affinity_taints_and_room() {
+        let snapshot = snapshot(
+            vec![
+                node(
+                    "roomy",
+                    "4",
+                    "8Gi",
+                    "10",
+                    json!({"metadata": {"labels": {"disk": "ssd"}}}),
+                ),
+                node("full", "1", "8Gi", "10", json!({})),
+                node(
+                    "cordoned",
+                    "4",
+                    "8Gi",
+                    "10",
+                    json!({"spec": {"unschedulable": true}}),
+                ),
+                node(
+                    "tainted",
+                    "4",
+                    "8Gi",
+                    "10",
+                    json!({"spec": {"taints": [{"key": "k", "effect": "NoExecute"}]}}),
+                ),
+                node("no-slots", "4", "8Gi", "1", json!({})),
+            ],
+            vec![
+                pod("ns", "resident", "full", "800m", "", json!({})),
+                pod("ns", "other", "no-slots", "", "", json!({})),
+            ],
+        );
+        let checker = NodeFitChecker::new(&snapshot);
+        let candidate = pod("ns", "p", "elsewhere", "500m", "1Gi", json!({}));
+        let fit = |name: &str| checker.node_fit(&candidate, snapshot.node(name).expect("node"));
+        assert_eq!(fit("roomy"), Ok(()));
+        assert_eq!(fit("full"), Err(NodeFitError::Insufficient("cpu".into())));
+        assert_eq!(fit("cordoned"), Err(NodeFitError::Unschedulable));
+        assert_eq!(fit("tainted"), Err(NodeFitError::UntoleratedTaint));
+        assert_eq!(
+            fit("no-slots"),
+            Err(NodeFitError::Insufficient("pods".into()))
+        );
+        assert_eq!(
+            fit("full").expect_err("no room").to_string(),
+            "insufficient cpu"
+        );
+        let picky = pod(
+            "ns",
+            "q",
+            "elsewhere",
+            "",
+            "",
+            json!({"spec": {"nodeSelector": {"disk": "hdd"}}}),
+        );
+        assert_eq!(
+            checker.node_fit(&picky, snapshot.node("roomy").expect("node")),
+            Err(NodeFitError::NodeSelectorMismatch)
+        );
+    }
+
+    #[test]
+    fn a_pod_fits_its_own_node_without_a_resource_check_but_not_any_other_node() {
+        let snapshot = snapshot(
+            vec![
+                node("a", "1", "1Gi", "10", json!({})),
+                node("b", "1", "1Gi", "10", json!({})),
+            ],
+            vec![
+                pod("ns", "big", "a", "900m", "", json!({})),
+                pod("ns", "filler", "b", "900m", "", json!({})),
+            ],
+        );
+        let nodes: Vec<&Node> = snapshot.nodes().iter().collect();
+        let big = &snapshot.pods()[0];
+        assert!(pod_fits_any_node(&snapshot, big, &nodes));
+        assert!(!pod_fits_any_other_node(&snapshot, big, &nodes));
+        assert!(pod_fits_node(&snapshot, big, nodes[0]));
+    }
+
+    #[test]
+    fn required_anti_affinity_to_a_pod_on_the_node_does_not_fit() {
+        let anti = json!({"spec": {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
+        ]}}}});
+        let snapshot = snapshot(
+            vec![node("a", "4", "8Gi", "10", json!({}))],
+            vec![pod(
+                "ns",
+                "db",
+                "a",
+                "",
+                "",
+                json!({"metadata": {"labels": {"app": "db"}}}),
+            )],
+        );
+        let candidate = pod("ns", "db2", "b", "", "", anti);
+        assert_eq!(
+            NodeFitChecker::new(&snapshot).node_fit(&candidate, &snapshot.nodes()[0]),
+            Err(NodeFitError::InterPodAntiAffinity)
+        );
+    }
+
+    #[test]
+    fn qos_classes_follow_requests_and_limits() {
+        let limits = |cpu: &str, memory: &str| {
+            json!({"spec": {"containers": [{"name": "c", "resources": {
+                "requests": {"cpu": cpu, "memory": memory},
+                "limits": {"cpu": cpu, "memory": memory}
+            }}]}})
+        };
+        let cases = [
+            (pod("ns", "a", "n", "", "", json!({})), QosClass::BestEffort),
+            (
+                pod("ns", "b", "n", "100m", "", json!({})),
+                QosClass::Burstable,
+            ),
+            (
+                pod("ns", "c", "n", "", "", limits("1", "1Gi")),
+                QosClass::Guaranteed,
+            ),
+            (
+                pod(
+                    "ns",
+                    "d",
+                    "n",
+                    "",
+                    "",
+                    json!({"status": {"qosClass": "Guaranteed"}}),
+                ),
+                QosClass::Guaranteed,
+            ),
+        ];
+        for (pod, expected) in cases {
+            assert_eq!(pod_qos(&pod), expected, "{:?}", pod.metadata.name);
+        }
+    }
+
+    #[test]
+    fn eviction_order_is_priority_then_qos_then_the_soft_annotation() {
+        let guaranteed = json!({"spec": {"containers": [{"name": "c", "resources": {
+            "requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}
+        }}]}});
+        let pods = [
+            pod(
+                "ns",
+                "prio-5",
+                "n",
+                "",
+                "",
+                json!({"spec": {"priority": 5}}),
+            ),
+            pod("ns", "guaranteed", "n", "", "", guaranteed),
+            pod("ns", "burstable", "n", "100m", "", json!({})),
+            pod(
+                "ns",
+                "best-effort-annotated",
+                "n",
+                "",
+                "",
+                json!({"metadata": {"annotations": {PREFER_NO_EVICTION_ANNOTATION: ""}}}),
+            ),
+            pod("ns", "best-effort", "n", "", "", json!({})),
+        ];
+        let mut refs: Vec<&Pod> = pods.iter().collect();
+        sort_pods_by_priority_low_to_high(&mut refs);
+        let names: Vec<&str> = refs
+            .iter()
+            .filter_map(|pod| pod.metadata.name.as_deref())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "best-effort",
+                "best-effort-annotated",
+                "burstable",
+                "guaranteed",
+                "prio-5"
+            ]
+        );
+        assert_eq!(compare_pods_for_eviction(refs[0], refs[4]), Ordering::Less);
+    }
+
+    #[test]
+    fn namespaces_admit_by_include_or_exclude() {
+        let include = Namespaces {
+            include: vec!["a".into()],
+            exclude: vec![],
+        };
+        assert!(include.admits("a") && !include.admits("b"));
+        let exclude = Namespaces {
+            include: vec![],
+            exclude: vec!["a".into()],
+        };
+        assert!(!exclude.admits("a") && exclude.admits("b"));
+        assert!(Namespaces::default().admits("x"));
+    }
+}
