@@ -101,7 +101,7 @@ fn make_pod(d: usize, k: usize, nodes: usize) -> Pod {
         _ => 2,
     };
     let per_zone = nodes / ZONES.len();
-    let slot = if k % 3 == 0 {
+    let slot = if k.is_multiple_of(3) {
         (d * 7 + k) % (per_zone / 10).max(1)
     } else {
         (d * 131 + k * 17) % per_zone
@@ -110,7 +110,7 @@ fn make_pod(d: usize, k: usize, nodes: usize) -> Pod {
     let app = format!("web-{d}");
     let cpu = ["100m", "250m", "500m"][d % 3];
     let memory = ["128Mi", "512Mi", "1Gi"][d % 3];
-    let when = if d % 2 == 0 {
+    let when = if d.is_multiple_of(2) {
         "DoNotSchedule"
     } else {
         "ScheduleAnyway"
