@@ -340,6 +340,8 @@ struct PreparedPod<'p> {
     affinity: RequiredNodeAffinity,
     requests: ResourceList,
     anti_affinity: Vec<AntiAffinityTerm>,
+    /// Check resources even on the node the pod runs on.
+    check_own_node_resources: bool,
 }
 
 /// One required anti-affinity term, parsed.
@@ -370,6 +372,7 @@ impl<'p> PreparedPod<'p> {
             affinity: RequiredNodeAffinity::from_pod(pod),
             requests: pod_resource_requests(pod),
             anti_affinity,
+            check_own_node_resources: false,
         }
     }
 }
@@ -431,6 +434,14 @@ impl<'a> NodeFitChecker<'a> {
         self.prepared_fit(&PreparedPod::new(pod), node)
     }
 
+    /// [`Self::node_fit`] as if the pod ran nowhere yet: resources are
+    /// checked on its own node too.
+    pub fn node_fit_ignoring_own_node(&self, pod: &Pod, node: &Node) -> Result<(), NodeFitError> {
+        let mut prepared = PreparedPod::new(pod);
+        prepared.check_own_node_resources = true;
+        self.prepared_fit(&prepared, node)
+    }
+
     /// Whether `pod` fits one of `nodes` other than the one it runs on.
     pub fn pod_fits_any_other_node(&self, pod: &Pod, nodes: &[&Node]) -> bool {
         let prepared = PreparedPod::new(pod);
@@ -463,7 +474,7 @@ impl<'a> NodeFitChecker<'a> {
         if self.matches_anti_affinity(pod, node, node_name) {
             return Err(NodeFitError::InterPodAntiAffinity);
         }
-        if pod_node_name(pod.pod) != node_name {
+        if pod.check_own_node_resources || pod_node_name(pod.pod) != node_name {
             self.fits_request(pod, node)?;
         }
         Ok(())

@@ -231,22 +231,35 @@ struct Domain<'a> {
     pods: Vec<&'a Pod>,
 }
 
-/// The nodes a constraint counts, in the order of the plugin's node list.
+/// The nodes a constraint counts, grouped by domain: the domains in the
+/// order their first node is listed, and each domain's nodes in order.
 struct EligibleNodes<'a> {
-    nodes: Vec<&'a Node>,
+    domains: Vec<&'a str>,
+    nodes_by_domain: HashMap<&'a str, Vec<&'a Node>>,
 }
 
 impl<'a> EligibleNodes<'a> {
     fn compute(nodes: &[&'a Node], constraint: &Constraint) -> Self {
-        EligibleNodes {
-            nodes: nodes
-                .iter()
-                .copied()
-                .filter(|node| {
-                    node_label(node, &constraint.topology_key).is_some()
-                        && constraint.includes_node(node)
+        let mut domains = Vec::new();
+        let mut nodes_by_domain: HashMap<&str, Vec<&Node>> = HashMap::new();
+        for node in nodes {
+            let Some(value) = node_label(node, &constraint.topology_key) else {
+                continue;
+            };
+            if !constraint.includes_node(node) {
+                continue;
+            }
+            nodes_by_domain
+                .entry(value)
+                .or_insert_with(|| {
+                    domains.push(value);
+                    Vec::new()
                 })
-                .collect(),
+                .push(*node);
+        }
+        EligibleNodes {
+            domains,
+            nodes_by_domain,
         }
     }
 }
@@ -257,6 +270,51 @@ fn node_label<'n>(node: &'n Node, key: &str) -> Option<&'n str> {
         .as_ref()
         .and_then(|labels| labels.get(key))
         .map(String::as_str)
+}
+
+/// A namespace's pods by label, so that a constraint whose selector
+/// requires one label value only looks at the pods carrying it.
+struct LabelIndex<'a> {
+    by_label: HashMap<(&'a str, &'a str), Vec<&'a Pod>>,
+}
+
+impl<'a> LabelIndex<'a> {
+    fn new(pods: &[&'a Pod]) -> Self {
+        let mut by_label: HashMap<(&str, &str), Vec<&Pod>> = HashMap::new();
+        for pod in pods {
+            for (key, value) in pod.metadata.labels.iter().flatten() {
+                by_label
+                    .entry((key.as_str(), value.as_str()))
+                    .or_default()
+                    .push(*pod);
+            }
+        }
+        LabelIndex { by_label }
+    }
+
+    /// The pods the constraint may select, in listing order: those with
+    /// the value of its first single-value `In` requirement, else all.
+    fn candidates<'s>(&'s self, pods: &'s [&'a Pod], constraint: &'s Constraint) -> &'s [&'a Pod] {
+        let required = constraint.selector.as_ref().and_then(|selector| {
+            selector
+                .requirements
+                .iter()
+                .find_map(|requirement| match requirement {
+                    Requirement::In(key, values) if values.len() == 1 => {
+                        Some((key.as_str(), values[0].as_str()))
+                    }
+                    _ => None,
+                })
+        });
+        match required {
+            Some(label) => self
+                .by_label
+                .get(&label)
+                .map(Vec::as_slice)
+                .unwrap_or_default(),
+            None => pods,
+        }
+    }
 }
 
 /// The pods chosen for eviction, in the order they were chosen.
@@ -315,6 +373,10 @@ impl BalancePlugin for RemovePodsViolatingTopologySpreadConstraint {
                 "Processing namespace for topology spread constraints"
             );
             let constraints = self.namespace_constraints(pods);
+            if constraints.is_empty() {
+                continue;
+            }
+            let label_index = LabelIndex::new(pods);
             for constraint in &constraints {
                 let owned;
                 let eligible = if constraint.includes_every_node() {
@@ -327,19 +389,17 @@ impl BalancePlugin for RemovePodsViolatingTopologySpreadConstraint {
                 };
                 let mut index: HashMap<&str, usize> = HashMap::new();
                 let mut domains: Vec<Domain<'_>> = Vec::new();
-                for node in &eligible.nodes {
-                    if let Some(value) = node_label(node, &constraint.topology_key) {
-                        index.entry(value).or_insert_with(|| {
-                            domains.push(Domain {
-                                value,
-                                pods: Vec::new(),
-                            });
-                            domains.len() - 1
+                for value in &eligible.domains {
+                    index.entry(value).or_insert_with(|| {
+                        domains.push(Domain {
+                            value,
+                            pods: Vec::new(),
                         });
-                    }
+                        domains.len() - 1
+                    });
                 }
                 let mut sum_pods = 0usize;
-                for pod in pods {
+                for pod in label_index.candidates(pods, constraint) {
                     if is_pod_terminating(pod) || !constraint.selects(pod) {
                         continue;
                     }
@@ -372,7 +432,7 @@ impl BalancePlugin for RemovePodsViolatingTopologySpreadConstraint {
                     constraint,
                     domains,
                     sum_pods,
-                    &eligible.nodes,
+                    eligible,
                     &*evictor,
                     &fit,
                     node_fit,
@@ -414,7 +474,20 @@ impl RemovePodsViolatingTopologySpreadConstraint {
     /// order they are first seen.
     fn namespace_constraints(&self, pods: &[&Pod]) -> Vec<Constraint> {
         let mut constraints: Vec<Constraint> = Vec::new();
+        // Pods of one controller usually share their spec: a pod whose
+        // constraints, labels and node constraints equal those of the first
+        // pod seen of its controller adds no new constraint.
+        let mut first_of_owner: HashMap<&str, &Pod> = HashMap::new();
         for pod in pods {
+            if let Some(owner) = controller_uid(pod) {
+                match first_of_owner.get(owner) {
+                    Some(first) if same_spread_inputs(first, pod) => continue,
+                    Some(_) => {}
+                    None => {
+                        first_of_owner.insert(owner, pod);
+                    }
+                }
+            }
             let spread = pod
                 .spec
                 .as_ref()
@@ -442,6 +515,29 @@ impl RemovePodsViolatingTopologySpreadConstraint {
         }
         constraints
     }
+}
+
+/// The uid of the pod's controller, if any.
+fn controller_uid(pod: &Pod) -> Option<&str> {
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|owner| owner.controller == Some(true))
+        .map(|owner| owner.uid.as_str())
+}
+
+/// Whether two pods would yield the same constraints: same spread
+/// constraints, labels, nodeSelector, affinity and tolerations.
+fn same_spread_inputs(a: &Pod, b: &Pod) -> bool {
+    let (Some(sa), Some(sb)) = (a.spec.as_ref(), b.spec.as_ref()) else {
+        return false;
+    };
+    sa.topology_spread_constraints == sb.topology_spread_constraints
+        && a.metadata.labels == b.metadata.labels
+        && sa.node_selector == sb.node_selector
+        && sa.affinity == sb.affinity
+        && sa.tolerations == sb.tolerations
 }
 
 /// Upstream `topologyIsBalanced`: the largest and smallest domains differ
@@ -484,6 +580,60 @@ fn sort_domains(domains: &mut [Domain<'_>], evictor: &dyn PodEvictor) {
     domains.sort_by_key(|domain| domain.pods.len());
 }
 
+/// Pods of one workload share requests and node constraints, so whether
+/// they fit one of the nodes under the average is answered once: the first
+/// fitting node is remembered per signature, and a pod fits another node
+/// when that first node is not its own (else the search goes on past it).
+#[derive(Default)]
+struct FirstFits {
+    by_signature: Vec<(FitSignature, Option<usize>)>,
+}
+
+/// What decides whether a pod without inter-pod anti-affinity fits a node.
+#[derive(PartialEq)]
+struct FitSignature {
+    requests: ksim_core::resources::ResourceList,
+    affinity: RequiredNodeAffinity,
+    tolerations: Vec<Toleration>,
+}
+
+impl FirstFits {
+    fn fits_other_node(&mut self, fit: &NodeFitChecker<'_>, pod: &Pod, nodes: &[&Node]) -> bool {
+        let spec = pod.spec.as_ref();
+        let has_anti_affinity = spec
+            .and_then(|spec| spec.affinity.as_ref())
+            .is_some_and(|affinity| affinity.pod_anti_affinity.is_some());
+        if has_anti_affinity {
+            return fit.pod_fits_any_other_node(pod, nodes);
+        }
+        let signature = FitSignature {
+            requests: crate::nodeutil::pod_resource_requests(pod),
+            affinity: RequiredNodeAffinity::from_pod(pod),
+            tolerations: spec
+                .and_then(|spec| spec.tolerations.clone())
+                .unwrap_or_default(),
+        };
+        let first = match self.by_signature.iter().find(|(s, _)| *s == signature) {
+            Some((_, first)) => *first,
+            None => {
+                let first = nodes
+                    .iter()
+                    .position(|node| fit.node_fit_ignoring_own_node(pod, node).is_ok());
+                self.by_signature.push((signature, first));
+                first
+            }
+        };
+        let Some(first) = first else {
+            return false;
+        };
+        let own = pod_node_name(pod);
+        if nodes[first].metadata.name.as_deref() != Some(own) {
+            return true;
+        }
+        fit.pod_fits_any_other_node(pod, &nodes[first + 1..])
+    }
+}
+
 /// Upstream `balanceDomains`.
 #[allow(clippy::too_many_arguments)] // upstream's parameters, one by one
 fn balance_domains<'a>(
@@ -491,7 +641,7 @@ fn balance_domains<'a>(
     constraint: &Constraint,
     mut domains: Vec<Domain<'a>>,
     sum_pods: usize,
-    eligible_nodes: &[&'a Node],
+    eligible: &EligibleNodes<'a>,
     evictor: &dyn PodEvictor,
     fit: &NodeFitChecker<'_>,
     node_fit: bool,
@@ -503,12 +653,7 @@ fn balance_domains<'a>(
     sort_domains(&mut domains, evictor);
 
     // Nodes of the domains under the ideal average, where moved pods should go.
-    let mut nodes_by_domain: HashMap<&str, Vec<&Node>> = HashMap::new();
-    for node in eligible_nodes {
-        if let Some(value) = node_label(node, &constraint.topology_key) {
-            nodes_by_domain.entry(value).or_default().push(node);
-        }
-    }
+    let nodes_by_domain = &eligible.nodes_by_domain;
     let below_avg_nodes: Vec<&Node> = domains
         .iter()
         .filter(|domain| (domain.pods.len() as f64) < ideal_avg)
@@ -521,10 +666,11 @@ fn balance_domains<'a>(
         .copied()
         .collect();
     let mut fits_cache: HashMap<*const Pod, bool> = HashMap::new();
+    let mut first_fits = FirstFits::default();
     let mut fits_elsewhere = |pod: &Pod| -> bool {
         *fits_cache
             .entry(pod as *const Pod)
-            .or_insert_with(|| fit.pod_fits_any_other_node(pod, &below_avg_nodes))
+            .or_insert_with(|| first_fits.fits_other_node(fit, pod, &below_avg_nodes))
     };
 
     let max_skew = f64::from(constraint.max_skew);
