@@ -178,6 +178,18 @@ fn proc_status_kib(field: &str) -> Option<u64> {
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
+/// CPU time (user + system) of this process so far, from /proc/self/stat
+/// (clock ticks of 10 ms): on a loaded machine it shows the compute apart
+/// from the time spent waiting for a core.
+fn cpu_time() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let after_name = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let user: u64 = fields.get(11)?.parse().ok()?;
+    let system: u64 = fields.get(12)?.parse().ok()?;
+    Some(Duration::from_millis((user + system) * 10))
+}
+
 /// Resets VmHWM to the current RSS (Linux: `5` into /proc/self/clear_refs).
 fn reset_peak_rss() -> bool {
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
@@ -243,6 +255,7 @@ fn main() {
     );
 
     let peak_reset = reset_peak_rss();
+    let cpu_before = cpu_time();
     let mut total = Duration::ZERO;
     let mut evictor = RecordingEvictor::default();
     for plugin in &plugins {
@@ -258,12 +271,21 @@ fn main() {
             evictor.evicted.len() - before
         );
     }
+    let cpu_used = cpu_time()
+        .zip(cpu_before)
+        .map(|(after, before)| after.saturating_sub(before));
     let peak = proc_status_kib("VmHWM").unwrap_or(0);
     println!(
         "cycle compute time: {:.1} ms (target < 1000 ms), {} evictions recorded",
         total.as_secs_f64() * 1e3,
         evictor.evicted.len()
     );
+    if let Some(cpu) = cpu_used {
+        println!(
+            "cycle CPU time: {:.0} ms (user + system; wall time above includes waiting for a core)",
+            cpu.as_secs_f64() * 1e3
+        );
+    }
     println!(
         "cycle peak RSS: {:.1} MiB ({:+.1} MiB over the snapshot){}",
         mib(peak),
