@@ -1,10 +1,28 @@
 //! Node facts the plugins share: whether a node is ready and schedulable,
 //! what its pods request, and whether a pod would fit on another node
-//! (upstream's `nodeutil.PodFitsAnyOtherNode` / `PodFitsAnyNode`).
+//! (upstream's `pkg/descheduler/node`: `NodeFit`, `PodFitsAnyOtherNode`,
+//! `PodFitsAnyNode`, `NodeUtilization`), plus the pod facts the balance
+//! plugins order by (QoS class, priority, the soft no-eviction annotation).
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use std::cell::RefCell;
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashMap};
+
+use k8s_openapi::api::core::v1::{Node, Pod, PodAffinityTerm};
 use ksim_core::node_affinity::RequiredNodeAffinity;
+use ksim_core::quantity::{Quantity, parse_or_zero};
+use ksim_core::resources::{
+    PodResourcesOptions, RESOURCE_CPU, RESOURCE_MEMORY, RESOURCE_PODS, ResourceList, pod_requests,
+};
+use ksim_core::selector::LabelSelectorRequirements;
 use ksim_core::toleration::{find_matching_untolerated_taint, is_do_not_schedule_taint};
+
+use crate::framework::ClusterSnapshot;
+
+/// The annotation by which a pod asks (softly) not to be evicted; plugins
+/// consider such pods last (upstream `SoftNoEvictionAnnotationKey`).
+pub const PREFER_NO_EVICTION_ANNOTATION: &str =
+    "descheduler.alpha.kubernetes.io/prefer-no-eviction";
 
 /// Whether the node's Ready condition is True.
 pub fn is_node_ready(node: &Node) -> bool {
@@ -32,15 +50,733 @@ pub fn pod_matches_node_constraints(pod: &Pod, node: &Node) -> bool {
     if !RequiredNodeAffinity::from_pod(pod).matches(node) {
         return false;
     }
+    pod_tolerates_node_taints(pod, node)
+}
+
+/// Whether the pod tolerates the node's NoSchedule and NoExecute taints.
+fn pod_tolerates_node_taints(pod: &Pod, node: &Node) -> bool {
     let tolerations = pod
         .spec
         .as_ref()
         .and_then(|spec| spec.tolerations.as_deref())
         .unwrap_or_default();
-    let taints = node
-        .spec
+    find_matching_untolerated_taint(node_taints(node), tolerations, is_do_not_schedule_taint)
+        .is_none()
+}
+
+/// The node's taints (empty when it has none).
+pub fn node_taints(node: &Node) -> &[k8s_openapi::api::core::v1::Taint] {
+    node.spec
         .as_ref()
         .and_then(|spec| spec.taints.as_deref())
-        .unwrap_or_default();
-    find_matching_untolerated_taint(taints, tolerations, is_do_not_schedule_taint).is_none()
+        .unwrap_or_default()
+}
+
+/// The name of the node a pod is bound to (empty when unbound).
+pub fn pod_node_name(pod: &Pod) -> &str {
+    pod.spec
+        .as_ref()
+        .and_then(|spec| spec.node_name.as_deref())
+        .unwrap_or_default()
+}
+
+/// Whether the pod has finished (phase Succeeded or Failed): such pods hold
+/// no resources and are left out of node listings, as upstream's
+/// `ListPodsOnANode`.
+pub fn is_pod_terminal(pod: &Pod) -> bool {
+    matches!(
+        pod.status
+            .as_ref()
+            .and_then(|status| status.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+/// Whether the pod is being deleted (`metadata.deletionTimestamp` set).
+pub fn is_pod_terminating(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_some()
+}
+
+/// The non-terminal pods bound to `node_name` (upstream `ListPodsOnANode`
+/// without a filter).
+pub fn active_pods_on_node<'a>(
+    snapshot: &'a ClusterSnapshot,
+    node_name: &str,
+) -> impl Iterator<Item = &'a Pod> + 'a {
+    snapshot
+        .pods_on_node(node_name)
+        .filter(|pod| !is_pod_terminal(pod))
+}
+
+/// The node's allocatable resources, or its capacity when it reports no
+/// allocatable (upstream `referencedResourceListForNodeCapacity`).
+pub fn node_allocatable(node: &Node) -> ResourceList {
+    let Some(status) = node.status.as_ref() else {
+        return ResourceList::new();
+    };
+    let chosen = match &status.allocatable {
+        Some(allocatable) if !allocatable.is_empty() => Some(allocatable),
+        _ => status.capacity.as_ref(),
+    };
+    chosen
+        .map(|map| {
+            map.iter()
+                .map(|(name, quantity)| (name.clone(), parse_or_zero(quantity)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// An amount in the unit upstream's node utilization counts a resource in:
+/// milli-cpu for cpu, whole units (bytes, pods, devices) for the rest.
+pub fn resource_amount(name: &str, quantity: Quantity) -> i64 {
+    if name == RESOURCE_CPU {
+        quantity.milli_value()
+    } else {
+        quantity.value()
+    }
+}
+
+/// A pod's requests as upstream's `PodRequestsAndLimits` computes them
+/// (containers, init containers, sidecars and overhead; no defaults for
+/// containers that request nothing).
+pub fn pod_resource_requests(pod: &Pod) -> ResourceList {
+    pod_requests(pod, &PodResourcesOptions::default())
+}
+
+/// What `pods` request of each of `resource_names`, in [`resource_amount`]
+/// units; `pods` counts the pods (upstream `NodeUtilization`).
+pub fn node_utilization<'a>(
+    pods: impl IntoIterator<Item = &'a Pod>,
+    resource_names: &[String],
+) -> Vec<i64> {
+    let mut usage = vec![0i64; resource_names.len()];
+    for pod in pods {
+        let requests = pod_resource_requests(pod);
+        for (slot, name) in usage.iter_mut().zip(resource_names) {
+            if name == RESOURCE_PODS {
+                *slot += 1;
+            } else if let Some(quantity) = requests.get(name) {
+                *slot += resource_amount(name, *quantity);
+            }
+        }
+    }
+    usage
+}
+
+/// A pod's QoS class (upstream `GetPodQOS`): `status.qosClass` when set,
+/// else computed from the containers' cpu and memory requests and limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum QosClass {
+    /// No container requests or limits cpu or memory.
+    BestEffort,
+    /// Neither best effort nor guaranteed.
+    Burstable,
+    /// Every container limits cpu and memory, and requests equal limits.
+    Guaranteed,
+}
+
+/// The pod's QoS class.
+pub fn pod_qos(pod: &Pod) -> QosClass {
+    match pod
+        .status
+        .as_ref()
+        .and_then(|status| status.qos_class.as_deref())
+    {
+        Some("BestEffort") => return QosClass::BestEffort,
+        Some("Burstable") => return QosClass::Burstable,
+        Some("Guaranteed") => return QosClass::Guaranteed,
+        _ => {}
+    }
+    let Some(spec) = pod.spec.as_ref() else {
+        return QosClass::BestEffort;
+    };
+    let mut requests: BTreeMap<&str, Quantity> = BTreeMap::new();
+    let mut limits: BTreeMap<&str, Quantity> = BTreeMap::new();
+    let mut guaranteed = true;
+    let qos_resource = |name: &str| name == RESOURCE_CPU || name == RESOURCE_MEMORY;
+    for container in spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+    {
+        let resources = container.resources.as_ref();
+        for (name, quantity) in resources
+            .and_then(|r| r.requests.as_ref())
+            .into_iter()
+            .flatten()
+        {
+            let quantity = parse_or_zero(quantity);
+            if qos_resource(name) && quantity > Quantity::ZERO {
+                let entry = requests.entry(name.as_str()).or_default();
+                *entry = entry.saturating_add(quantity);
+            }
+        }
+        let mut cpu_limit = false;
+        let mut memory_limit = false;
+        for (name, quantity) in resources
+            .and_then(|r| r.limits.as_ref())
+            .into_iter()
+            .flatten()
+        {
+            let quantity = parse_or_zero(quantity);
+            if qos_resource(name) && quantity > Quantity::ZERO {
+                cpu_limit |= name == RESOURCE_CPU;
+                memory_limit |= name == RESOURCE_MEMORY;
+                let entry = limits.entry(name.as_str()).or_default();
+                *entry = entry.saturating_add(quantity);
+            }
+        }
+        if !(cpu_limit && memory_limit) {
+            guaranteed = false;
+        }
+    }
+    if requests.is_empty() && limits.is_empty() {
+        return QosClass::BestEffort;
+    }
+    if guaranteed
+        && requests.len() == limits.len()
+        && requests
+            .iter()
+            .all(|(name, request)| limits.get(name) == Some(request))
+    {
+        QosClass::Guaranteed
+    } else {
+        QosClass::Burstable
+    }
+}
+
+/// The pod's `spec.priority` (None when unset).
+pub fn pod_priority(pod: &Pod) -> Option<i32> {
+    pod.spec.as_ref().and_then(|spec| spec.priority)
+}
+
+/// Whether the pod carries the soft no-eviction annotation.
+pub fn has_prefer_no_eviction_annotation(pod: &Pod) -> bool {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|annotations| annotations.contains_key(PREFER_NO_EVICTION_ANNOTATION))
+}
+
+/// The eviction order of upstream's `SortPodsBasedOnPriorityLowToHigh`:
+/// pods without a priority first, then by ascending priority; at equal
+/// priority BestEffort before Burstable before Guaranteed, and within a QoS
+/// class pods without the soft no-eviction annotation first.
+pub fn compare_pods_for_eviction(a: &Pod, b: &Pod) -> Ordering {
+    pod_priority(a)
+        .cmp(&pod_priority(b))
+        .then_with(|| pod_qos(a).cmp(&pod_qos(b)))
+        .then_with(|| {
+            has_prefer_no_eviction_annotation(a).cmp(&has_prefer_no_eviction_annotation(b))
+        })
+}
+
+/// Sorts pods into [`compare_pods_for_eviction`] order (stable: equal pods
+/// keep their listing order). Each pod's key is computed once.
+pub fn sort_pods_by_priority_low_to_high(pods: &mut [&Pod]) {
+    pods.sort_by_cached_key(|pod| {
+        (
+            pod_priority(pod),
+            pod_qos(pod),
+            has_prefer_no_eviction_annotation(pod),
+        )
+    });
+}
+
+/// The `namespaces` argument of several plugins: at most one of `include`
+/// and `exclude` (upstream `api.Namespaces`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Namespaces {
+    /// Only pods in these namespaces are considered.
+    pub include: Vec<String>,
+    /// Pods in these namespaces are not considered.
+    pub exclude: Vec<String>,
+}
+
+impl Namespaces {
+    /// Upstream's validation: only one of include and exclude may be set.
+    pub fn validate(&self, field: &str) -> Result<(), crate::framework::ArgsError> {
+        if !self.include.is_empty() && !self.exclude.is_empty() {
+            return Err(crate::framework::ArgsError::new(
+                field,
+                "only one of Include/Exclude namespaces can be set",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether a pod in `namespace` passes the include and exclude lists.
+    pub fn admits(&self, namespace: &str) -> bool {
+        (self.include.is_empty() || self.include.iter().any(|ns| ns == namespace))
+            && !self.exclude.iter().any(|ns| ns == namespace)
+    }
+}
+
+/// Why a pod would not fit a node (upstream `NodeFit`'s errors, word for word).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NodeFitError {
+    /// The node is cordoned.
+    #[error("node is not schedulable")]
+    Unschedulable,
+    /// nodeSelector or required node affinity.
+    #[error("pod node selector does not match the node label")]
+    NodeSelectorMismatch,
+    /// An untolerated NoSchedule or NoExecute taint.
+    #[error("pod does not tolerate taints on the node")]
+    UntoleratedTaint,
+    /// The pod's required anti-affinity matches a pod on the node.
+    #[error("pod matches inter-pod anti-affinity rule of other pod on node")]
+    InterPodAntiAffinity,
+    /// Not enough of a resource is left on the node.
+    #[error("insufficient {0}")]
+    Insufficient(String),
+}
+
+/// A pod prepared once for fit checks against many nodes.
+struct PreparedPod<'p> {
+    pod: &'p Pod,
+    affinity: RequiredNodeAffinity,
+    requests: ResourceList,
+    anti_affinity: Vec<AntiAffinityTerm>,
+    /// Check resources even on the node the pod runs on.
+    check_own_node_resources: bool,
+}
+
+/// One required anti-affinity term, parsed.
+struct AntiAffinityTerm {
+    namespaces: Vec<String>,
+    selector: Option<LabelSelectorRequirements>,
+    topology_key: String,
+}
+
+impl<'p> PreparedPod<'p> {
+    fn new(pod: &'p Pod) -> Self {
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let anti_affinity = pod
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.affinity.as_ref())
+            .and_then(|affinity| affinity.pod_anti_affinity.as_ref())
+            .map(|anti| {
+                anti.required_during_scheduling_ignored_during_execution
+                    .iter()
+                    .flatten()
+                    .map(|term| AntiAffinityTerm::parse(term, &namespace))
+                    .collect()
+            })
+            .unwrap_or_default();
+        PreparedPod {
+            pod,
+            affinity: RequiredNodeAffinity::from_pod(pod),
+            requests: pod_resource_requests(pod),
+            anti_affinity,
+            check_own_node_resources: false,
+        }
+    }
+}
+
+impl AntiAffinityTerm {
+    /// Upstream takes the term's namespaces, or the pod's own when none
+    /// are listed; a missing selector, or one that does not parse, matches
+    /// nothing.
+    fn parse(term: &PodAffinityTerm, pod_namespace: &str) -> Self {
+        let namespaces = match term.namespaces.as_deref() {
+            Some(list) if !list.is_empty() => list.to_vec(),
+            _ => vec![pod_namespace.to_string()],
+        };
+        let selector = term
+            .label_selector
+            .as_ref()
+            .and_then(|selector| LabelSelectorRequirements::from_label_selector(selector).ok());
+        AntiAffinityTerm {
+            namespaces,
+            selector,
+            topology_key: term.topology_key.clone(),
+        }
+    }
+}
+
+/// Resources requested on a node by its non-terminal pods, in nano-units.
+#[derive(Debug, Default)]
+struct NodeRequested {
+    requests: HashMap<String, i128>,
+    pods: i64,
+    allocatable: ResourceList,
+}
+
+/// Fit checks against one snapshot, with each node's requested resources
+/// computed once, when first needed (a plugin checks many pods against the
+/// same nodes).
+pub struct NodeFitChecker<'a> {
+    snapshot: &'a ClusterSnapshot,
+    /// Keyed by the node's address in the snapshot (no string hashing in
+    /// the per-node loop).
+    requested: RefCell<HashMap<usize, NodeRequested>>,
+}
+
+impl<'a> NodeFitChecker<'a> {
+    /// A checker over `snapshot`.
+    pub fn new(snapshot: &'a ClusterSnapshot) -> Self {
+        NodeFitChecker {
+            snapshot,
+            requested: RefCell::new(HashMap::new()),
+        }
+    }
+
+    /// Whether `pod` could be scheduled onto `node` (upstream `NodeFit`):
+    /// the node is schedulable, matches the pod's nodeSelector and required
+    /// node affinity, has no untolerated NoSchedule/NoExecute taint, holds
+    /// no pod the pod's anti-affinity repels, and (unless the pod already
+    /// runs there) has room for the pod's requests and one more pod.
+    pub fn node_fit(&self, pod: &Pod, node: &Node) -> Result<(), NodeFitError> {
+        self.prepared_fit(&PreparedPod::new(pod), node)
+    }
+
+    /// [`Self::node_fit`] as if the pod ran nowhere yet: resources are
+    /// checked on its own node too.
+    pub fn node_fit_ignoring_own_node(&self, pod: &Pod, node: &Node) -> Result<(), NodeFitError> {
+        let mut prepared = PreparedPod::new(pod);
+        prepared.check_own_node_resources = true;
+        self.prepared_fit(&prepared, node)
+    }
+
+    /// Whether `pod` fits one of `nodes` other than the one it runs on.
+    pub fn pod_fits_any_other_node(&self, pod: &Pod, nodes: &[&Node]) -> bool {
+        let prepared = PreparedPod::new(pod);
+        let current = pod_node_name(pod);
+        nodes.iter().any(|node| {
+            node.metadata.name.as_deref() != Some(current)
+                && self.prepared_fit(&prepared, node).is_ok()
+        })
+    }
+
+    /// Whether `pod` fits one of `nodes` (its own node included).
+    pub fn pod_fits_any_node(&self, pod: &Pod, nodes: &[&Node]) -> bool {
+        let prepared = PreparedPod::new(pod);
+        nodes
+            .iter()
+            .any(|node| self.prepared_fit(&prepared, node).is_ok())
+    }
+
+    fn prepared_fit(&self, pod: &PreparedPod<'_>, node: &Node) -> Result<(), NodeFitError> {
+        if is_node_unschedulable(node) {
+            return Err(NodeFitError::Unschedulable);
+        }
+        if !pod.affinity.matches(node) {
+            return Err(NodeFitError::NodeSelectorMismatch);
+        }
+        if !pod_tolerates_node_taints(pod.pod, node) {
+            return Err(NodeFitError::UntoleratedTaint);
+        }
+        let node_name = node.metadata.name.as_deref().unwrap_or_default();
+        if self.matches_anti_affinity(pod, node, node_name) {
+            return Err(NodeFitError::InterPodAntiAffinity);
+        }
+        if pod.check_own_node_resources || pod_node_name(pod.pod) != node_name {
+            self.fits_request(pod, node)?;
+        }
+        Ok(())
+    }
+
+    /// Upstream `podMatchesInterPodAntiAffinity`: one of the pod's
+    /// anti-affinity terms selects another pod on the node, and the node has
+    /// the term's topology key.
+    fn matches_anti_affinity(&self, pod: &PreparedPod<'_>, node: &Node, node_name: &str) -> bool {
+        if pod.anti_affinity.is_empty() {
+            return false;
+        }
+        let name = pod.pod.metadata.name.as_deref();
+        let node_labels = node.metadata.labels.as_ref();
+        let empty = BTreeMap::new();
+        active_pods_on_node(self.snapshot, node_name).any(|other| {
+            if other.metadata.name.as_deref() == name {
+                return false;
+            }
+            let namespace = other.metadata.namespace.as_deref().unwrap_or_default();
+            let labels = other.metadata.labels.as_ref().unwrap_or(&empty);
+            pod.anti_affinity.iter().any(|term| {
+                term.namespaces.iter().any(|ns| ns == namespace)
+                    && term
+                        .selector
+                        .as_ref()
+                        .is_some_and(|selector| selector.matches(labels))
+                    && node_labels.is_some_and(|l| l.contains_key(&term.topology_key))
+            })
+        })
+    }
+
+    /// Upstream `fitsRequest`: every resource the pod requests, and one pod
+    /// slot, are left on the node after its pods' requests.
+    fn fits_request(&self, pod: &PreparedPod<'_>, node: &Node) -> Result<(), NodeFitError> {
+        let mut cache = self.requested.borrow_mut();
+        let requested = cache
+            .entry(node as *const Node as usize)
+            .or_insert_with(|| requested_on_node(self.snapshot, node));
+        let allocatable = &requested.allocatable;
+        let allocatable_pods = allocatable
+            .get(RESOURCE_PODS)
+            .map(|quantity| quantity.value())
+            .unwrap_or(0);
+        let free_pods = allocatable_pods - requested.pods;
+        for (name, quantity) in &pod.requests {
+            let free = if name == RESOURCE_PODS {
+                i128::from(free_pods) * 1_000_000_000
+            } else {
+                let used = requested.requests.get(name).copied().unwrap_or(0);
+                match allocatable.get(name) {
+                    Some(total) => total.nanos() - used,
+                    None => 0,
+                }
+            };
+            if quantity.nanos() > free {
+                return Err(NodeFitError::Insufficient(name.clone()));
+            }
+        }
+        if free_pods <= 0 {
+            return Err(NodeFitError::Insufficient(RESOURCE_PODS.to_string()));
+        }
+        Ok(())
+    }
+}
+
+fn requested_on_node(snapshot: &ClusterSnapshot, node: &Node) -> NodeRequested {
+    let node_name = node.metadata.name.as_deref().unwrap_or_default();
+    let mut requested = NodeRequested {
+        allocatable: node_allocatable(node),
+        ..NodeRequested::default()
+    };
+    for pod in active_pods_on_node(snapshot, node_name) {
+        requested.pods += 1;
+        for (name, quantity) in pod_resource_requests(pod) {
+            *requested.requests.entry(name).or_default() += quantity.nanos();
+        }
+    }
+    requested
+}
+
+/// Whether `pod` could be scheduled onto `node` (see [`NodeFitChecker::node_fit`]).
+pub fn pod_fits_node(snapshot: &ClusterSnapshot, pod: &Pod, node: &Node) -> bool {
+    NodeFitChecker::new(snapshot).node_fit(pod, node).is_ok()
+}
+
+/// Whether `pod` fits one of `nodes` other than its own (upstream
+/// `PodFitsAnyOtherNode`).
+pub fn pod_fits_any_other_node(snapshot: &ClusterSnapshot, pod: &Pod, nodes: &[&Node]) -> bool {
+    NodeFitChecker::new(snapshot).pod_fits_any_other_node(pod, nodes)
+}
+
+/// Whether `pod` fits one of `nodes` (upstream `PodFitsAnyNode`).
+pub fn pod_fits_any_node(snapshot: &ClusterSnapshot, pod: &Pod, nodes: &[&Node]) -> bool {
+    NodeFitChecker::new(snapshot).pod_fits_any_node(pod, nodes)
+}
+
+#[cfg(test)]
+pub(crate) mod testing;
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{node, pod, snapshot};
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn node_fit_checks_schedulability_affinity_taints_and_room() {
+        let snapshot = snapshot(
+            vec![
+                node(
+                    "roomy",
+                    "4",
+                    "8Gi",
+                    "10",
+                    json!({"metadata": {"labels": {"disk": "ssd"}}}),
+                ),
+                node("full", "1", "8Gi", "10", json!({})),
+                node(
+                    "cordoned",
+                    "4",
+                    "8Gi",
+                    "10",
+                    json!({"spec": {"unschedulable": true}}),
+                ),
+                node(
+                    "tainted",
+                    "4",
+                    "8Gi",
+                    "10",
+                    json!({"spec": {"taints": [{"key": "k", "effect": "NoExecute"}]}}),
+                ),
+                node("no-slots", "4", "8Gi", "1", json!({})),
+            ],
+            vec![
+                pod("ns", "resident", "full", "800m", "", json!({})),
+                pod("ns", "other", "no-slots", "", "", json!({})),
+            ],
+        );
+        let checker = NodeFitChecker::new(&snapshot);
+        let candidate = pod("ns", "p", "elsewhere", "500m", "1Gi", json!({}));
+        let fit = |name: &str| checker.node_fit(&candidate, snapshot.node(name).expect("node"));
+        assert_eq!(fit("roomy"), Ok(()));
+        assert_eq!(fit("full"), Err(NodeFitError::Insufficient("cpu".into())));
+        assert_eq!(fit("cordoned"), Err(NodeFitError::Unschedulable));
+        assert_eq!(fit("tainted"), Err(NodeFitError::UntoleratedTaint));
+        assert_eq!(
+            fit("no-slots"),
+            Err(NodeFitError::Insufficient("pods".into()))
+        );
+        assert_eq!(
+            fit("full").expect_err("no room").to_string(),
+            "insufficient cpu"
+        );
+        let picky = pod(
+            "ns",
+            "q",
+            "elsewhere",
+            "",
+            "",
+            json!({"spec": {"nodeSelector": {"disk": "hdd"}}}),
+        );
+        assert_eq!(
+            checker.node_fit(&picky, snapshot.node("roomy").expect("node")),
+            Err(NodeFitError::NodeSelectorMismatch)
+        );
+    }
+
+    #[test]
+    fn a_pod_fits_its_own_node_without_a_resource_check_but_not_any_other_node() {
+        let snapshot = snapshot(
+            vec![
+                node("a", "1", "1Gi", "10", json!({})),
+                node("b", "1", "1Gi", "10", json!({})),
+            ],
+            vec![
+                pod("ns", "big", "a", "900m", "", json!({})),
+                pod("ns", "filler", "b", "900m", "", json!({})),
+            ],
+        );
+        let nodes: Vec<&Node> = snapshot.nodes().iter().collect();
+        let big = &snapshot.pods()[0];
+        assert!(pod_fits_any_node(&snapshot, big, &nodes));
+        assert!(!pod_fits_any_other_node(&snapshot, big, &nodes));
+        assert!(pod_fits_node(&snapshot, big, nodes[0]));
+    }
+
+    #[test]
+    fn required_anti_affinity_to_a_pod_on_the_node_does_not_fit() {
+        let anti = json!({"spec": {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
+        ]}}}});
+        let snapshot = snapshot(
+            vec![node("a", "4", "8Gi", "10", json!({}))],
+            vec![pod(
+                "ns",
+                "db",
+                "a",
+                "",
+                "",
+                json!({"metadata": {"labels": {"app": "db"}}}),
+            )],
+        );
+        let candidate = pod("ns", "db2", "b", "", "", anti);
+        assert_eq!(
+            NodeFitChecker::new(&snapshot).node_fit(&candidate, &snapshot.nodes()[0]),
+            Err(NodeFitError::InterPodAntiAffinity)
+        );
+    }
+
+    #[test]
+    fn qos_classes_follow_requests_and_limits() {
+        let limits = |cpu: &str, memory: &str| {
+            json!({"spec": {"containers": [{"name": "c", "resources": {
+                "requests": {"cpu": cpu, "memory": memory},
+                "limits": {"cpu": cpu, "memory": memory}
+            }}]}})
+        };
+        let cases = [
+            (pod("ns", "a", "n", "", "", json!({})), QosClass::BestEffort),
+            (
+                pod("ns", "b", "n", "100m", "", json!({})),
+                QosClass::Burstable,
+            ),
+            (
+                pod("ns", "c", "n", "", "", limits("1", "1Gi")),
+                QosClass::Guaranteed,
+            ),
+            (
+                pod(
+                    "ns",
+                    "d",
+                    "n",
+                    "",
+                    "",
+                    json!({"status": {"qosClass": "Guaranteed"}}),
+                ),
+                QosClass::Guaranteed,
+            ),
+        ];
+        for (pod, expected) in cases {
+            assert_eq!(pod_qos(&pod), expected, "{:?}", pod.metadata.name);
+        }
+    }
+
+    #[test]
+    fn eviction_order_is_priority_then_qos_then_the_soft_annotation() {
+        let guaranteed = json!({"spec": {"containers": [{"name": "c", "resources": {
+            "requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}
+        }}]}});
+        let pods = [
+            pod(
+                "ns",
+                "prio-5",
+                "n",
+                "",
+                "",
+                json!({"spec": {"priority": 5}}),
+            ),
+            pod("ns", "guaranteed", "n", "", "", guaranteed),
+            pod("ns", "burstable", "n", "100m", "", json!({})),
+            pod(
+                "ns",
+                "best-effort-annotated",
+                "n",
+                "",
+                "",
+                json!({"metadata": {"annotations": {PREFER_NO_EVICTION_ANNOTATION: ""}}}),
+            ),
+            pod("ns", "best-effort", "n", "", "", json!({})),
+        ];
+        let mut refs: Vec<&Pod> = pods.iter().collect();
+        sort_pods_by_priority_low_to_high(&mut refs);
+        let names: Vec<&str> = refs
+            .iter()
+            .filter_map(|pod| pod.metadata.name.as_deref())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "best-effort",
+                "best-effort-annotated",
+                "burstable",
+                "guaranteed",
+                "prio-5"
+            ]
+        );
+        assert_eq!(compare_pods_for_eviction(refs[0], refs[4]), Ordering::Less);
+    }
+
+    #[test]
+    fn namespaces_admit_by_include_or_exclude() {
+        let include = Namespaces {
+            include: vec!["a".into()],
+            exclude: vec![],
+        };
+        assert!(include.admits("a") && !include.admits("b"));
+        let exclude = Namespaces {
+            include: vec![],
+            exclude: vec!["a".into()],
+        };
+        assert!(!exclude.admits("a") && exclude.admits("b"));
+        assert!(Namespaces::default().admits("x"));
+    }
 }

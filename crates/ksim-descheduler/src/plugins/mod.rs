@@ -4,6 +4,12 @@
 
 use crate::framework::{ArgsError, BalancePlugin, DeschedulePlugin};
 
+pub mod high_node_utilization;
+pub mod low_node_utilization;
+pub mod node_utilization;
+pub mod remove_duplicates;
+pub mod remove_pods_violating_topology_spread_constraint;
+
 /// Builds a deschedule plugin from its args.
 pub type DeschedulePluginFactory =
     fn(Option<&serde_json::Value>) -> Result<Box<dyn DeschedulePlugin>, ArgsError>;
@@ -22,7 +28,26 @@ pub enum PluginFactory {
 
 /// Every plugin a policy may name (DefaultEvictor, the filter and
 /// preEvictionFilter plugin, is built by the evictor, not from here).
-pub const REGISTRY: &[(&str, PluginFactory)] = &[];
+pub const REGISTRY: &[(&str, PluginFactory)] = &[
+    (
+        remove_duplicates::PLUGIN_NAME,
+        PluginFactory::Balance(remove_duplicates::RemoveDuplicates::factory),
+    ),
+    (
+        low_node_utilization::PLUGIN_NAME,
+        PluginFactory::Balance(low_node_utilization::LowNodeUtilization::factory),
+    ),
+    (
+        high_node_utilization::PLUGIN_NAME,
+        PluginFactory::Balance(high_node_utilization::HighNodeUtilization::factory),
+    ),
+    (
+        remove_pods_violating_topology_spread_constraint::PLUGIN_NAME,
+        PluginFactory::Balance(
+            remove_pods_violating_topology_spread_constraint::RemovePodsViolatingTopologySpreadConstraint::factory,
+        ),
+    ),
+];
 
 /// The registry entry called `name`.
 pub fn lookup(name: &str) -> Option<PluginFactory> {
