@@ -9,9 +9,14 @@
 //! args decoding), [`plugins`] (one folder per plugin and the registry),
 //! [`nodeutil`] (node usage and "would this pod fit elsewhere").
 
+mod duration;
 mod error;
+pub mod evictor;
 pub mod framework;
 pub mod nodeutil;
 pub mod plugins;
+pub mod podutil;
+pub mod policy;
 
+pub use duration::parse_go_duration;
 pub use error::Error;

@@ -4,6 +4,13 @@
 
 use crate::framework::{ArgsError, BalancePlugin, DeschedulePlugin};
 
+pub mod podlifetime;
+pub mod removefailedpods;
+pub mod removepodshavingtoomanyrestarts;
+pub mod removepodsviolatinginterpodantiaffinity;
+pub mod removepodsviolatingnodeaffinity;
+pub mod removepodsviolatingnodetaints;
+
 /// Builds a deschedule plugin from its args.
 pub type DeschedulePluginFactory =
     fn(Option<&serde_json::Value>) -> Result<Box<dyn DeschedulePlugin>, ArgsError>;
@@ -22,7 +29,32 @@ pub enum PluginFactory {
 
 /// Every plugin a policy may name (DefaultEvictor, the filter and
 /// preEvictionFilter plugin, is built by the evictor, not from here).
-pub const REGISTRY: &[(&str, PluginFactory)] = &[];
+pub const REGISTRY: &[(&str, PluginFactory)] = &[
+    (
+        podlifetime::NAME,
+        PluginFactory::Deschedule(podlifetime::new),
+    ),
+    (
+        removefailedpods::NAME,
+        PluginFactory::Deschedule(removefailedpods::new),
+    ),
+    (
+        removepodshavingtoomanyrestarts::NAME,
+        PluginFactory::Deschedule(removepodshavingtoomanyrestarts::new),
+    ),
+    (
+        removepodsviolatinginterpodantiaffinity::NAME,
+        PluginFactory::Deschedule(removepodsviolatinginterpodantiaffinity::new),
+    ),
+    (
+        removepodsviolatingnodeaffinity::NAME,
+        PluginFactory::Deschedule(removepodsviolatingnodeaffinity::new),
+    ),
+    (
+        removepodsviolatingnodetaints::NAME,
+        PluginFactory::Deschedule(removepodsviolatingnodetaints::new),
+    ),
+];
 
 /// The registry entry called `name`.
 pub fn lookup(name: &str) -> Option<PluginFactory> {
