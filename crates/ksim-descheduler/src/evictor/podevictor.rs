@@ -220,12 +220,7 @@ impl<'a> CycleEvictor<'a> {
                 "namespace",
             );
         }
-        let key = pod
-            .metadata
-            .uid
-            .clone()
-            .unwrap_or_else(|| podutil::pod_key(pod));
-        if !self.attempted.insert(key) {
+        if !self.attempted.insert(pod_uid(pod)) {
             // Already evicted or refused in this cycle: never asked twice.
             let message = format!(
                 "pod {} was already processed in this descheduling cycle",
@@ -301,6 +296,10 @@ impl<'a> CycleEvictor<'a> {
         Ok(())
     }
 
+    fn already_processed(&self, pod: &Pod) -> bool {
+        self.attempted.contains(&pod_uid(pod))
+    }
+
     fn node_limit_exceeded(&self, node: &str) -> bool {
         self.limits
             .per_node
@@ -312,6 +311,13 @@ impl<'a> CycleEvictor<'a> {
             .total
             .is_some_and(|limit| self.total + self.requests >= limit)
     }
+}
+
+fn pod_uid(pod: &Pod) -> String {
+    pod.metadata
+        .uid
+        .clone()
+        .unwrap_or_else(|| podutil::pod_key(pod))
 }
 
 /// A profile's view of the cycle's evictor: its DefaultEvictor (if enabled
@@ -345,6 +351,11 @@ impl<'c, 'a, 's> ProfileEvictor<'c, 'a, 's> {
 
 impl PodEvictor for ProfileEvictor<'_, '_, '_> {
     fn filter(&self, pod: &Pod) -> bool {
+        if self.cycle.already_processed(pod) {
+            // Evicted or refused earlier in this cycle (by another plugin
+            // or profile): not asked for twice.
+            return false;
+        }
         let Some(evictor) = self.filter else {
             return true;
         };

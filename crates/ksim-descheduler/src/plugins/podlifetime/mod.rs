@@ -168,7 +168,7 @@ impl PodLifeTime {
     fn selected(&self, pod: &Pod, now: k8s_openapi::jiff::Timestamp) -> bool {
         let args = &self.args;
         if let Some(max) = args.max_pod_life_time_seconds
-            && !podutil::age_seconds(pod, now).is_some_and(|age| age > max)
+            && podutil::age_seconds(pod, now).is_none_or(|age| age <= max)
         {
             return false;
         }
@@ -202,14 +202,10 @@ impl PodLifeTime {
         if !args.conditions.is_empty() && !self.matches_a_condition(pod, now) {
             return false;
         }
-        if !args.exit_codes.is_empty()
-            && !exited_with(podutil::container_statuses(pod), &args.exit_codes)
-            && !(args.including_init_containers
+        args.exit_codes.is_empty()
+            || exited_with(podutil::container_statuses(pod), &args.exit_codes)
+            || (args.including_init_containers
                 && exited_with(podutil::init_container_statuses(pod), &args.exit_codes))
-        {
-            return false;
-        }
-        true
     }
 
     fn matches_a_condition(&self, pod: &Pod, now: k8s_openapi::jiff::Timestamp) -> bool {

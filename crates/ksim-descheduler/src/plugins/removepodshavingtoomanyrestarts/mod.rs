@@ -114,7 +114,7 @@ impl DeschedulePlugin for RemovePodsHavingTooManyRestarts {
                     .then_some((restarts, pod))
                 })
                 .collect();
-            pods.sort_by(|a, b| b.0.cmp(&a.0));
+            pods.sort_by_key(|(restarts, _)| std::cmp::Reverse(*restarts));
             for (_, pod) in pods {
                 let request = EvictionRequest {
                     strategy: NAME,
