@@ -197,3 +197,77 @@ fn a_bad_policy_is_one_line_and_exit_1() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_cluster_created_with_a_policy_deschedules_on_its_own() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, TAINTS_POLICY).expect("write policy");
+    let cluster = TestCluster::start_with(
+        Path::new(env!("CARGO_BIN_EXE_ksim")),
+        "desched",
+        &[
+            "--descheduler-policy",
+            policy.to_str().expect("utf-8 path"),
+            "--descheduling-interval",
+            "1s",
+        ],
+    );
+    let scaled = cluster.ksim(&["scale", "node", "--replicas", "2", "--name", cluster.name()]);
+    assert!(scaled.status.success(), "{scaled:?}");
+    // Pods can only start on node-000000 until it is tainted.
+    cluster.kubectl(&["cordon", "node-000001"]).success();
+    cluster
+        .kubectl(&[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx",
+            "--replicas=2",
+        ])
+        .success();
+    pods_until(&cluster, "2 running pods on node-000000", |rows| {
+        all_running(rows, 2) && rows.iter().all(|(_, _, node)| node == "node-000000")
+    });
+    cluster.kubectl(&["uncordon", "node-000001"]).success();
+    cluster
+        .kubectl(&[
+            "taint",
+            "node",
+            "node-000000",
+            "maintenance=true:NoSchedule",
+        ])
+        .success();
+    pods_until(
+        &cluster,
+        "the in-cluster descheduler to move the pods",
+        |rows| all_running(rows, 2) && rows.iter().all(|(_, _, node)| node == "node-000001"),
+    );
+}
+
+#[test]
+fn create_cluster_refuses_a_bad_policy_before_starting() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: descheduler/v1alpha1\nkind: DeschedulerPolicy\n",
+    )
+    .expect("write policy");
+    let env = ksim_testutils::KsimEnv::new(Path::new(env!("CARGO_BIN_EXE_ksim")));
+    let output = env.ksim(&[
+        "create",
+        "cluster",
+        "--name",
+        "badpolicy",
+        "--descheduler-policy",
+        policy.to_str().expect("utf-8 path"),
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert!(
+        stderr.contains("descheduler/v1alpha1 is no longer supported"),
+        "{stderr}"
+    );
+    assert!(env.pid("badpolicy").is_none());
+}
