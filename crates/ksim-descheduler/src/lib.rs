@@ -25,4 +25,4 @@ pub mod runner;
 pub use duration::parse_go_duration;
 pub use error::Error;
 pub use policy::DeschedulerPolicy;
-pub use runner::{CycleReport, Descheduler};
+pub use runner::{CycleReport, Descheduler, simulate};

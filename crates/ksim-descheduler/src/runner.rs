@@ -151,6 +151,43 @@ impl Descheduler {
     }
 }
 
+/// One dry-run cycle of `policy` over a snapshot, without any API (for
+/// benchmarks and what-if tools). priorityThreshold names cannot be
+/// resolved here: such a policy is refused.
+pub fn simulate(
+    policy: &DeschedulerPolicy,
+    snapshot: &ClusterSnapshot,
+    pdbs: &[PodDisruptionBudget],
+) -> Result<CycleReport, Error> {
+    let node_selector = match policy.node_selector.as_deref() {
+        Some(selector) if !selector.is_empty() => Some(
+            LabelSelectorRequirements::parse(selector)
+                .map_err(|error| Error::Policy(format!("nodeSelector: {error}")))?,
+        ),
+        _ => None,
+    };
+    let mut profiles = Vec::new();
+    for (index, built) in policy.build_profiles()?.into_iter().enumerate() {
+        if let Some(name) = built.evictor_args.priority_class_name() {
+            return Err(Error::Policy(format!(
+                "profiles[{index}]: DefaultEvictor priorityThreshold.name {name:?} needs a cluster"
+            )));
+        }
+        let evictor = DefaultEvictor::new(&built.evictor_args, None)
+            .map_err(|error| Error::Policy(format!("profiles[{index}]: {error}")))?;
+        profiles.push(RunnableProfile { built, evictor });
+    }
+    Ok(run_profiles(
+        snapshot,
+        pdbs,
+        &profiles,
+        node_selector.as_ref(),
+        None,
+        policy.limits(),
+        false,
+    ))
+}
+
 /// What a cycle needs on its blocking thread.
 struct Cycle {
     profiles: Arc<Vec<RunnableProfile>>,

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::{Node, Pod, PodAffinityTerm};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use ksim_core::selector::LabelSelectorRequirements;
+use ksim_core::selector::{LabelSelectorRequirements, Requirement};
 use serde::Deserialize;
 
 use crate::framework::{
@@ -71,9 +71,66 @@ fn same_domain(a: &Node, b: &Node, key: &str) -> bool {
 
 /// Upstream's `CheckPodsWithAntiAffinityExist`: whether a live pod in scope
 /// matches one of the candidate's anti-affinity terms in its domain.
+/// The live pods in scope, by namespace and by (namespace, label, value),
+/// so that a term with an `In` requirement looks at the pods carrying one
+/// of its values only.
+struct PodIndex<'a> {
+    by_namespace: HashMap<&'a str, Vec<&'a Pod>>,
+    by_label: HashMap<(&'a str, &'a str, &'a str), Vec<&'a Pod>>,
+}
+
+impl<'a> PodIndex<'a> {
+    fn new(pods: impl Iterator<Item = &'a Pod>) -> Self {
+        let mut index = PodIndex {
+            by_namespace: HashMap::new(),
+            by_label: HashMap::new(),
+        };
+        for pod in pods {
+            let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+            index.by_namespace.entry(namespace).or_default().push(pod);
+            for (key, value) in podutil::labels(pod) {
+                index
+                    .by_label
+                    .entry((namespace, key.as_str(), value.as_str()))
+                    .or_default()
+                    .push(pod);
+            }
+        }
+        index
+    }
+
+    /// The pods of `namespace` that may match `selector`.
+    fn candidates<'s>(
+        &'s self,
+        namespace: &'s str,
+        selector: &'s LabelSelectorRequirements,
+    ) -> Box<dyn Iterator<Item = &'a Pod> + 's> {
+        let narrowing = selector.requirements.iter().find_map(|r| match r {
+            Requirement::In(key, values) => Some((key, values)),
+            _ => None,
+        });
+        match narrowing {
+            Some((key, values)) => Box::new(values.iter().flat_map(move |value| {
+                self.by_label
+                    .get(&(namespace, key.as_str(), value.as_str()))
+                    .into_iter()
+                    .flatten()
+                    .copied()
+            })),
+            None => Box::new(
+                self.by_namespace
+                    .get(namespace)
+                    .into_iter()
+                    .flatten()
+                    .copied(),
+            ),
+        }
+    }
+}
+
 fn violates(
     candidate: &Pod,
-    by_namespace: &HashMap<&str, Vec<&Pod>>,
+    index: &PodIndex<'_>,
     nodes: &HashMap<&str, &Node>,
     evicted: &HashSet<&str>,
 ) -> bool {
@@ -95,7 +152,7 @@ fn violates(
             _ => vec![own_namespace],
         };
         for namespace in namespaces {
-            for other in by_namespace.get(namespace).into_iter().flatten() {
+            for other in index.candidates(namespace, &selector) {
                 if other.metadata.name == candidate.metadata.name
                     || evicted.contains(other.metadata.uid.as_deref().unwrap_or_default())
                     || !selector.matches(podutil::labels(other))
@@ -133,16 +190,11 @@ impl DeschedulePlugin for RemovePodsViolatingInterPodAntiAffinity {
             let phase = podutil::phase(pod);
             phase != "Succeeded" && phase != "Failed" && self.selection.matches(pod)
         };
-        let mut by_namespace: HashMap<&str, Vec<&Pod>> = HashMap::new();
-        for node in nodes {
-            let name = node.metadata.name.as_deref().unwrap_or_default();
-            for pod in snapshot.pods_on_node(name).filter(live) {
-                by_namespace
-                    .entry(pod.metadata.namespace.as_deref().unwrap_or_default())
-                    .or_default()
-                    .push(pod);
-            }
-        }
+        let index = PodIndex::new(nodes.iter().flat_map(|node| {
+            snapshot
+                .pods_on_node(node.metadata.name.as_deref().unwrap_or_default())
+                .filter(live)
+        }));
         let mut evicted: HashSet<&str> = HashSet::new();
         for node in nodes {
             let name = node.metadata.name.as_deref().unwrap_or_default();
@@ -150,7 +202,7 @@ impl DeschedulePlugin for RemovePodsViolatingInterPodAntiAffinity {
             podutil::sort_by_priority_low_to_high(&mut pods);
             for pod in pods {
                 if anti_affinity_terms(pod).is_empty()
-                    || !violates(pod, &by_namespace, &node_map, &evicted)
+                    || !violates(pod, &index, &node_map, &evicted)
                     || !evictor.filter(pod)
                     || !evictor.pre_eviction_filter(pod)
                 {
