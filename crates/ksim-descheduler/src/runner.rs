@@ -18,8 +18,8 @@ use serde::Serialize;
 
 use crate::Error;
 use crate::evictor::{
-    CycleEvictor, DefaultEvictor, EvictionApi, EvictionRecord, EvictorContext, KubeEvictionApi,
-    ProfileEvictor,
+    CycleEvictor, DefaultEvictor, EvictionApi, EvictionRecord, EvictionResult, EvictorContext,
+    KubeEvictionApi, ProfileEvictor,
 };
 use crate::framework::{ClusterSnapshot, PluginStatus};
 use crate::nodeutil::is_node_ready;
@@ -38,6 +38,8 @@ pub struct CycleReport {
     pub total_evicted: u32,
     /// Eviction requests in progress.
     pub eviction_requests: u32,
+    /// Evictions refused (by the API or a limit); never retried in the cycle.
+    pub failed: u32,
     /// Every eviction asked for, in order, refused ones included.
     pub evictions: Vec<EvictionRecord>,
 }
@@ -309,12 +311,20 @@ fn run_profiles(
         evictionRequests = cycle.eviction_requests(),
         "Number of evictions/requests"
     );
+    let total_evicted = cycle.total_evicted();
+    let eviction_requests = cycle.eviction_requests();
+    let evictions = cycle.into_records();
+    let failed = evictions
+        .iter()
+        .filter(|record| record.result == EvictionResult::Failed)
+        .count();
     CycleReport {
         skipped: None,
         dry_run,
-        total_evicted: cycle.total_evicted(),
-        eviction_requests: cycle.eviction_requests(),
-        evictions: cycle.into_records(),
+        total_evicted,
+        eviction_requests,
+        failed: u32::try_from(failed).unwrap_or(u32::MAX),
+        evictions,
     }
 }
 
@@ -398,7 +408,7 @@ profiles:
         let evicted: Vec<_> = report
             .evictions
             .iter()
-            .filter(|r| r.result == crate::evictor::EvictionResult::DryRun)
+            .filter(|r| r.result == EvictionResult::DryRun)
             .map(|r| (r.profile.as_str(), r.pod.as_str()))
             .collect();
         assert_eq!(evicted, [("first", "p"), ("first", "q")]);

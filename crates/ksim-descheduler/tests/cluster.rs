@@ -218,6 +218,7 @@ async fn a_pdb_at_its_minimum_blocks_every_eviction_and_the_log_says_why() {
     let report = cluster.deschedule(&taints_policy("")).await;
 
     assert_eq!(report.total_evicted, 0);
+    assert_eq!(report.failed, 3, "{report:?}");
     assert_eq!(report.evictions.len(), 3, "{report:?}");
     for record in &report.evictions {
         assert_eq!(record.result, EvictionResult::Failed);
