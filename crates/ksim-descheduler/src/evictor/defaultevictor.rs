@@ -474,32 +474,35 @@ impl DefaultEvictor {
 }
 
 fn fits_requests(requests: &ResourceList, node: &Node, context: &EvictorContext<'_>) -> bool {
-    let allocatable = node
-        .status
-        .as_ref()
-        .and_then(|status| status.allocatable.as_ref())
-        .map(resource_list)
-        .unwrap_or_default();
     let name = node.metadata.name.as_deref().unwrap_or_default();
-    let empty = ResourceList::new();
-    let used = context.node_requested(name).unwrap_or(&empty);
-    if let Some(pods) = allocatable.get(RESOURCE_PODS) {
-        let count = context.snapshot.pods_on_node(name).count() as i64;
-        if count + 1 > pods.value() {
-            return false;
-        }
+    let Some(usage) = context.node_usage(name) else {
+        return false;
+    };
+    if let Some(pods) = usage.allocatable.get(RESOURCE_PODS)
+        && usage.pods + 1 > pods.value()
+    {
+        return false;
     }
     requests.iter().all(|(resource, request)| {
         if request.is_zero() {
             return true;
         }
-        let free = allocatable
+        let free = usage
+            .allocatable
             .get(resource)
             .copied()
             .unwrap_or_default()
-            .saturating_sub(used.get(resource).copied().unwrap_or_default());
+            .saturating_sub(usage.requested.get(resource).copied().unwrap_or_default());
         *request <= free
     })
+}
+
+/// A node's allocatable resources and what its running pods request.
+#[derive(Debug, Default)]
+struct NodeUsage {
+    allocatable: ResourceList,
+    requested: ResourceList,
+    pods: i64,
 }
 
 /// What the DefaultEvictor reads about the cluster during one cycle,
@@ -509,7 +512,7 @@ pub struct EvictorContext<'a> {
     pdbs: &'a [PodDisruptionBudget],
     owner_counts: OnceCell<HashMap<&'a str, usize>>,
     namespace_labels: OnceCell<HashMap<&'a str, &'a BTreeMap<String, String>>>,
-    node_requested: OnceCell<HashMap<&'a str, ResourceList>>,
+    node_usage: OnceCell<HashMap<&'a str, NodeUsage>>,
     pdb_selectors: OnceCell<Vec<(&'a str, Option<LabelSelectorRequirements>)>>,
 }
 
@@ -522,7 +525,7 @@ impl<'a> EvictorContext<'a> {
             pdbs,
             owner_counts: OnceCell::new(),
             namespace_labels: OnceCell::new(),
-            node_requested: OnceCell::new(),
+            node_usage: OnceCell::new(),
             pdb_selectors: OnceCell::new(),
         }
     }
@@ -564,20 +567,42 @@ impl<'a> EvictorContext<'a> {
             .copied()
     }
 
-    fn node_requested(&self, node: &str) -> Option<&ResourceList> {
-        self.node_requested
+    fn node_usage(&self, node: &str) -> Option<&NodeUsage> {
+        self.node_usage
             .get_or_init(|| {
-                let mut requested: HashMap<&str, ResourceList> = HashMap::new();
+                let mut usage: HashMap<&str, NodeUsage> = self
+                    .snapshot
+                    .nodes()
+                    .iter()
+                    .filter_map(|node| {
+                        let allocatable = node
+                            .status
+                            .as_ref()
+                            .and_then(|status| status.allocatable.as_ref())
+                            .map(resource_list)
+                            .unwrap_or_default();
+                        Some((
+                            node.metadata.name.as_deref()?,
+                            NodeUsage {
+                                allocatable,
+                                ..Default::default()
+                            },
+                        ))
+                    })
+                    .collect();
                 for pod in self.snapshot.pods() {
-                    let node = podutil::node_name(pod);
                     let phase = podutil::phase(pod);
-                    if node.is_empty() || phase == "Succeeded" || phase == "Failed" {
+                    if phase == "Succeeded" || phase == "Failed" {
                         continue;
                     }
+                    let Some(entry) = usage.get_mut(podutil::node_name(pod)) else {
+                        continue;
+                    };
                     let requests = pod_requests(pod, &PodResourcesOptions::default());
-                    add_resource_list(requested.entry(node).or_default(), &requests);
+                    add_resource_list(&mut entry.requested, &requests);
+                    entry.pods += 1;
                 }
-                requested
+                usage
             })
             .get(node)
     }
@@ -794,6 +819,35 @@ mod tests {
         );
         let context = EvictorContext::new(&snapshot, &[]);
         assert_eq!(fit.pre_eviction_filter(&p, &context), Ok(()));
+    }
+
+    #[test]
+    fn node_fit_counts_what_the_other_nodes_pods_request() {
+        use k8s_openapi::api::core::v1::ResourceRequirements;
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        let requesting = |name: &str, node: &str, cpu: &str| {
+            let mut p = pod(name, node);
+            p.spec.as_mut().expect("spec").containers[0].resources = Some(ResourceRequirements {
+                requests: Some(BTreeMap::from([("cpu".to_string(), Quantity(cpu.into()))])),
+                ..Default::default()
+            });
+            p
+        };
+        let mut full = node("c", &[]);
+        full.status.as_mut().expect("status").allocatable =
+            Some(BTreeMap::from([("cpu".to_string(), Quantity("1".into()))]));
+        let candidate = requesting("p", "a", "500m");
+        let snapshot = ClusterSnapshot::new(
+            vec![node("a", &[]), full],
+            vec![candidate.clone(), requesting("hog", "c", "800m")],
+            vec![],
+            Timestamp::UNIX_EPOCH,
+        );
+        let context = EvictorContext::new(&snapshot, &[]);
+        let fit = evictor(json!({"nodeFit": true}));
+        assert!(fit.pre_eviction_filter(&candidate, &context).is_err());
+        let small = requesting("small", "a", "100m");
+        assert_eq!(fit.pre_eviction_filter(&small, &context), Ok(()));
     }
 
     #[test]
