@@ -178,6 +178,14 @@ impl DeschedulerPolicy {
                 let path = error.path().to_string();
                 Error::Policy(format!("{path}: {}", error.into_inner()))
             })?;
+        if policy
+            .grace_period_seconds
+            .is_some_and(|seconds| seconds < 0)
+        {
+            return Err(Error::Policy(
+                "gracePeriodSeconds: must be a non-negative integer".into(),
+            ));
+        }
         policy.build_profiles()?;
         Ok(policy)
     }
@@ -434,6 +442,10 @@ profiles:
             (
                 "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles:\n- name: p\n  plugins:\n    filter:\n      enabled: [Other]\n",
                 "invalid DeschedulerPolicy: profiles[0].plugins.filter.enabled[0]: profile \"p\" configures filter extension point of non-existing plugins: [Other]",
+            ),
+            (
+                "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\ngracePeriodSeconds: -1\n",
+                "invalid DeschedulerPolicy: gracePeriodSeconds: must be a non-negative integer",
             ),
             (
                 "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofile: []\n",
