@@ -317,7 +317,8 @@ profiles:
     assert!(
         lines.iter().any(|l| l.contains("Evicted pod")
             && l.contains("strategy=\"RemovePodsViolatingNodeAffinity\"")
-            && l.contains("node=aff-a")
+            && l.contains("pod=\"default/aff-web\"")
+            && l.contains("node=\"aff-a\"")
             && l.contains("profile=\"affinity\"")),
         "{lines:?}"
     );

@@ -151,7 +151,7 @@ impl<'a> CycleEvictor<'a> {
                 tracing::error!(err = %error, limit, node, "Error evicting pod")
             }
             EvictionError::NamespaceLimitReached => tracing::error!(
-                err = %error, limit, namespace, pod = %podutil::pod_key(pod), "Error evicting pod"
+                err = %error, limit, namespace, pod = podutil::pod_key(pod).as_str(), "Error evicting pod"
             ),
             _ => tracing::error!(err = %error, limit, "Error evicting pod"),
         }
@@ -234,7 +234,7 @@ impl<'a> CycleEvictor<'a> {
         {
             tracing::error!(
                 err = %message,
-                pod = %podutil::pod_key(pod),
+                pod = podutil::pod_key(pod).as_str(),
                 reason = request.reason,
                 "Error evicting pod"
             );
@@ -259,10 +259,10 @@ impl<'a> CycleEvictor<'a> {
         match self.api {
             None => {
                 tracing::info!(
-                    pod = %podutil::pod_key(pod),
+                    pod = podutil::pod_key(pod).as_str(),
                     reason = request.reason,
                     strategy = request.strategy,
-                    node = %node,
+                    node = node.as_str(),
                     profile = request.profile,
                     "Evicted pod in dry run mode"
                 );
@@ -270,10 +270,10 @@ impl<'a> CycleEvictor<'a> {
             }
             Some(api) => {
                 tracing::info!(
-                    pod = %podutil::pod_key(pod),
+                    pod = podutil::pod_key(pod).as_str(),
                     reason = request.reason,
                     strategy = request.strategy,
-                    node = %node,
+                    node = node.as_str(),
                     profile = request.profile,
                     "Evicted pod"
                 );
