@@ -851,6 +851,43 @@ mod tests {
     }
 
     #[test]
+    fn namespace_labels_and_min_pod_age_apply() {
+        use k8s_openapi::api::core::v1::Namespace;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+        let namespace = Namespace {
+            metadata: ObjectMeta {
+                name: Some("default".into()),
+                labels: Some(BTreeMap::from([("tier".to_string(), "batch".to_string())])),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let mut p = pod("p", "a");
+        p.status.as_mut().expect("status").start_time =
+            Some(Time(Timestamp::from_second(100).expect("valid")));
+        let snapshot = ClusterSnapshot::new(
+            vec![],
+            vec![],
+            vec![namespace],
+            Timestamp::from_second(400).expect("valid"),
+        );
+        let context = EvictorContext::new(&snapshot, &[]);
+        let batch = evictor(json!({"namespaceLabelSelector": {"matchLabels": {"tier": "batch"}}}));
+        assert_eq!(batch.pre_eviction_filter(&p, &context), Ok(()));
+        let web = evictor(json!({"namespaceLabelSelector": {"matchLabels": {"tier": "web"}}}));
+        assert!(web.pre_eviction_filter(&p, &context).is_err());
+        assert_eq!(
+            evictor(json!({"minPodAge": "5m"})).filter(&p, &context),
+            Ok(())
+        );
+        assert!(
+            evictor(json!({"minPodAge": "6m"}))
+                .filter(&p, &context)
+                .is_err()
+        );
+    }
+
+    #[test]
     fn bad_args_name_the_field() {
         let cases = [
             (
