@@ -57,6 +57,8 @@ enum Command {
         /// Components not to run beside the API server (comma-separated).
         #[arg(long, value_delimiter = ',', value_enum)]
         disable: Vec<commands::Component>,
+        #[command(flatten)]
+        descheduler: commands::ClusterDescheduler,
     },
     /// Scale simulated resources (nodes).
     #[command(subcommand)]
@@ -97,6 +99,8 @@ enum Command {
         #[arg(long)]
         record_decisions: bool,
     },
+    /// Run the descheduler (a DeschedulerPolicy) against a cluster.
+    Deschedule(commands::DescheduleCommand),
     /// Explain scheduling decisions.
     #[command(subcommand)]
     Explain(ExplainCommand),
@@ -127,6 +131,8 @@ enum CreateCommand {
         /// Components not to run beside the API server (comma-separated).
         #[arg(long, value_delimiter = ',', value_enum)]
         disable: Vec<commands::Component>,
+        #[command(flatten)]
+        descheduler: commands::ClusterDescheduler,
     },
 }
 
@@ -213,7 +219,10 @@ enum BenchCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_level = match cli.command {
-        Command::Serve { .. } | Command::Kubelet { .. } | Command::Controllers { .. } => "info",
+        Command::Serve { .. }
+        | Command::Kubelet { .. }
+        | Command::Controllers { .. }
+        | Command::Deschedule(_) => "info",
         _ => "warn",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -244,6 +253,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             config,
             scheduler_config,
             disable,
+            descheduler,
         }) => commands::create_cluster(
             &home()?,
             &commands::CreateCluster {
@@ -253,6 +263,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                 config,
                 scheduler_config,
                 disable,
+                descheduler,
             },
         ),
         Command::Delete(DeleteCommand::Cluster { name, all }) => {
@@ -265,7 +276,16 @@ fn run(command: Command) -> anyhow::Result<()> {
             port,
             scheduler_config,
             disable,
-        } => commands::serve(&home()?, &name, port, scheduler_config.as_deref(), &disable),
+            descheduler,
+        } => commands::serve(
+            &home()?,
+            &name,
+            port,
+            scheduler_config.as_deref(),
+            &disable,
+            &descheduler,
+        ),
+        Command::Deschedule(flags) => commands::deschedule(&home()?, &flags),
         Command::Scheduler {
             kubeconfig,
             config,

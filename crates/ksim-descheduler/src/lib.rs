@@ -7,11 +7,22 @@
 //!
 //! Modules: [`framework`] (the snapshot, the plugin and evictor traits, plugin
 //! args decoding), [`plugins`] (one folder per plugin and the registry),
-//! [`nodeutil`] (node usage and "would this pod fit elsewhere").
+//! [`nodeutil`] (node usage and "would this pod fit elsewhere"),
+//! [`podutil`] (pod facts, selections and orders), [`policy`] (the
+//! DeschedulerPolicy), [`evictor`] (DefaultEvictor, limits, the eviction
+//! API) and [`runner`] (the cycle and the loop).
 
+mod duration;
 mod error;
+pub mod evictor;
 pub mod framework;
 pub mod nodeutil;
 pub mod plugins;
+pub mod podutil;
+pub mod policy;
+pub mod runner;
 
+pub use duration::parse_go_duration;
 pub use error::Error;
+pub use policy::DeschedulerPolicy;
+pub use runner::{CycleReport, Descheduler, simulate};

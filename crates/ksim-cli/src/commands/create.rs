@@ -25,6 +25,8 @@ pub struct CreateCluster {
     pub scheduler_config: Option<PathBuf>,
     /// Components not to run beside the API server.
     pub disable: Vec<super::serve::Component>,
+    /// The in-cluster descheduler (`--descheduler-policy`).
+    pub descheduler: super::deschedule::ClusterDescheduler,
 }
 
 /// Creates cluster `options.name` and makes its context current.
@@ -40,6 +42,7 @@ pub fn create_cluster(home: &KsimHome, options: &CreateCluster) -> anyhow::Resul
     if let Some(path) = &options.scheduler_config {
         super::scheduler::load_scheduler_config(path)?;
     }
+    let descheduler_args = options.descheduler.serve_args()?;
     let cluster = home.cluster(name);
     if cluster.running_pid().is_some() || cluster.is_locked() {
         bail!("cluster {name:?} already exists");
@@ -64,12 +67,13 @@ pub fn create_cluster(home: &KsimHome, options: &CreateCluster) -> anyhow::Resul
     )?;
 
     let exe = std::env::current_exe().context("cannot find the ksim executable")?;
-    let extra_args: Vec<String> = if options.disable.is_empty() {
+    let mut extra_args: Vec<String> = if options.disable.is_empty() {
         Vec::new()
     } else {
         let names: Vec<&str> = options.disable.iter().map(|c| c.name()).collect();
         vec!["--disable".to_string(), names.join(",")]
     };
+    extra_args.extend(descheduler_args);
     let mut child = cluster::spawn_serve(&exe, &cluster, options.port, &extra_args)?;
     let port = match cluster::wait_until_ready(&mut child, &cluster, READY_TIMEOUT) {
         Ok(port) => port,

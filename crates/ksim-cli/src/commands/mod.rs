@@ -1,13 +1,14 @@
 //! The subcommands of `ksim` that own cluster life: `create cluster`,
 //! `delete cluster`, `get clusters`, `get kubeconfig`, `serve`, the
 //! `bench` benchmarks; and the components: `scale node`, `kubelet`,
-//! `controllers`, `scheduler`, `explain pod`.
+//! `controllers`, `scheduler`, `deschedule`, `explain pod`.
 
 mod bench;
 mod connect;
 mod controllers;
 mod create;
 mod delete;
+mod deschedule;
 mod explain;
 mod get;
 mod kubelet;
@@ -19,6 +20,7 @@ pub use bench::{ApiBench, bench_all, bench_api, bench_startup};
 pub use controllers::run_controllers;
 pub use create::{CreateCluster, create_cluster};
 pub use delete::{DeleteCluster, delete_cluster};
+pub use deschedule::{ClusterDescheduler, DescheduleCommand, deschedule};
 pub use explain::{ExplainPod, explain_pod};
 pub use get::{get_clusters, get_kubeconfig};
 pub use kubelet::{Kubelet, kubelet};

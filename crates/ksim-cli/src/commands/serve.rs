@@ -42,6 +42,7 @@ pub fn serve(
     port: u16,
     scheduler_config: Option<&std::path::Path>,
     disabled: &[Component],
+    descheduler: &super::deschedule::ClusterDescheduler,
 ) -> anyhow::Result<()> {
     validate_cluster_name(name)?;
     let cluster = home.cluster(name);
@@ -85,6 +86,9 @@ pub fn serve(
         }
         if !disabled.contains(&Component::Scheduler) {
             super::scheduler::start_in_process(&server, &cluster, scheduler_config)?;
+        }
+        if let Some(policy) = &descheduler.policy {
+            super::deschedule::start_in_process(&server, policy, descheduler.interval()).await?;
         }
         let result = tokio::select! {
             result = ksim_apiserver::serve(listener, server) => result.context("the API server failed"),

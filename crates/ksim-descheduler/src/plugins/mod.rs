@@ -7,7 +7,13 @@ use crate::framework::{ArgsError, BalancePlugin, DeschedulePlugin};
 pub mod high_node_utilization;
 pub mod low_node_utilization;
 pub mod node_utilization;
+pub mod pod_lifetime;
 pub mod remove_duplicates;
+pub mod remove_failed_pods;
+pub mod remove_pods_having_too_many_restarts;
+pub mod remove_pods_violating_inter_pod_anti_affinity;
+pub mod remove_pods_violating_node_affinity;
+pub mod remove_pods_violating_node_taints;
 pub mod remove_pods_violating_topology_spread_constraint;
 
 /// Builds a deschedule plugin from its args.
@@ -46,6 +52,30 @@ pub const REGISTRY: &[(&str, PluginFactory)] = &[
         PluginFactory::Balance(
             remove_pods_violating_topology_spread_constraint::RemovePodsViolatingTopologySpreadConstraint::factory,
         ),
+    ),
+    (
+        pod_lifetime::PLUGIN_NAME,
+        PluginFactory::Deschedule(pod_lifetime::factory),
+    ),
+    (
+        remove_failed_pods::PLUGIN_NAME,
+        PluginFactory::Deschedule(remove_failed_pods::factory),
+    ),
+    (
+        remove_pods_having_too_many_restarts::PLUGIN_NAME,
+        PluginFactory::Deschedule(remove_pods_having_too_many_restarts::factory),
+    ),
+    (
+        remove_pods_violating_inter_pod_anti_affinity::PLUGIN_NAME,
+        PluginFactory::Deschedule(remove_pods_violating_inter_pod_anti_affinity::factory),
+    ),
+    (
+        remove_pods_violating_node_affinity::PLUGIN_NAME,
+        PluginFactory::Deschedule(remove_pods_violating_node_affinity::factory),
+    ),
+    (
+        remove_pods_violating_node_taints::PLUGIN_NAME,
+        PluginFactory::Deschedule(remove_pods_violating_node_taints::factory),
     ),
 ];
 

@@ -1,0 +1,273 @@
+//! End-to-end: `ksim deschedule` against `ksim create cluster` (kubelet
+//! simulator, controllers and scheduler running), driven and checked with
+//! the real kubectl: a node tainted NoSchedule after its pods started loses
+//! them, the ReplicaSet recreates them and the scheduler places them on the
+//! other node; `--dry-run -o json` lists without evicting; a bad policy is
+//! one line and exit 1.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use ksim_testutils::TestCluster;
+use ksim_testutils::kubectl::{stdout_json, table_rows};
+
+const TAINTS_POLICY: &str = r#"
+apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+- name: default
+  pluginConfig:
+  - name: DefaultEvictor
+  - name: RemovePodsViolatingNodeTaints
+  plugins:
+    deschedule:
+      enabled: [RemovePodsViolatingNodeTaints]
+"#;
+
+fn write_policy(cluster: &TestCluster, text: &str) -> PathBuf {
+    let path = cluster.env().root().join("policy.yaml");
+    let mut file = std::fs::File::create(&path).expect("create policy");
+    file.write_all(text.as_bytes()).expect("write policy");
+    path
+}
+
+/// `kubectl get pods -o wide` rows as (name, status, node), polled until
+/// `done` holds (60 s: loaded machines).
+fn pods_until(
+    cluster: &TestCluster,
+    what: &str,
+    done: impl Fn(&[(String, String, String)]) -> bool,
+) -> Vec<(String, String, String)> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let output = cluster.kubectl(&["get", "pods", "-o", "wide"]);
+        output.success();
+        let header = output.stdout.lines().next().unwrap_or_default().to_string();
+        let columns: Vec<&str> = header.split_whitespace().collect();
+        let position = |name: &str| columns.iter().position(|c| *c == name);
+        let rows: Vec<(String, String, String)> = match (position("STATUS"), position("NODE")) {
+            (Some(status), Some(node)) => table_rows(&output)
+                .into_iter()
+                .map(|row| (row[0].clone(), row[status].clone(), row[node].clone()))
+                .collect(),
+            _ => Vec::new(),
+        };
+        if done(&rows) {
+            return rows;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}: {rows:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn all_running(rows: &[(String, String, String)], count: usize) -> bool {
+    rows.len() == count && rows.iter().all(|(_, status, _)| status == "Running")
+}
+
+#[test]
+fn pods_on_a_node_tainted_after_they_started_are_moved_by_ksim_deschedule() {
+    let cluster = TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")));
+    let scaled = cluster.ksim(&["scale", "node", "--replicas", "2", "--name", cluster.name()]);
+    assert!(scaled.status.success(), "{scaled:?}");
+    cluster
+        .kubectl(&[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx",
+            "--replicas=4",
+        ])
+        .success();
+    let rows = pods_until(&cluster, "4 running pods", |rows| all_running(rows, 4));
+    // The nodes are equal: make sure some pods run on node-000000 by
+    // tainting the node that has the most.
+    let on = |rows: &[(String, String, String)], node: &str| {
+        rows.iter().filter(|(_, _, n)| n == node).count()
+    };
+    let (tainted, other) = if on(&rows, "node-000000") >= on(&rows, "node-000001") {
+        ("node-000000", "node-000001")
+    } else {
+        ("node-000001", "node-000000")
+    };
+    let doomed: Vec<String> = rows
+        .iter()
+        .filter(|(_, _, node)| node == tainted)
+        .map(|(name, _, _)| name.clone())
+        .collect();
+    assert!(!doomed.is_empty(), "{rows:?}");
+    cluster
+        .kubectl(&["taint", "node", tainted, "maintenance=true:NoSchedule"])
+        .success();
+    let policy = write_policy(&cluster, TAINTS_POLICY);
+    let policy = policy.to_str().expect("utf-8 path");
+
+    // Dry run: the pods on the tainted node are listed, nothing is evicted.
+    let dry = cluster.ksim(&["deschedule", "--policy", policy, "--dry-run", "-o", "json"]);
+    assert!(dry.status.success(), "{dry:?}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&dry.stdout).expect("the dry run prints JSON");
+    assert_eq!(report["dryRun"], true, "{report}");
+    let mut listed: Vec<String> = report["evictions"]
+        .as_array()
+        .expect("evictions")
+        .iter()
+        .map(|e| {
+            assert_eq!(e["plugin"], "RemovePodsViolatingNodeTaints");
+            assert_eq!(e["node"], tainted);
+            assert_eq!(e["result"], "DryRun");
+            e["pod"].as_str().unwrap_or_default().to_string()
+        })
+        .collect();
+    listed.sort();
+    let mut expected = doomed.clone();
+    expected.sort();
+    assert_eq!(listed, expected);
+    let table = cluster.ksim(&["deschedule", "--policy", policy, "--dry-run"]);
+    let table = String::from_utf8_lossy(&table.stdout).to_string();
+    assert!(
+        table.starts_with("PROFILE   PLUGIN"),
+        "the dry-run table has a header: {table}"
+    );
+    assert_eq!(table.lines().count(), doomed.len() + 1, "{table}");
+    let still = pods_until(&cluster, "nothing evicted", |rows| all_running(rows, 4));
+    assert_eq!(on(&still, tainted), doomed.len(), "{still:?}");
+
+    // The real run evicts them; the ReplicaSet and the scheduler put them
+    // back on the other node.
+    let run = cluster.ksim(&["deschedule", "--policy", policy]);
+    assert!(run.status.success(), "{run:?}");
+    let printed = String::from_utf8_lossy(&run.stdout).to_string();
+    for pod in &doomed {
+        assert!(
+            printed
+                .lines()
+                .any(|l| l.contains(pod) && l.ends_with("Evicted")),
+            "{printed}"
+        );
+    }
+    let logs = String::from_utf8_lossy(&run.stderr).to_string();
+    assert!(logs.contains("Evicted pod"), "{logs}");
+    assert!(logs.contains("Number of evictions/requests"), "{logs}");
+    let moved = pods_until(&cluster, "every pod on the untainted node", |rows| {
+        all_running(rows, 4) && on(rows, other) == 4
+    });
+    for pod in &doomed {
+        assert!(moved.iter().all(|(name, _, _)| name != pod), "{moved:?}");
+    }
+    // The Normal event upstream records (events.k8s.io), polled: it is
+    // written beside the eviction.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let events = cluster.kubectl(&["get", "events.v1.events.k8s.io", "-o", "json"]);
+        let events = stdout_json(events.success());
+        let items = events["items"].as_array().cloned().unwrap_or_default();
+        let found = items.iter().any(|e| {
+            e["regarding"]["name"] == doomed[0].as_str()
+                && e["reason"] == "RemovePodsViolatingNodeTaints"
+                && e["type"] == "Normal"
+                && e["note"]
+                    == format!("pod eviction from {tainted} node by sigs.k8s.io/descheduler")
+                        .as_str()
+        });
+        if found {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no Descheduled event: {events}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_bad_policy_is_one_line_and_exit_1() {
+    let cluster = TestCluster::start_api_only(Path::new(env!("CARGO_BIN_EXE_ksim")));
+    let policy = write_policy(
+        &cluster,
+        "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles:\n- name: p\n  plugins:\n    balance:\n      enabled: [Nope]\n",
+    );
+    let output = cluster.ksim(&["deschedule", "--policy", policy.to_str().expect("utf-8")]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("profiles[0].plugins.balance.enabled[0]"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_cluster_created_with_a_policy_deschedules_on_its_own() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, TAINTS_POLICY).expect("write policy");
+    let cluster = TestCluster::start_with(
+        Path::new(env!("CARGO_BIN_EXE_ksim")),
+        "desched",
+        &[
+            "--descheduler-policy",
+            policy.to_str().expect("utf-8 path"),
+            "--descheduling-interval",
+            "1s",
+        ],
+    );
+    let scaled = cluster.ksim(&["scale", "node", "--replicas", "2", "--name", cluster.name()]);
+    assert!(scaled.status.success(), "{scaled:?}");
+    // Pods can only start on node-000000 until it is tainted.
+    cluster.kubectl(&["cordon", "node-000001"]).success();
+    cluster
+        .kubectl(&[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx",
+            "--replicas=2",
+        ])
+        .success();
+    pods_until(&cluster, "2 running pods on node-000000", |rows| {
+        all_running(rows, 2) && rows.iter().all(|(_, _, node)| node == "node-000000")
+    });
+    cluster.kubectl(&["uncordon", "node-000001"]).success();
+    cluster
+        .kubectl(&[
+            "taint",
+            "node",
+            "node-000000",
+            "maintenance=true:NoSchedule",
+        ])
+        .success();
+    pods_until(
+        &cluster,
+        "the in-cluster descheduler to move the pods",
+        |rows| all_running(rows, 2) && rows.iter().all(|(_, _, node)| node == "node-000001"),
+    );
+}
+
+#[test]
+fn create_cluster_refuses_a_bad_policy_before_starting() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: descheduler/v1alpha1\nkind: DeschedulerPolicy\n",
+    )
+    .expect("write policy");
+    let env = ksim_testutils::KsimEnv::new(Path::new(env!("CARGO_BIN_EXE_ksim")));
+    let output = env.ksim(&[
+        "create",
+        "cluster",
+        "--name",
+        "badpolicy",
+        "--descheduler-policy",
+        policy.to_str().expect("utf-8 path"),
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert!(
+        stderr.contains("descheduler/v1alpha1 is no longer supported"),
+        "{stderr}"
+    );
+    assert!(env.pid("badpolicy").is_none());
+}

@@ -1,0 +1,534 @@
+//! Pod facts and selections the plugins and the DefaultEvictor share
+//! (upstream `pkg/descheduler/pod` and `pkg/utils`): the `namespaces` and
+//! `labelSelector` args most plugins take, owner and storage checks, and the
+//! orders pods are evicted in.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
+use ksim_core::selector::LabelSelectorRequirements;
+use serde::Deserialize;
+
+use crate::framework::{ArgsError, EvictionError};
+
+/// Pods at or above this priority are system-critical (upstream
+/// `SystemCriticalPriority`).
+pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
+/// The annotation of mirror pods.
+pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
+/// The annotation telling where a pod's spec came from (`api` or a file).
+pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
+
+/// The `namespaces` arg: include or exclude (only one of them).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Namespaces {
+    /// Only pods in these namespaces.
+    pub include: Vec<String>,
+    /// No pods in these namespaces.
+    pub exclude: Vec<String>,
+}
+
+/// Which pods a plugin looks at: its `namespaces` and `labelSelector` args
+/// (upstream `podutil.Options`).
+#[derive(Debug, Clone, Default)]
+pub struct PodSelection {
+    include: Vec<String>,
+    exclude: Vec<String>,
+    selector: Option<LabelSelectorRequirements>,
+}
+
+impl PodSelection {
+    /// Validates and compiles the args (upstream's messages).
+    pub fn new(
+        namespaces: Option<&Namespaces>,
+        label_selector: Option<&LabelSelector>,
+    ) -> Result<Self, ArgsError> {
+        let (include, exclude) = match namespaces {
+            Some(namespaces) => {
+                if !namespaces.include.is_empty() && !namespaces.exclude.is_empty() {
+                    return Err(ArgsError::new(
+                        "namespaces",
+                        "only one of Include/Exclude namespaces can be set",
+                    ));
+                }
+                (namespaces.include.clone(), namespaces.exclude.clone())
+            }
+            None => (Vec::new(), Vec::new()),
+        };
+        let selector = parse_label_selector("labelSelector", label_selector)?;
+        Ok(PodSelection {
+            include,
+            exclude,
+            selector,
+        })
+    }
+
+    /// Whether the pod is in scope.
+    pub fn matches(&self, pod: &Pod) -> bool {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        if !self.include.is_empty() && !self.include.iter().any(|n| n == namespace) {
+            return false;
+        }
+        if self.exclude.iter().any(|n| n == namespace) {
+            return false;
+        }
+        self.selector
+            .as_ref()
+            .is_none_or(|selector| selector.matches(labels(pod)))
+    }
+}
+
+/// Compiles a LabelSelector arg; `None` or an empty selector select all.
+pub fn parse_label_selector(
+    field: &str,
+    selector: Option<&LabelSelector>,
+) -> Result<Option<LabelSelectorRequirements>, ArgsError> {
+    let Some(selector) = selector else {
+        return Ok(None);
+    };
+    let parsed = LabelSelectorRequirements::from_label_selector(selector).map_err(|error| {
+        ArgsError::new(
+            field,
+            format!("failed to get label selectors from strategy's params: {error}"),
+        )
+    })?;
+    Ok((!parsed.is_empty()).then_some(parsed))
+}
+
+static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
+
+/// The pod's labels (empty when it has none).
+pub fn labels(pod: &Pod) -> &BTreeMap<String, String> {
+    pod.metadata.labels.as_ref().unwrap_or(&NO_LABELS)
+}
+
+/// `namespace/name`, as klog's `KObj` prints a pod.
+pub fn pod_key(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// The node the pod is bound to ("" if none).
+pub fn node_name(pod: &Pod) -> &str {
+    pod.spec
+        .as_ref()
+        .and_then(|spec| spec.node_name.as_deref())
+        .unwrap_or_default()
+}
+
+/// The pod's phase ("" if not reported).
+pub fn phase(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|status| status.phase.as_deref())
+        .unwrap_or_default()
+}
+
+/// The pod's owner references.
+pub fn owner_refs(pod: &Pod) -> &[OwnerReference] {
+    pod.metadata.owner_references.as_deref().unwrap_or_default()
+}
+
+/// Whether a DaemonSet owns the pod.
+pub fn is_daemonset_pod(pod: &Pod) -> bool {
+    owner_refs(pod)
+        .iter()
+        .any(|owner| owner.kind == "DaemonSet")
+}
+
+fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|annotations| annotations.get(key))
+        .map(String::as_str)
+}
+
+/// Whether the pod is the API mirror of a static pod.
+pub fn is_mirror_pod(pod: &Pod) -> bool {
+    annotation(pod, MIRROR_POD_ANNOTATION).is_some()
+}
+
+/// Whether the pod's spec came from somewhere else than the API.
+pub fn is_static_pod(pod: &Pod) -> bool {
+    annotation(pod, CONFIG_SOURCE_ANNOTATION).is_some_and(|source| source != "api")
+}
+
+/// Whether the pod is being deleted.
+pub fn is_terminating(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_some()
+}
+
+/// The pod's priority, if set.
+pub fn priority(pod: &Pod) -> Option<i32> {
+    pod.spec.as_ref().and_then(|spec| spec.priority)
+}
+
+/// Whether the pod has system-critical priority.
+pub fn is_critical_priority(pod: &Pod) -> bool {
+    priority(pod).is_some_and(|priority| priority >= SYSTEM_CRITICAL_PRIORITY)
+}
+
+/// Whether the pod has an emptyDir or hostPath volume.
+pub fn has_local_storage(pod: &Pod) -> bool {
+    volumes(pod)
+        .iter()
+        .any(|volume| volume.host_path.is_some() || volume.empty_dir.is_some())
+}
+
+/// Whether the pod mounts a PersistentVolumeClaim.
+pub fn has_pvc(pod: &Pod) -> bool {
+    volumes(pod)
+        .iter()
+        .any(|volume| volume.persistent_volume_claim.is_some())
+}
+
+/// Whether the pod has ResourceClaims.
+pub fn has_resource_claims(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|spec| spec.resource_claims.as_ref())
+        .is_some_and(|claims| !claims.is_empty())
+}
+
+fn volumes(pod: &Pod) -> &[k8s_openapi::api::core::v1::Volume] {
+    pod.spec
+        .as_ref()
+        .and_then(|spec| spec.volumes.as_deref())
+        .unwrap_or_default()
+}
+
+/// The statuses of the app containers.
+pub fn container_statuses(pod: &Pod) -> &[ContainerStatus] {
+    pod.status
+        .as_ref()
+        .and_then(|status| status.container_statuses.as_deref())
+        .unwrap_or_default()
+}
+
+/// The statuses of the init containers.
+pub fn init_container_statuses(pod: &Pod) -> &[ContainerStatus] {
+    pod.status
+        .as_ref()
+        .and_then(|status| status.init_container_statuses.as_deref())
+        .unwrap_or_default()
+}
+
+/// Whether a container waits with one of these reasons.
+pub fn has_waiting_reason(statuses: &[ContainerStatus], states: &[String]) -> bool {
+    statuses.iter().any(|status| {
+        status
+            .state
+            .as_ref()
+            .and_then(|state| state.waiting.as_ref())
+            .and_then(|waiting| waiting.reason.as_ref())
+            .is_some_and(|reason| states.contains(reason))
+    })
+}
+
+/// Whether a container terminated with one of these reasons.
+pub fn has_terminated_reason(statuses: &[ContainerStatus], states: &[String]) -> bool {
+    statuses.iter().any(|status| {
+        status
+            .state
+            .as_ref()
+            .and_then(|state| state.terminated.as_ref())
+            .and_then(|terminated| terminated.reason.as_ref())
+            .is_some_and(|reason| states.contains(reason))
+    })
+}
+
+/// The pod's QoS class, from its status or computed from its containers.
+fn qos_rank(pod: &Pod) -> u8 {
+    let class = pod
+        .status
+        .as_ref()
+        .and_then(|status| status.qos_class.as_deref())
+        .map(str::to_string)
+        .unwrap_or_else(|| computed_qos(pod));
+    match class.as_str() {
+        "BestEffort" => 0,
+        "Burstable" => 1,
+        _ => 2,
+    }
+}
+
+fn computed_qos(pod: &Pod) -> String {
+    let containers = pod
+        .spec
+        .as_ref()
+        .map(|spec| spec.containers.as_slice())
+        .unwrap_or_default();
+    let mut any = false;
+    let mut guaranteed = true;
+    for container in containers {
+        let resources = container.resources.as_ref();
+        let requests = resources.and_then(|r| r.requests.as_ref());
+        let limits = resources.and_then(|r| r.limits.as_ref());
+        if requests.is_some_and(|r| !r.is_empty()) || limits.is_some_and(|l| !l.is_empty()) {
+            any = true;
+        }
+        for resource in ["cpu", "memory"] {
+            let limit = limits.and_then(|l| l.get(resource));
+            let request = requests.and_then(|r| r.get(resource)).or(limit);
+            if limit.is_none() || request != limit {
+                guaranteed = false;
+            }
+        }
+    }
+    match (any, guaranteed) {
+        (false, _) => "BestEffort",
+        (true, true) => "Guaranteed",
+        (true, false) => "Burstable",
+    }
+    .to_string()
+}
+
+/// Upstream's `SortPodsBasedOnPriorityLowToHigh`: no priority first, then
+/// by priority; equal priorities by QoS (BestEffort, Burstable, Guaranteed).
+/// Stable, so listing order breaks the remaining ties.
+pub fn sort_by_priority_low_to_high(pods: &mut [&Pod]) {
+    pods.sort_by(|a, b| match (priority(a), priority(b)) {
+        (None, Some(_)) => Ordering::Less,
+        (Some(_), None) => Ordering::Greater,
+        (pa, pb) if pa == pb => qos_rank(a).cmp(&qos_rank(b)),
+        (pa, pb) => pa.cmp(&pb),
+    });
+}
+
+/// Oldest first (upstream `SortPodsBasedOnAge`).
+pub fn sort_by_age(pods: &mut [&Pod]) {
+    pods.sort_by_key(|pod| pod.metadata.creation_timestamp.as_ref().map(|t| t.0));
+}
+
+/// The pod's age in whole seconds at `now` (None if it has no creation
+/// timestamp or was created after `now`).
+pub fn age_seconds(pod: &Pod, now: k8s_openapi::jiff::Timestamp) -> Option<u64> {
+    let created = pod.metadata.creation_timestamp.as_ref()?.0;
+    let seconds = now.as_second() - created.as_second();
+    u64::try_from(seconds).ok()
+}
+
+/// What a plugin does after asking for an eviction (upstream's switch on
+/// the error type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterEviction {
+    /// Go on with the next pod.
+    Next,
+    /// The node's limit is reached: go on with the next node.
+    NextNode,
+    /// The cycle's limit is reached: stop the plugin.
+    Stop,
+}
+
+/// Upstream's handling of an eviction's result in the plugins: a node
+/// limit moves on to the next node, the total limit stops the plugin, and
+/// any other failure is logged and skipped.
+pub fn after_eviction(result: Result<(), EvictionError>, plugin: &'static str) -> AfterEviction {
+    match result {
+        Ok(()) => AfterEviction::Next,
+        Err(EvictionError::NodeLimitReached) => AfterEviction::NextNode,
+        Err(EvictionError::TotalLimitReached) => AfterEviction::Stop,
+        Err(error) => {
+            tracing::error!(err = %error, plugin, "eviction failed");
+            AfterEviction::Next
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! Builders for the plugins' unit tests.
+    use super::*;
+    use k8s_openapi::api::core::v1::{Container, Node};
+    use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus, PodSpec, PodStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+    use k8s_openapi::jiff::Timestamp;
+    use std::collections::HashSet;
+
+    use crate::framework::{EvictionRequest, PodEvictor};
+
+    /// An evictor for plugin tests: refuses the pods named in `protected`
+    /// at filter, the ones in `refused` at eviction, and keeps a per-node
+    /// limit; records the names of evicted pods in order.
+    #[derive(Debug, Default)]
+    pub struct FakeEvictor {
+        pub protected: HashSet<String>,
+        pub refused: HashSet<String>,
+        pub node_limit: Option<usize>,
+        pub total_limit: Option<usize>,
+        pub evicted: Vec<String>,
+        pub evicted_nodes: Vec<String>,
+    }
+
+    impl PodEvictor for FakeEvictor {
+        fn filter(&self, pod: &Pod) -> bool {
+            !self
+                .protected
+                .contains(pod.metadata.name.as_deref().unwrap_or_default())
+        }
+
+        fn pre_eviction_filter(&self, _pod: &Pod) -> bool {
+            true
+        }
+
+        fn evict(&mut self, pod: &Pod, _request: EvictionRequest<'_>) -> Result<(), EvictionError> {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let node = node_name(pod).to_string();
+            if self
+                .total_limit
+                .is_some_and(|limit| self.evicted.len() >= limit)
+            {
+                return Err(EvictionError::TotalLimitReached);
+            }
+            if self.node_limit_exceeded(&node) {
+                return Err(EvictionError::NodeLimitReached);
+            }
+            if self.refused.contains(&name) {
+                return Err(EvictionError::Refused("refused".into()));
+            }
+            self.evicted.push(name);
+            self.evicted_nodes.push(node);
+            Ok(())
+        }
+
+        fn node_limit_exceeded(&self, node_name: &str) -> bool {
+            self.node_limit.is_some_and(|limit| {
+                self.evicted_nodes
+                    .iter()
+                    .filter(|n| *n == node_name)
+                    .count()
+                    >= limit
+            })
+        }
+
+        fn total_limit_exceeded(&self) -> bool {
+            self.total_limit
+                .is_some_and(|limit| self.evicted.len() >= limit)
+        }
+    }
+
+    /// A ready node with labels.
+    pub fn node(name: &str, labels: &[(&str, &str)]) -> Node {
+        Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec::default()),
+            status: Some(NodeStatus {
+                conditions: Some(vec![NodeCondition {
+                    type_: "Ready".into(),
+                    status: "True".into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// A running pod in `default` bound to `node`, owned by a ReplicaSet,
+    /// created at the epoch.
+    pub fn pod(name: &str, node: &str) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                uid: Some(format!("uid-{name}")),
+                creation_timestamp: Some(Time(Timestamp::UNIX_EPOCH)),
+                owner_references: Some(vec![OwnerReference {
+                    api_version: "apps/v1".into(),
+                    kind: "ReplicaSet".into(),
+                    name: "rs".into(),
+                    uid: "rs-uid".into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                node_name: Some(node.into()),
+                containers: vec![Container {
+                    name: "c".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            status: Some(PodStatus {
+                phase: Some("Running".into()),
+                ..Default::default()
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::pod;
+    use super::*;
+
+    #[test]
+    fn include_and_exclude_namespaces_together_are_refused() {
+        let namespaces = Namespaces {
+            include: vec!["a".into()],
+            exclude: vec!["b".into()],
+        };
+        let error = PodSelection::new(Some(&namespaces), None).expect_err("both set");
+        assert_eq!(
+            error.to_string(),
+            "namespaces: only one of Include/Exclude namespaces can be set"
+        );
+    }
+
+    #[test]
+    fn selection_applies_namespaces_and_labels() {
+        let mut p = pod("p", "n");
+        p.metadata.labels = Some(BTreeMap::from([("app".into(), "web".into())]));
+        let exclude = Namespaces {
+            exclude: vec!["default".into()],
+            ..Default::default()
+        };
+        assert!(
+            !PodSelection::new(Some(&exclude), None)
+                .expect("valid")
+                .matches(&p)
+        );
+        let selector = LabelSelector {
+            match_labels: Some(BTreeMap::from([("app".into(), "db".into())])),
+            ..Default::default()
+        };
+        assert!(
+            !PodSelection::new(None, Some(&selector))
+                .expect("valid")
+                .matches(&p)
+        );
+        assert!(PodSelection::default().matches(&p));
+    }
+
+    #[test]
+    fn priority_order_puts_pods_without_priority_then_best_effort_first() {
+        let mut high = pod("high", "n");
+        high.spec.as_mut().expect("spec").priority = Some(100);
+        let mut low = pod("low", "n");
+        low.spec.as_mut().expect("spec").priority = Some(1);
+        let none = pod("none", "n");
+        let mut pods = vec![&high, &low, &none];
+        sort_by_priority_low_to_high(&mut pods);
+        let names: Vec<_> = pods
+            .iter()
+            .filter_map(|p| p.metadata.name.as_deref())
+            .collect();
+        assert_eq!(names, ["none", "low", "high"]);
+    }
+}

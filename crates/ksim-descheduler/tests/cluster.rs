@@ -1,0 +1,397 @@
+//! In-process cluster tests: the descheduler against ksim's API server
+//! through the in-process client (no controllers: pods are owned by a
+//! ReplicaSet that does not exist, so evicted pods simply go away).
+
+use std::io::Write;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use ksim_apiserver::ApiServer;
+use ksim_descheduler::evictor::EvictionResult;
+use ksim_descheduler::{CycleReport, Descheduler, DeschedulerPolicy};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+/// Everything logged by the tests of this binary (they run in parallel:
+/// each looks for its own pod names).
+fn logs() -> Arc<Mutex<Vec<u8>>> {
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let buffer = Arc::new(Mutex::new(Vec::new()));
+        let writer = Arc::clone(&buffer);
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(move || LogWriter(Arc::clone(&writer)))
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
+        buffer
+    })
+    .clone()
+}
+
+struct LogWriter(Arc<Mutex<Vec<u8>>>);
+
+impl Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("log lock").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn log_lines_with(needle: &str) -> Vec<String> {
+    let logs = logs();
+    let text = String::from_utf8_lossy(&logs.lock().expect("log lock")).to_string();
+    text.lines()
+        .filter(|line| line.contains(needle))
+        .map(str::to_string)
+        .collect()
+}
+
+struct Cluster {
+    _server: ApiServer,
+    client: kube::Client,
+}
+
+impl Cluster {
+    async fn start() -> Self {
+        logs();
+        let server = ApiServer::new();
+        let client = ksim_runtime::client::in_process(&server);
+        Cluster {
+            _server: server,
+            client,
+        }
+    }
+
+    async fn node(&self, name: &str, labels: serde_json::Value, taints: serde_json::Value) {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"taints": taints},
+        }))
+        .expect("node");
+        api.create(&PostParams::default(), &node)
+            .await
+            .expect("create node");
+        api.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "allocatable": {"cpu": "32", "memory": "64Gi", "pods": "110"},
+            }})),
+        )
+        .await
+        .expect("node status");
+    }
+
+    async fn patch_node(&self, name: &str, patch: serde_json::Value) {
+        let api: Api<Node> = Api::all(self.client.clone());
+        api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .expect("patch node");
+    }
+
+    /// A running pod owned by ReplicaSet `web`, bound to `node`.
+    async fn pod(&self, name: &str, node: &str, spec: serde_json::Value) {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), "default");
+        let mut body = json!({
+            "metadata": {
+                "name": name,
+                "labels": {"app": "web"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "web-uid", "controller": true}],
+            },
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "nginx"}]},
+        });
+        if let (Some(target), Some(extra)) = (body["spec"].as_object_mut(), spec.as_object()) {
+            target.extend(extra.clone());
+        }
+        let pod: Pod = serde_json::from_value(body).expect("pod");
+        api.create(&PostParams::default(), &pod)
+            .await
+            .expect("create pod");
+        api.patch_status(
+            name,
+            &PatchParams::default(),
+            // Ready: the eviction API lets unready pods go while the budget
+            // is healthy (IfHealthyBudget), so budgets only hold Ready pods.
+            &Patch::Merge(json!({"status": {
+                "phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True"}],
+            }})),
+        )
+        .await
+        .expect("pod status");
+    }
+
+    async fn pod_names(&self) -> Vec<String> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), "default");
+        let mut names: Vec<String> = api
+            .list(&ListParams::default())
+            .await
+            .expect("list")
+            .items
+            .into_iter()
+            .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+            .filter_map(|pod| pod.metadata.name)
+            .collect();
+        names.sort();
+        names
+    }
+
+    async fn deschedule(&self, policy: &str) -> CycleReport {
+        let policy = DeschedulerPolicy::parse(policy).expect("valid policy");
+        Descheduler::new(self.client.clone(), policy, false)
+            .await
+            .expect("descheduler")
+            .run_once()
+            .await
+            .expect("cycle")
+    }
+}
+
+fn taints_policy(extra: &str) -> String {
+    format!(
+        r#"
+apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+{extra}
+profiles:
+- name: taints
+  pluginConfig:
+  - name: RemovePodsViolatingNodeTaints
+  plugins:
+    deschedule:
+      enabled: [RemovePodsViolatingNodeTaints]
+"#
+    )
+}
+
+fn evicted(report: &CycleReport) -> Vec<String> {
+    let mut names: Vec<String> = report
+        .evictions
+        .iter()
+        .filter(|r| r.result == EvictionResult::Evicted)
+        .map(|r| r.pod.clone())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pdb_at_its_minimum_blocks_every_eviction_and_the_log_says_why() {
+    let cluster = Cluster::start().await;
+    cluster
+        .node(
+            "pdb-a",
+            json!({}),
+            json!([{"key": "maintenance", "effect": "NoSchedule"}]),
+        )
+        .await;
+    cluster.node("pdb-b", json!({}), json!([])).await;
+    for name in ["pdb-web-1", "pdb-web-2", "pdb-web-3"] {
+        cluster.pod(name, "pdb-a", json!({})).await;
+    }
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(cluster.client.clone(), "default");
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"minAvailable": 3, "selector": {"matchLabels": {"app": "web"}}},
+    }))
+    .expect("pdb");
+    let created = pdbs
+        .create(&PostParams::default(), &pdb)
+        .await
+        .expect("create pdb");
+    pdbs.patch_status(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {
+            "observedGeneration": created.metadata.generation,
+            "disruptionsAllowed": 0, "currentHealthy": 3, "desiredHealthy": 3, "expectedPods": 3,
+        }})),
+    )
+    .await
+    .expect("pdb status");
+
+    let report = cluster.deschedule(&taints_policy("")).await;
+
+    assert_eq!(report.total_evicted, 0);
+    assert_eq!(report.failed, 3, "{report:?}");
+    assert_eq!(report.evictions.len(), 3, "{report:?}");
+    for record in &report.evictions {
+        assert_eq!(record.result, EvictionResult::Failed);
+        let error = record.error.as_deref().unwrap_or_default();
+        assert!(
+            error.contains("Cannot evict pod as it would violate the pod's disruption budget."),
+            "{error}"
+        );
+    }
+    assert_eq!(
+        cluster.pod_names().await,
+        ["pdb-web-1", "pdb-web-2", "pdb-web-3"]
+    );
+    let lines = log_lines_with("pdb-web-1");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("Error evicting pod") && l.contains("disruption budget")),
+        "{lines:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_node_and_total_limits_bound_the_evictions() {
+    let cluster = Cluster::start().await;
+    let taint = json!([{"key": "maintenance", "effect": "NoSchedule"}]);
+    cluster.node("lim-a", json!({}), taint.clone()).await;
+    cluster.node("lim-b", json!({}), taint).await;
+    cluster.node("lim-c", json!({}), json!([])).await;
+    for node in ["lim-a", "lim-b"] {
+        for index in 0..3 {
+            cluster
+                .pod(&format!("{node}-{index}"), node, json!({}))
+                .await;
+        }
+    }
+
+    let report = cluster
+        .deschedule(&taints_policy("maxNoOfPodsToEvictPerNode: 2"))
+        .await;
+    assert_eq!(report.total_evicted, 4, "{report:?}");
+    assert_eq!(
+        evicted(&report),
+        ["lim-a-0", "lim-a-1", "lim-b-0", "lim-b-1"]
+    );
+    assert_eq!(cluster.pod_names().await, ["lim-a-2", "lim-b-2"]);
+
+    let report = cluster
+        .deschedule(&taints_policy("maxNoOfPodsToEvictTotal: 1"))
+        .await;
+    assert_eq!(report.total_evicted, 1, "{report:?}");
+    assert_eq!(cluster.pod_names().await.len(), 1);
+    let lines = log_lines_with("Number of evictions/requests");
+    assert!(
+        lines.iter().any(|l| l.contains("totalEvicted=1")),
+        "{lines:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_loses_its_label_has_its_affine_pods_evicted_with_an_event() {
+    let cluster = Cluster::start().await;
+    cluster.node("aff-a", json!({"zone": "x"}), json!([])).await;
+    cluster.node("aff-b", json!({"zone": "y"}), json!([])).await;
+    let affinity = json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["x"]}]}]
+    }}}});
+    cluster.pod("aff-web", "aff-a", affinity).await;
+    let policy = r#"
+apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+- name: affinity
+  pluginConfig:
+  - name: RemovePodsViolatingNodeAffinity
+    args:
+      nodeAffinityType: [requiredDuringSchedulingIgnoredDuringExecution]
+  plugins:
+    deschedule:
+      enabled: [RemovePodsViolatingNodeAffinity]
+"#;
+    let report = cluster.deschedule(policy).await;
+    assert_eq!(report.total_evicted, 0, "the pod's node still matches");
+
+    // The labels move: aff-a is no longer in zone x, aff-b is.
+    cluster
+        .patch_node("aff-a", json!({"metadata": {"labels": {"zone": "y"}}}))
+        .await;
+    cluster
+        .patch_node("aff-b", json!({"metadata": {"labels": {"zone": "x"}}}))
+        .await;
+    let report = cluster.deschedule(policy).await;
+    assert_eq!(evicted(&report), ["aff-web"]);
+    assert!(cluster.pod_names().await.is_empty());
+    let lines = log_lines_with("aff-web");
+    assert!(
+        lines.iter().any(|l| l.contains("Evicted pod")
+            && l.contains("strategy=\"RemovePodsViolatingNodeAffinity\"")
+            && l.contains("pod=\"default/aff-web\"")
+            && l.contains("node=\"aff-a\"")
+            && l.contains("profile=\"affinity\"")),
+        "{lines:?}"
+    );
+
+    let events: Api<Event> = Api::namespaced(cluster.client.clone(), "default");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let list = events.list(&ListParams::default()).await.expect("events");
+        let found = list.items.iter().find(|event| {
+            event.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("aff-web")
+        });
+        if let Some(event) = found {
+            assert_eq!(event.type_.as_deref(), Some("Normal"));
+            assert_eq!(
+                event.reason.as_deref(),
+                Some("RemovePodsViolatingNodeAffinity")
+            );
+            assert_eq!(event.action.as_deref(), Some("Descheduled"));
+            assert_eq!(
+                event.note.as_deref(),
+                Some("pod eviction from aff-a node by sigs.k8s.io/descheduler")
+            );
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no event recorded");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_tainted_after_its_pods_started_loses_the_intolerant_ones() {
+    let cluster = Cluster::start().await;
+    cluster.node("taint-a", json!({}), json!([])).await;
+    cluster.node("taint-b", json!({}), json!([])).await;
+    cluster.pod("taint-plain", "taint-a", json!({})).await;
+    let toleration =
+        json!({"tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]});
+    cluster.pod("taint-tolerant", "taint-a", toleration).await;
+    assert_eq!(
+        cluster.deschedule(&taints_policy("")).await.total_evicted,
+        0
+    );
+
+    cluster
+        .patch_node(
+            "taint-a",
+            json!({"spec": {"taints": [{"key": "gpu", "effect": "NoSchedule"}]}}),
+        )
+        .await;
+    let report = cluster.deschedule(&taints_policy("")).await;
+    assert_eq!(evicted(&report), ["taint-plain"]);
+    assert_eq!(cluster.pod_names().await, ["taint-tolerant"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cycle_with_one_ready_node_is_skipped_with_upstreams_message() {
+    let cluster = Cluster::start().await;
+    cluster
+        .node(
+            "lonely",
+            json!({}),
+            json!([{"key": "k", "effect": "NoSchedule"}]),
+        )
+        .await;
+    cluster.pod("lonely-web", "lonely", json!({})).await;
+    let report = cluster.deschedule(&taints_policy("")).await;
+    assert!(report.skipped.is_some());
+    assert_eq!(cluster.pod_names().await, ["lonely-web"]);
+    let lines = log_lines_with("Skipping descheduling cycle: requires >=2 nodes");
+    assert!(!lines.is_empty());
+}
