@@ -2,7 +2,8 @@
 //! the API: SchedulingBasic, TopologySpreading and PreferredTopologySpreading
 //! on 5,000 nodes, and the per-pod cycle cost at 5,000 and 50,000 nodes.
 //! Run with `cargo bench -p ksim-scheduler --bench schedule_one` (release);
-//! `KSIM_BENCH_SCALE=0.1` shrinks every workload.
+//! `KSIM_BENCH_SCALE=0.1` shrinks every workload; `KSIM_BENCH_ONLY=Name`
+//! runs the workloads whose name contains `Name` (`cycle` the cycle costs).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -121,6 +122,7 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1.0);
+    let only = std::env::var("KSIM_BENCH_ONLY").ok();
     let n = |count: usize| ((count as f64 * scale) as usize).max(1);
     let mut out = std::io::stdout().lock();
     for Workload {
@@ -132,6 +134,9 @@ fn main() {
         threshold,
     } in WORKLOADS
     {
+        if only.as_deref().is_some_and(|o| !name.contains(o)) {
+            continue;
+        }
         let rate = run(n(nodes), n(init), n(pods), spread);
         let _ = writeln!(
             out,
@@ -140,6 +145,9 @@ fn main() {
             n(pods),
             threshold * 10.0
         );
+    }
+    if only.as_deref().is_some_and(|o| !o.contains("cycle")) {
+        return;
     }
     for nodes in [5_000, 50_000] {
         let rate = run(n(nodes), 0, n(1_000), None);

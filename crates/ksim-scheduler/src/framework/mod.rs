@@ -2,6 +2,7 @@
 //! `CycleState`, the `NodeInfo` snapshot, profiles and `schedule_one`.
 
 mod cycle_state;
+mod domain_counts;
 mod interface;
 mod node_info;
 mod pod_info;
@@ -10,6 +11,7 @@ mod schedule_one;
 mod status;
 
 pub use cycle_state::CycleState;
+pub use domain_counts::{DomainCountIndex, DomainCounts};
 pub use interface::{
     BindPlugin, FilterPlugin, MAX_NODE_SCORE, MIN_NODE_SCORE, PermitPlugin, Plugin,
     PostFilterPlugin, PostFilterResult, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin,

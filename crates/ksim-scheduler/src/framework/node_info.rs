@@ -8,7 +8,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use ksim_core::resources::resource_list;
 
-use super::pod_info::{HostPort, PodInfo, Resource};
+use super::domain_counts::{DomainCountIndex, DomainCounts};
+use super::pod_info::{HostPort, PodInfo, Resource, Selector};
 
 const ANY_IP: &str = "0.0.0.0";
 
@@ -408,7 +409,7 @@ impl NodeTree {
 /// The scheduler's view of the cluster for one cycle: nodes, their pods,
 /// namespaces' labels and workload selectors. Scheduling walks the nodes
 /// zone by zone in turn, as upstream's node tree does.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct Snapshot {
     nodes: Vec<NodeInfo>,
     tree: NodeTree,
@@ -425,6 +426,30 @@ pub struct Snapshot {
     pub disruption_budgets: Vec<DisruptionBudget>,
     /// Pods nominated to a node (status.nominatedNodeName) but not bound yet.
     nominated: HashMap<String, Vec<Arc<PodInfo>>>,
+    /// Label key → the number of nodes carrying it.
+    label_key_nodes: HashMap<String, usize>,
+    /// Matching-pod counts per topology domain, kept current (behind a
+    /// lock so that a cycle reading the snapshot can add entries).
+    domain_counts: std::sync::Mutex<DomainCountIndex>,
+}
+
+impl Clone for Snapshot {
+    fn clone(&self) -> Self {
+        Snapshot {
+            nodes: self.nodes.clone(),
+            tree: self.tree.clone(),
+            order: self.order.clone(),
+            index: self.index.clone(),
+            image_nodes: self.image_nodes.clone(),
+            pod_nodes: self.pod_nodes.clone(),
+            namespaces: self.namespaces.clone(),
+            workload_selectors: self.workload_selectors.clone(),
+            disruption_budgets: self.disruption_budgets.clone(),
+            nominated: self.nominated.clone(),
+            label_key_nodes: self.label_key_nodes.clone(),
+            domain_counts: std::sync::Mutex::new(self.domain_index().clone()),
+        }
+    }
 }
 
 impl Snapshot {
@@ -516,6 +541,43 @@ impl Snapshot {
         }
     }
 
+    /// The domain-count index (a poisoned lock still holds consistent
+    /// counts: every update is completed before the lock is released).
+    fn domain_index(&self) -> std::sync::MutexGuard<'_, DomainCountIndex> {
+        self.domain_counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Pods in `namespace` matched by `selector` per value of
+    /// `topology_key`, over every node carrying the key (pods terminating
+    /// aside, as upstream's `countPodsMatchSelector`); kept up to date
+    /// between cycles.
+    pub fn domain_counts(
+        &self,
+        namespace: &str,
+        selector: &Selector,
+        topology_key: &str,
+    ) -> Arc<DomainCounts> {
+        self.domain_index()
+            .counts(namespace, selector, topology_key, &self.nodes)
+    }
+
+    /// How many nodes carry the label `key`.
+    pub fn nodes_with_label(&self, key: &str) -> usize {
+        self.label_key_nodes.get(key).copied().unwrap_or(0)
+    }
+
+    fn count_label_keys(&mut self, node: &Node, delta: isize) {
+        for key in node.metadata.labels.iter().flat_map(BTreeMap::keys) {
+            let count = self.label_key_nodes.entry(key.clone()).or_default();
+            *count = count.saturating_add_signed(delta);
+            if *count == 0 {
+                self.label_key_nodes.remove(key);
+            }
+        }
+    }
+
     /// Adds a node, or replaces it keeping its pods.
     pub fn upsert_node(&mut self, node: Node) {
         let name = node.metadata.name.clone().unwrap_or_default();
@@ -530,15 +592,35 @@ impl Snapshot {
                     self.order = std::sync::OnceLock::new();
                 }
                 let old = std::mem::replace(&mut self.nodes[i], NodeInfo::new(info.node.clone()));
+                let relabelled = old.node.metadata.labels != info.node.metadata.labels;
+                if relabelled {
+                    self.domain_counts
+                        .get_mut()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .node_removed(&old);
+                    self.count_label_keys(&old.node, -1);
+                    self.count_label_keys(&info.node, 1);
+                }
                 self.count_images(&old, -1);
                 for pod in old.pods {
                     info.add_pod(pod);
                 }
                 self.count_images(&info, 1);
+                if relabelled {
+                    self.domain_counts
+                        .get_mut()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .node_added(&info);
+                }
                 self.nodes[i] = info;
             }
             None => {
                 self.count_images(&info, 1);
+                self.count_label_keys(&info.node, 1);
+                self.domain_counts
+                    .get_mut()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .node_added(&info);
                 self.tree.add(&zone, &name);
                 self.order = std::sync::OnceLock::new();
                 self.index.insert(name, self.nodes.len());
@@ -556,6 +638,11 @@ impl Snapshot {
         self.tree.remove(&zone_key(&removed.node), name);
         self.order = std::sync::OnceLock::new();
         self.count_images(&removed, -1);
+        self.count_label_keys(&removed.node, -1);
+        self.domain_counts
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .node_removed(&removed);
         for pod in &removed.pods {
             let (namespace, pod_name) = pod.key();
             self.pod_nodes
@@ -589,13 +676,20 @@ impl Snapshot {
         if !self.nominated.is_empty() {
             self.clear_nomination(&key.0, &key.1);
         }
+        let domain_counts = self
+            .domain_counts
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(previous) = self.pod_nodes.insert(key.clone(), node_name.clone())
             && let Some(&at) = self.index.get(&previous)
+            && let Some(old) = self.nodes[at].remove_pod(&key.0, &key.1)
         {
             // The same pod accounted twice (an update): keep the latest.
-            self.nodes[at].remove_pod(&key.0, &key.1);
+            domain_counts.pod_removed(&self.nodes[at], &old);
         }
-        self.nodes[i].add_pod(Arc::new(info));
+        let info = Arc::new(info);
+        domain_counts.pod_added(&self.nodes[i], &info);
+        self.nodes[i].add_pod(info);
         true
     }
 
@@ -615,9 +709,17 @@ impl Snapshot {
         else {
             return false;
         };
-        self.index
-            .get(&node_name)
-            .is_some_and(|&i| self.nodes[i].remove_pod(namespace, name).is_some())
+        let Some(&i) = self.index.get(&node_name) else {
+            return false;
+        };
+        let Some(removed) = self.nodes[i].remove_pod(namespace, name) else {
+            return false;
+        };
+        self.domain_counts
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pod_removed(&self.nodes[i], &removed);
+        true
     }
 
     /// Names of nodes that host pods with affinity.
