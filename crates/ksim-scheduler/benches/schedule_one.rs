@@ -19,7 +19,7 @@ use ksim_scheduler::framework::{Profile, ScheduleState, Snapshot, schedule_one};
 
 #[path = "common/workloads.rs"]
 mod workloads;
-use workloads::{WORKLOADS, Workload};
+use workloads::{WORKLOADS, Workload, process_cpu_seconds};
 
 fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
     pairs
@@ -94,8 +94,9 @@ fn pod(name: &str, spread: Option<&str>) -> Pod {
 }
 
 /// Schedules `pods` pods one by one (binding each into the snapshot);
-/// returns pods per second.
-fn run(nodes: usize, init_pods: usize, pods: usize, spread: Option<&str>) -> f64 {
+/// returns pods per second of wall-clock time and CPU µs per pod (the
+/// figure that holds on a loaded machine).
+fn run(nodes: usize, init_pods: usize, pods: usize, spread: Option<&str>) -> (f64, Option<f64>) {
     let mut snapshot = Snapshot::new((0..nodes).map(node), []);
     let profile = Profile::default_profile();
     let mut state = ScheduleState::seeded(1);
@@ -105,6 +106,7 @@ fn run(nodes: usize, init_pods: usize, pods: usize, spread: Option<&str>) -> f64
             snapshot.bind_pod(p, &result.suggested_host);
         }
     }
+    let cpu_start = process_cpu_seconds();
     let start = Instant::now();
     let mut scheduled = 0usize;
     for i in 0..pods {
@@ -114,7 +116,17 @@ fn run(nodes: usize, init_pods: usize, pods: usize, spread: Option<&str>) -> f64
             scheduled += 1;
         }
     }
-    scheduled as f64 / start.elapsed().as_secs_f64().max(f64::EPSILON)
+    let rate = scheduled as f64 / start.elapsed().as_secs_f64().max(f64::EPSILON);
+    let cpu = process_cpu_seconds()
+        .zip(cpu_start)
+        .map(|(end, start)| (end - start) * 1e6 / scheduled.max(1) as f64);
+    (rate, cpu)
+}
+
+fn cpu_note(cpu_per_pod: Option<f64>) -> String {
+    cpu_per_pod
+        .map(|us| format!(", {us:.0} µs CPU/pod"))
+        .unwrap_or_default()
 }
 
 fn main() {
@@ -137,12 +149,13 @@ fn main() {
         if only.as_deref().is_some_and(|o| !name.contains(o)) {
             continue;
         }
-        let rate = run(n(nodes), n(init), n(pods), spread);
+        let (rate, cpu) = run(n(nodes), n(init), n(pods), spread);
         let _ = writeln!(
             out,
-            "{name}: {rate:.0} pods/s ({} nodes, {} pods; upstream threshold {threshold}, target {})",
+            "{name}: {rate:.0} pods/s ({} nodes, {} pods{}; upstream threshold {threshold}, target {})",
             n(nodes),
             n(pods),
+            cpu_note(cpu),
             threshold * 10.0
         );
     }
@@ -150,12 +163,13 @@ fn main() {
         return;
     }
     for nodes in [5_000, 50_000] {
-        let rate = run(n(nodes), 0, n(1_000), None);
+        let (rate, cpu) = run(n(nodes), 0, n(1_000), None);
         let _ = writeln!(
             out,
-            "cycle cost at {} nodes: {:.1} µs/pod",
+            "cycle cost at {} nodes: {:.1} µs/pod{}",
             n(nodes),
-            1e6 / rate
+            1e6 / rate,
+            cpu_note(cpu)
         );
     }
 }
