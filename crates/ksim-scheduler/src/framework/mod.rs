@@ -29,8 +29,8 @@ pub use pod_info::{
 pub use profile::{DEFAULT_PLUGINS, DEFAULT_SCHEDULER_NAME, ExtensionPoint, PluginEntry, Profile};
 pub use schedule_one::{
     Diagnosis, FitError, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND, MIN_FEASIBLE_NODES_TO_FIND,
-    NodePluginScores, ScheduleError, ScheduleResult, ScheduleState, num_feasible_nodes_to_find,
-    run_filter_plugins, run_filter_plugins_with_nominated_pods, schedule_one, scheduled_message,
-    select_host,
+    NodePluginScores, NodeToStatus, ScheduleError, ScheduleResult, ScheduleState,
+    num_feasible_nodes_to_find, run_filter_plugins, run_filter_plugins_with_nominated_pods,
+    schedule_one, scheduled_message, select_host,
 };
 pub use status::{Code, Status};

@@ -492,6 +492,11 @@ impl Snapshot {
         self.nominated.retain(|_, pods| !pods.is_empty());
     }
 
+    /// Whether any pod is nominated to a node.
+    pub fn has_nominated_pods(&self) -> bool {
+        !self.nominated.is_empty()
+    }
+
     /// The pods nominated to a node.
     pub fn nominated_pods(&self, node: &str) -> &[Arc<PodInfo>] {
         self.nominated
