@@ -406,6 +406,40 @@ impl NodeTree {
     }
 }
 
+/// How many nodes host pods with any pod (anti-)affinity, and pods with
+/// required anti-affinity.
+#[derive(Debug, Clone, Copy, Default)]
+struct AffinityNodes {
+    with_affinity: usize,
+    with_required_anti_affinity: usize,
+}
+
+impl AffinityNodes {
+    fn marks(node: &NodeInfo) -> (usize, usize) {
+        (
+            usize::from(!node.pods_with_affinity.is_empty()),
+            usize::from(!node.pods_with_required_anti_affinity.is_empty()),
+        )
+    }
+
+    /// Accounts a node that left.
+    fn node_removed(&mut self, node: &NodeInfo) {
+        let (affinity, anti_affinity) = Self::marks(node);
+        self.with_affinity = self.with_affinity.saturating_sub(affinity);
+        self.with_required_anti_affinity = self
+            .with_required_anti_affinity
+            .saturating_sub(anti_affinity);
+    }
+
+    /// Accounts a node's change from `before` to its current state.
+    fn changed(&mut self, before: (usize, usize), node: &NodeInfo) {
+        let after = Self::marks(node);
+        self.with_affinity = (self.with_affinity + after.0).saturating_sub(before.0);
+        self.with_required_anti_affinity =
+            (self.with_required_anti_affinity + after.1).saturating_sub(before.1);
+    }
+}
+
 /// The scheduler's view of the cluster for one cycle: nodes, their pods,
 /// namespaces' labels and workload selectors. Scheduling walks the nodes
 /// zone by zone in turn, as upstream's node tree does.
@@ -428,6 +462,9 @@ pub struct Snapshot {
     nominated: HashMap<String, Vec<Arc<PodInfo>>>,
     /// Label key → the number of nodes carrying it.
     label_key_nodes: HashMap<String, usize>,
+    /// Nodes hosting pods with (anti-)affinity, and with required
+    /// anti-affinity (upstream keeps such node lists in its snapshot).
+    affinity_nodes: AffinityNodes,
     /// Matching-pod counts per topology domain, kept current (behind a
     /// lock so that a cycle reading the snapshot can add entries).
     domain_counts: std::sync::Mutex<DomainCountIndex>,
@@ -447,6 +484,7 @@ impl Clone for Snapshot {
             disruption_budgets: self.disruption_budgets.clone(),
             nominated: self.nominated.clone(),
             label_key_nodes: self.label_key_nodes.clone(),
+            affinity_nodes: self.affinity_nodes,
             domain_counts: std::sync::Mutex::new(self.domain_index().clone()),
         }
     }
@@ -640,6 +678,7 @@ impl Snapshot {
             return false;
         };
         let removed = self.nodes.remove(i);
+        self.affinity_nodes.node_removed(&removed);
         self.tree.remove(&zone_key(&removed.node), name);
         self.order = std::sync::OnceLock::new();
         self.count_images(&removed, -1);
@@ -687,14 +726,19 @@ impl Snapshot {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(previous) = self.pod_nodes.insert(key.clone(), node_name.clone())
             && let Some(&at) = self.index.get(&previous)
-            && let Some(old) = self.nodes[at].remove_pod(&key.0, &key.1)
         {
             // The same pod accounted twice (an update): keep the latest.
-            domain_counts.pod_removed(&self.nodes[at], &old);
+            let before = AffinityNodes::marks(&self.nodes[at]);
+            if let Some(old) = self.nodes[at].remove_pod(&key.0, &key.1) {
+                domain_counts.pod_removed(&self.nodes[at], &old);
+            }
+            self.affinity_nodes.changed(before, &self.nodes[at]);
         }
         let info = Arc::new(info);
         domain_counts.pod_added(&self.nodes[i], &info);
+        let before = AffinityNodes::marks(&self.nodes[i]);
         self.nodes[i].add_pod(info);
+        self.affinity_nodes.changed(before, &self.nodes[i]);
         true
     }
 
@@ -717,9 +761,11 @@ impl Snapshot {
         let Some(&i) = self.index.get(&node_name) else {
             return false;
         };
+        let before = AffinityNodes::marks(&self.nodes[i]);
         let Some(removed) = self.nodes[i].remove_pod(namespace, name) else {
             return false;
         };
+        self.affinity_nodes.changed(before, &self.nodes[i]);
         self.domain_counts
             .get_mut()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -727,16 +773,25 @@ impl Snapshot {
         true
     }
 
-    /// Names of nodes that host pods with affinity.
+    /// Nodes that host pods with affinity (none visited when no node does).
     pub fn nodes_with_affinity_pods(&self) -> impl Iterator<Item = &NodeInfo> {
-        self.nodes
-            .iter()
-            .filter(|n| !n.pods_with_affinity.is_empty())
+        let nodes = if self.affinity_nodes.with_affinity == 0 {
+            &[][..]
+        } else {
+            &self.nodes[..]
+        };
+        nodes.iter().filter(|n| !n.pods_with_affinity.is_empty())
     }
 
-    /// Nodes that host pods with required anti-affinity.
+    /// Nodes that host pods with required anti-affinity (none visited when
+    /// no node does).
     pub fn nodes_with_required_anti_affinity_pods(&self) -> impl Iterator<Item = &NodeInfo> {
-        self.nodes
+        let nodes = if self.affinity_nodes.with_required_anti_affinity == 0 {
+            &[][..]
+        } else {
+            &self.nodes[..]
+        };
+        nodes
             .iter()
             .filter(|n| !n.pods_with_required_anti_affinity.is_empty())
     }
@@ -898,6 +953,42 @@ mod tests {
         );
         snapshot.remove_workload_selector(WorkloadKind::Service, "ns", "svc");
         assert_eq!(snapshot.workload_selectors.len(), 1);
+    }
+
+    #[test]
+    fn nodes_with_affinity_pods_follow_binds_updates_and_removals() {
+        use crate::testing::affinity_term;
+        let anti = || {
+            pod("anti")
+                .label("app", "db")
+                .pod_anti_affinity(affinity_term(&[("app", "db")], "zone"))
+        };
+        let names = |s: &Snapshot| -> (Vec<String>, Vec<String>) {
+            (
+                s.nodes_with_affinity_pods()
+                    .map(|n| n.name().to_string())
+                    .collect(),
+                s.nodes_with_required_anti_affinity_pods()
+                    .map(|n| n.name().to_string())
+                    .collect(),
+            )
+        };
+        let none = (Vec::<String>::new(), Vec::<String>::new());
+        let on = |n: &str| (vec![n.to_string()], vec![n.to_string()]);
+        let mut snapshot = Snapshot::new([node("n1").obj(), node("n2").obj()], []);
+        assert_eq!(names(&snapshot), none);
+        snapshot.bind_pod(anti().obj(), "n1");
+        assert_eq!(names(&snapshot), on("n1"));
+        // Re-accounted on another node (an update).
+        snapshot.add_pod(anti().node("n2").obj());
+        assert_eq!(names(&snapshot), on("n2"));
+        snapshot.upsert_node(node("n2").label("zone", "a").obj());
+        assert_eq!(names(&snapshot), on("n2"));
+        snapshot.remove_node("n2");
+        assert_eq!(names(&snapshot), none);
+        snapshot.bind_pod(anti().obj(), "n1");
+        assert!(snapshot.remove_pod("default", "anti"));
+        assert_eq!(names(&snapshot), none);
     }
 
     #[test]
