@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 
 #[path = "common/workloads.rs"]
 mod workloads;
-use workloads::WORKLOADS;
+use workloads::{WORKLOADS, process_cpu_seconds};
 
 /// Concurrent API writers when creating objects.
 const WRITERS: usize = 16;
@@ -151,8 +151,22 @@ fn watch_bound(
     })
 }
 
-/// One workload: returns (pods/s, seconds creating the measured pods alone).
-async fn run_workload(nodes: usize, init: usize, pods: usize, spread: Option<&str>) -> (f64, f64) {
+/// What one workload measured.
+struct Measured {
+    /// Pods bound per second of wall-clock time.
+    rate: f64,
+    /// Seconds creating the measured pods alone took.
+    created: f64,
+    /// CPU (API server, scheduler and benchmark clients together) per pod, in µs.
+    cpu_per_pod: Option<f64>,
+    /// `Scheduled` events written just after the last pod was bound (the
+    /// writer runs behind binding and, as upstream's, drops events past a
+    /// queue of 1,000).
+    scheduled_events: usize,
+}
+
+/// One workload, from the first measured create to the last pod bound.
+async fn run_workload(nodes: usize, init: usize, pods: usize, spread: Option<&str>) -> Measured {
     let server = ApiServer::new();
     let client = ksim_runtime::client::in_process(&server);
     create_nodes(&client, nodes).await;
@@ -168,13 +182,45 @@ async fn run_workload(nodes: usize, init: usize, pods: usize, spread: Option<&st
         done.await.expect("init pods bound");
     }
     let done = watch_bound(&client, "pod", pods);
+    let cpu_start = process_cpu_seconds();
     let start = Instant::now();
     create_pods(&client, "pod", pods, spread).await;
     let created = start.elapsed().as_secs_f64();
     let end = done.await.expect("pods bound");
+    let cpu = process_cpu_seconds()
+        .zip(cpu_start)
+        .map(|(end, start)| (end - start) * 1e6 / pods as f64);
+    let scheduled_events =
+        Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), "default")
+            .list(&Default::default())
+            .await
+            .map(|list| {
+                list.items
+                    .iter()
+                    .filter(|e| e.reason.as_deref() == Some("Scheduled"))
+                    .filter(|e| {
+                        e.regarding
+                            .as_ref()
+                            .and_then(|r| r.name.as_deref())
+                            .is_some_and(|n| n.starts_with("pod-"))
+                    })
+                    .count()
+            })
+            .unwrap_or(0);
     scheduler.abort();
     let seconds = end.duration_since(start).as_secs_f64().max(f64::EPSILON);
-    (pods as f64 / seconds, created)
+    Measured {
+        rate: pods as f64 / seconds,
+        created,
+        cpu_per_pod: cpu,
+        scheduled_events,
+    }
+}
+
+fn cpu_note(cpu_per_pod: Option<f64>) -> String {
+    cpu_per_pod
+        .map(|us| format!("; {us:.0} µs CPU/pod for the whole process"))
+        .unwrap_or_default()
 }
 
 fn main() {
@@ -193,26 +239,31 @@ fn main() {
         if only.as_deref().is_some_and(|o| !w.name.contains(o)) {
             continue;
         }
-        let (rate, created) =
-            runtime.block_on(run_workload(n(w.nodes), n(w.init), n(w.pods), w.spread));
+        let m = runtime.block_on(run_workload(n(w.nodes), n(w.init), n(w.pods), w.spread));
         let _ = writeln!(
             out,
-            "{}: {rate:.0} pods/s through the API ({} nodes, {} pods; creating them alone took {created:.2}s; upstream threshold {}, target {})",
+            "{}: {:.0} pods/s through the API ({} nodes, {} pods; creating them alone took {:.2}s{}; {} Scheduled events written by then; upstream threshold {}, target {})",
             w.name,
+            m.rate,
             n(w.nodes),
             n(w.pods),
+            m.created,
+            cpu_note(m.cpu_per_pod),
+            m.scheduled_events,
             w.threshold,
             w.threshold * 10.0
         );
     }
     if only.as_deref().is_none_or(|o| o.contains("cycle")) {
         for nodes in [5_000, 50_000] {
-            let (rate, _) = runtime.block_on(run_workload(n(nodes), 0, n(1_000), None));
+            let m = runtime.block_on(run_workload(n(nodes), 0, n(1_000), None));
             let _ = writeln!(
                 out,
-                "per-pod cost through the API at {} nodes: {:.1} µs/pod ({rate:.0} pods/s)",
+                "per-pod cost through the API at {} nodes: {:.1} µs/pod ({:.0} pods/s{})",
                 n(nodes),
-                1e6 / rate
+                1e6 / m.rate,
+                m.rate,
+                cpu_note(m.cpu_per_pod)
             );
         }
     }

@@ -2,7 +2,8 @@
 //! the API: SchedulingBasic, TopologySpreading and PreferredTopologySpreading
 //! on 5,000 nodes, and the per-pod cycle cost at 5,000 and 50,000 nodes.
 //! Run with `cargo bench -p ksim-scheduler --bench schedule_one` (release);
-//! `KSIM_BENCH_SCALE=0.1` shrinks every workload.
+//! `KSIM_BENCH_SCALE=0.1` shrinks every workload; `KSIM_BENCH_ONLY=Name`
+//! runs the workloads whose name contains `Name` (`cycle` the cycle costs).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -18,7 +19,7 @@ use ksim_scheduler::framework::{Profile, ScheduleState, Snapshot, schedule_one};
 
 #[path = "common/workloads.rs"]
 mod workloads;
-use workloads::{WORKLOADS, Workload};
+use workloads::{WORKLOADS, Workload, process_cpu_seconds};
 
 fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
     pairs
@@ -93,8 +94,9 @@ fn pod(name: &str, spread: Option<&str>) -> Pod {
 }
 
 /// Schedules `pods` pods one by one (binding each into the snapshot);
-/// returns pods per second.
-fn run(nodes: usize, init_pods: usize, pods: usize, spread: Option<&str>) -> f64 {
+/// returns pods per second of wall-clock time and CPU µs per pod (the
+/// figure that holds on a loaded machine).
+fn run(nodes: usize, init_pods: usize, pods: usize, spread: Option<&str>) -> (f64, Option<f64>) {
     let mut snapshot = Snapshot::new((0..nodes).map(node), []);
     let profile = Profile::default_profile();
     let mut state = ScheduleState::seeded(1);
@@ -104,6 +106,7 @@ fn run(nodes: usize, init_pods: usize, pods: usize, spread: Option<&str>) -> f64
             snapshot.bind_pod(p, &result.suggested_host);
         }
     }
+    let cpu_start = process_cpu_seconds();
     let start = Instant::now();
     let mut scheduled = 0usize;
     for i in 0..pods {
@@ -113,7 +116,17 @@ fn run(nodes: usize, init_pods: usize, pods: usize, spread: Option<&str>) -> f64
             scheduled += 1;
         }
     }
-    scheduled as f64 / start.elapsed().as_secs_f64().max(f64::EPSILON)
+    let rate = scheduled as f64 / start.elapsed().as_secs_f64().max(f64::EPSILON);
+    let cpu = process_cpu_seconds()
+        .zip(cpu_start)
+        .map(|(end, start)| (end - start) * 1e6 / scheduled.max(1) as f64);
+    (rate, cpu)
+}
+
+fn cpu_note(cpu_per_pod: Option<f64>) -> String {
+    cpu_per_pod
+        .map(|us| format!(", {us:.0} µs CPU/pod"))
+        .unwrap_or_default()
 }
 
 fn main() {
@@ -121,6 +134,7 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1.0);
+    let only = std::env::var("KSIM_BENCH_ONLY").ok();
     let n = |count: usize| ((count as f64 * scale) as usize).max(1);
     let mut out = std::io::stdout().lock();
     for Workload {
@@ -132,22 +146,30 @@ fn main() {
         threshold,
     } in WORKLOADS
     {
-        let rate = run(n(nodes), n(init), n(pods), spread);
+        if only.as_deref().is_some_and(|o| !name.contains(o)) {
+            continue;
+        }
+        let (rate, cpu) = run(n(nodes), n(init), n(pods), spread);
         let _ = writeln!(
             out,
-            "{name}: {rate:.0} pods/s ({} nodes, {} pods; upstream threshold {threshold}, target {})",
+            "{name}: {rate:.0} pods/s ({} nodes, {} pods{}; upstream threshold {threshold}, target {})",
             n(nodes),
             n(pods),
+            cpu_note(cpu),
             threshold * 10.0
         );
     }
+    if only.as_deref().is_some_and(|o| !o.contains("cycle")) {
+        return;
+    }
     for nodes in [5_000, 50_000] {
-        let rate = run(n(nodes), 0, n(1_000), None);
+        let (rate, cpu) = run(n(nodes), 0, n(1_000), None);
         let _ = writeln!(
             out,
-            "cycle cost at {} nodes: {:.1} µs/pod",
+            "cycle cost at {} nodes: {:.1} µs/pod{}",
             n(nodes),
-            1e6 / rate
+            1e6 / rate,
+            cpu_note(cpu)
         );
     }
 }

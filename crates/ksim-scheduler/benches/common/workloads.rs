@@ -1,5 +1,5 @@
 //! The scheduler_perf workloads both benches run (kube-scheduler's
-//! thresholds in pods/s).
+//! thresholds in pods/s), and the process CPU time both report.
 
 /// A scheduler_perf workload and its upstream threshold in pods/s.
 pub struct Workload {
@@ -37,3 +37,15 @@ pub const WORKLOADS: [Workload; 3] = [
         threshold: 125.0,
     },
 ];
+
+/// CPU seconds this process has used (user + system), from /proc/self/stat
+/// (Linux's USER_HZ is 100); `None` elsewhere.
+pub fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces) start at state.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}

@@ -2,6 +2,7 @@
 //! `CycleState`, the `NodeInfo` snapshot, profiles and `schedule_one`.
 
 mod cycle_state;
+mod domain_counts;
 mod interface;
 mod node_info;
 mod pod_info;
@@ -10,6 +11,7 @@ mod schedule_one;
 mod status;
 
 pub use cycle_state::CycleState;
+pub use domain_counts::{DomainCountIndex, DomainCounts};
 pub use interface::{
     BindPlugin, FilterPlugin, MAX_NODE_SCORE, MIN_NODE_SCORE, PermitPlugin, Plugin,
     PostFilterPlugin, PostFilterResult, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin,
@@ -27,8 +29,8 @@ pub use pod_info::{
 pub use profile::{DEFAULT_PLUGINS, DEFAULT_SCHEDULER_NAME, ExtensionPoint, PluginEntry, Profile};
 pub use schedule_one::{
     Diagnosis, FitError, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND, MIN_FEASIBLE_NODES_TO_FIND,
-    NodePluginScores, ScheduleError, ScheduleResult, ScheduleState, num_feasible_nodes_to_find,
-    run_filter_plugins, run_filter_plugins_with_nominated_pods, schedule_one, scheduled_message,
-    select_host,
+    NodePluginScores, NodeToStatus, ScheduleError, ScheduleResult, ScheduleState,
+    num_feasible_nodes_to_find, run_filter_plugins, run_filter_plugins_with_nominated_pods,
+    schedule_one, scheduled_message, select_host,
 };
 pub use status::{Code, Status};

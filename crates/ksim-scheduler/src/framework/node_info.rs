@@ -8,7 +8,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use ksim_core::resources::resource_list;
 
-use super::pod_info::{HostPort, PodInfo, Resource};
+use super::domain_counts::{DomainCountIndex, DomainCounts};
+use super::pod_info::{HostPort, PodInfo, Resource, Selector};
 
 const ANY_IP: &str = "0.0.0.0";
 
@@ -405,10 +406,44 @@ impl NodeTree {
     }
 }
 
+/// How many nodes host pods with any pod (anti-)affinity, and pods with
+/// required anti-affinity.
+#[derive(Debug, Clone, Copy, Default)]
+struct AffinityNodes {
+    with_affinity: usize,
+    with_required_anti_affinity: usize,
+}
+
+impl AffinityNodes {
+    fn marks(node: &NodeInfo) -> (usize, usize) {
+        (
+            usize::from(!node.pods_with_affinity.is_empty()),
+            usize::from(!node.pods_with_required_anti_affinity.is_empty()),
+        )
+    }
+
+    /// Accounts a node that left.
+    fn node_removed(&mut self, node: &NodeInfo) {
+        let (affinity, anti_affinity) = Self::marks(node);
+        self.with_affinity = self.with_affinity.saturating_sub(affinity);
+        self.with_required_anti_affinity = self
+            .with_required_anti_affinity
+            .saturating_sub(anti_affinity);
+    }
+
+    /// Accounts a node's change from `before` to its current state.
+    fn changed(&mut self, before: (usize, usize), node: &NodeInfo) {
+        let after = Self::marks(node);
+        self.with_affinity = (self.with_affinity + after.0).saturating_sub(before.0);
+        self.with_required_anti_affinity =
+            (self.with_required_anti_affinity + after.1).saturating_sub(before.1);
+    }
+}
+
 /// The scheduler's view of the cluster for one cycle: nodes, their pods,
 /// namespaces' labels and workload selectors. Scheduling walks the nodes
 /// zone by zone in turn, as upstream's node tree does.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct Snapshot {
     nodes: Vec<NodeInfo>,
     tree: NodeTree,
@@ -425,6 +460,34 @@ pub struct Snapshot {
     pub disruption_budgets: Vec<DisruptionBudget>,
     /// Pods nominated to a node (status.nominatedNodeName) but not bound yet.
     nominated: HashMap<String, Vec<Arc<PodInfo>>>,
+    /// Label key → the number of nodes carrying it.
+    label_key_nodes: HashMap<String, usize>,
+    /// Nodes hosting pods with (anti-)affinity, and with required
+    /// anti-affinity (upstream keeps such node lists in its snapshot).
+    affinity_nodes: AffinityNodes,
+    /// Matching-pod counts per topology domain, kept current (behind a
+    /// lock so that a cycle reading the snapshot can add entries).
+    domain_counts: std::sync::Mutex<DomainCountIndex>,
+}
+
+impl Clone for Snapshot {
+    fn clone(&self) -> Self {
+        Snapshot {
+            nodes: self.nodes.clone(),
+            tree: self.tree.clone(),
+            order: self.order.clone(),
+            index: self.index.clone(),
+            image_nodes: self.image_nodes.clone(),
+            pod_nodes: self.pod_nodes.clone(),
+            namespaces: self.namespaces.clone(),
+            workload_selectors: self.workload_selectors.clone(),
+            disruption_budgets: self.disruption_budgets.clone(),
+            nominated: self.nominated.clone(),
+            label_key_nodes: self.label_key_nodes.clone(),
+            affinity_nodes: self.affinity_nodes,
+            domain_counts: std::sync::Mutex::new(self.domain_index().clone()),
+        }
+    }
 }
 
 impl Snapshot {
@@ -465,6 +528,11 @@ impl Snapshot {
             pods.retain(|p| p.key() != (namespace, name));
         }
         self.nominated.retain(|_, pods| !pods.is_empty());
+    }
+
+    /// Whether any pod is nominated to a node.
+    pub fn has_nominated_pods(&self) -> bool {
+        !self.nominated.is_empty()
     }
 
     /// The pods nominated to a node.
@@ -516,6 +584,43 @@ impl Snapshot {
         }
     }
 
+    /// The domain-count index (a poisoned lock still holds consistent
+    /// counts: every update is completed before the lock is released).
+    fn domain_index(&self) -> std::sync::MutexGuard<'_, DomainCountIndex> {
+        self.domain_counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Pods in `namespace` matched by `selector` per value of
+    /// `topology_key`, over every node carrying the key (pods terminating
+    /// aside, as upstream's `countPodsMatchSelector`); kept up to date
+    /// between cycles.
+    pub fn domain_counts(
+        &self,
+        namespace: &str,
+        selector: &Selector,
+        topology_key: &str,
+    ) -> Arc<DomainCounts> {
+        self.domain_index()
+            .counts(namespace, selector, topology_key, &self.nodes)
+    }
+
+    /// How many nodes carry the label `key`.
+    pub fn nodes_with_label(&self, key: &str) -> usize {
+        self.label_key_nodes.get(key).copied().unwrap_or(0)
+    }
+
+    fn count_label_keys(&mut self, node: &Node, delta: isize) {
+        for key in node.metadata.labels.iter().flat_map(BTreeMap::keys) {
+            let count = self.label_key_nodes.entry(key.clone()).or_default();
+            *count = count.saturating_add_signed(delta);
+            if *count == 0 {
+                self.label_key_nodes.remove(key);
+            }
+        }
+    }
+
     /// Adds a node, or replaces it keeping its pods.
     pub fn upsert_node(&mut self, node: Node) {
         let name = node.metadata.name.clone().unwrap_or_default();
@@ -530,15 +635,35 @@ impl Snapshot {
                     self.order = std::sync::OnceLock::new();
                 }
                 let old = std::mem::replace(&mut self.nodes[i], NodeInfo::new(info.node.clone()));
+                let relabelled = old.node.metadata.labels != info.node.metadata.labels;
+                if relabelled {
+                    self.domain_counts
+                        .get_mut()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .node_removed(&old);
+                    self.count_label_keys(&old.node, -1);
+                    self.count_label_keys(&info.node, 1);
+                }
                 self.count_images(&old, -1);
                 for pod in old.pods {
                     info.add_pod(pod);
                 }
                 self.count_images(&info, 1);
+                if relabelled {
+                    self.domain_counts
+                        .get_mut()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .node_added(&info);
+                }
                 self.nodes[i] = info;
             }
             None => {
                 self.count_images(&info, 1);
+                self.count_label_keys(&info.node, 1);
+                self.domain_counts
+                    .get_mut()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .node_added(&info);
                 self.tree.add(&zone, &name);
                 self.order = std::sync::OnceLock::new();
                 self.index.insert(name, self.nodes.len());
@@ -553,9 +678,15 @@ impl Snapshot {
             return false;
         };
         let removed = self.nodes.remove(i);
+        self.affinity_nodes.node_removed(&removed);
         self.tree.remove(&zone_key(&removed.node), name);
         self.order = std::sync::OnceLock::new();
         self.count_images(&removed, -1);
+        self.count_label_keys(&removed.node, -1);
+        self.domain_counts
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .node_removed(&removed);
         for pod in &removed.pods {
             let (namespace, pod_name) = pod.key();
             self.pod_nodes
@@ -589,13 +720,25 @@ impl Snapshot {
         if !self.nominated.is_empty() {
             self.clear_nomination(&key.0, &key.1);
         }
+        let domain_counts = self
+            .domain_counts
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(previous) = self.pod_nodes.insert(key.clone(), node_name.clone())
             && let Some(&at) = self.index.get(&previous)
         {
             // The same pod accounted twice (an update): keep the latest.
-            self.nodes[at].remove_pod(&key.0, &key.1);
+            let before = AffinityNodes::marks(&self.nodes[at]);
+            if let Some(old) = self.nodes[at].remove_pod(&key.0, &key.1) {
+                domain_counts.pod_removed(&self.nodes[at], &old);
+            }
+            self.affinity_nodes.changed(before, &self.nodes[at]);
         }
-        self.nodes[i].add_pod(Arc::new(info));
+        let info = Arc::new(info);
+        domain_counts.pod_added(&self.nodes[i], &info);
+        let before = AffinityNodes::marks(&self.nodes[i]);
+        self.nodes[i].add_pod(info);
+        self.affinity_nodes.changed(before, &self.nodes[i]);
         true
     }
 
@@ -615,21 +758,40 @@ impl Snapshot {
         else {
             return false;
         };
-        self.index
-            .get(&node_name)
-            .is_some_and(|&i| self.nodes[i].remove_pod(namespace, name).is_some())
+        let Some(&i) = self.index.get(&node_name) else {
+            return false;
+        };
+        let before = AffinityNodes::marks(&self.nodes[i]);
+        let Some(removed) = self.nodes[i].remove_pod(namespace, name) else {
+            return false;
+        };
+        self.affinity_nodes.changed(before, &self.nodes[i]);
+        self.domain_counts
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pod_removed(&self.nodes[i], &removed);
+        true
     }
 
-    /// Names of nodes that host pods with affinity.
+    /// Nodes that host pods with affinity (none visited when no node does).
     pub fn nodes_with_affinity_pods(&self) -> impl Iterator<Item = &NodeInfo> {
-        self.nodes
-            .iter()
-            .filter(|n| !n.pods_with_affinity.is_empty())
+        let nodes = if self.affinity_nodes.with_affinity == 0 {
+            &[][..]
+        } else {
+            &self.nodes[..]
+        };
+        nodes.iter().filter(|n| !n.pods_with_affinity.is_empty())
     }
 
-    /// Nodes that host pods with required anti-affinity.
+    /// Nodes that host pods with required anti-affinity (none visited when
+    /// no node does).
     pub fn nodes_with_required_anti_affinity_pods(&self) -> impl Iterator<Item = &NodeInfo> {
-        self.nodes
+        let nodes = if self.affinity_nodes.with_required_anti_affinity == 0 {
+            &[][..]
+        } else {
+            &self.nodes[..]
+        };
+        nodes
             .iter()
             .filter(|n| !n.pods_with_required_anti_affinity.is_empty())
     }
@@ -791,6 +953,42 @@ mod tests {
         );
         snapshot.remove_workload_selector(WorkloadKind::Service, "ns", "svc");
         assert_eq!(snapshot.workload_selectors.len(), 1);
+    }
+
+    #[test]
+    fn nodes_with_affinity_pods_follow_binds_updates_and_removals() {
+        use crate::testing::affinity_term;
+        let anti = || {
+            pod("anti")
+                .label("app", "db")
+                .pod_anti_affinity(affinity_term(&[("app", "db")], "zone"))
+        };
+        let names = |s: &Snapshot| -> (Vec<String>, Vec<String>) {
+            (
+                s.nodes_with_affinity_pods()
+                    .map(|n| n.name().to_string())
+                    .collect(),
+                s.nodes_with_required_anti_affinity_pods()
+                    .map(|n| n.name().to_string())
+                    .collect(),
+            )
+        };
+        let none = (Vec::<String>::new(), Vec::<String>::new());
+        let on = |n: &str| (vec![n.to_string()], vec![n.to_string()]);
+        let mut snapshot = Snapshot::new([node("n1").obj(), node("n2").obj()], []);
+        assert_eq!(names(&snapshot), none);
+        snapshot.bind_pod(anti().obj(), "n1");
+        assert_eq!(names(&snapshot), on("n1"));
+        // Re-accounted on another node (an update).
+        snapshot.add_pod(anti().node("n2").obj());
+        assert_eq!(names(&snapshot), on("n2"));
+        snapshot.upsert_node(node("n2").label("zone", "a").obj());
+        assert_eq!(names(&snapshot), on("n2"));
+        snapshot.remove_node("n2");
+        assert_eq!(names(&snapshot), none);
+        snapshot.bind_pod(anti().obj(), "n1");
+        assert!(snapshot.remove_pod("default", "anti"));
+        assert_eq!(names(&snapshot), none);
     }
 
     #[test]

@@ -68,7 +68,7 @@ pub struct ScheduleResult {
     pub node_scores: Vec<NodePluginScores>,
     /// The nodes filtered out, with the status of the plugin that rejected
     /// each (for explaining decisions).
-    pub filtered_out: HashMap<String, Status>,
+    pub filtered_out: NodeToStatus,
 }
 
 /// The scores of one node.
@@ -80,11 +80,14 @@ pub struct NodePluginScores {
     pub total: i64,
 }
 
+/// Node name → the status of the plugin that rejected it.
+pub type NodeToStatus = HashMap<String, Status, foldhash::fast::FixedState>;
+
 /// Why the pod fits no node (upstream `Diagnosis`).
 #[derive(Debug, Clone, Default)]
 pub struct Diagnosis {
     /// The status of each node that was filtered out.
-    pub node_to_status: HashMap<String, Status>,
+    pub node_to_status: NodeToStatus,
     /// The status of nodes not in `node_to_status` (those a PreFilter ruled out).
     pub absent_nodes_status: Option<Status>,
     /// Plugins that rejected the pod somewhere.
@@ -312,6 +315,9 @@ fn run_filters_with_nominated(
     node: &NodeInfo,
     snapshot: &Snapshot,
 ) -> Status {
+    if !snapshot.has_nominated_pods() {
+        return run_filters(filters, state, pod, node);
+    }
     let pod_priority = priority(pod);
     let own_key = (
         super::pod_info::pod_namespace(pod),

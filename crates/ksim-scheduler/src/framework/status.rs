@@ -1,5 +1,6 @@
 //! The result of a plugin call: a code, reasons, and the plugin that set it.
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// What a plugin says about a pod (upstream `framework.Code`).
@@ -22,10 +23,12 @@ pub enum Code {
 }
 
 /// A plugin status: code, reasons (shown to users) and the plugin name.
+/// Reasons that are constants are kept without copying them, since a
+/// cycle may reject thousands of nodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Status {
     code: Code,
-    reasons: Vec<String>,
+    reasons: Vec<Cow<'static, str>>,
     plugin: Option<&'static str>,
 }
 
@@ -37,7 +40,10 @@ impl Default for Status {
 
 impl Status {
     /// A status with one or more reasons.
-    pub fn new(code: Code, reasons: impl IntoIterator<Item = impl Into<String>>) -> Self {
+    pub fn new(
+        code: Code,
+        reasons: impl IntoIterator<Item = impl Into<Cow<'static, str>>>,
+    ) -> Self {
         Status {
             code,
             reasons: reasons.into_iter().map(Into::into).collect(),
@@ -64,17 +70,17 @@ impl Status {
     }
 
     /// Unschedulable with one reason.
-    pub fn unschedulable(reason: impl Into<String>) -> Self {
+    pub fn unschedulable(reason: impl Into<Cow<'static, str>>) -> Self {
         Status::new(Code::Unschedulable, [reason.into()])
     }
 
     /// UnschedulableAndUnresolvable with one reason.
-    pub fn unresolvable(reason: impl Into<String>) -> Self {
+    pub fn unresolvable(reason: impl Into<Cow<'static, str>>) -> Self {
         Status::new(Code::UnschedulableAndUnresolvable, [reason.into()])
     }
 
     /// An internal error.
-    pub fn error(message: impl Into<String>) -> Self {
+    pub fn error(message: impl Into<Cow<'static, str>>) -> Self {
         Status::new(Code::Error, [message.into()])
     }
 
@@ -90,8 +96,8 @@ impl Status {
     }
 
     /// The reasons, in order.
-    pub fn reasons(&self) -> &[String] {
-        &self.reasons
+    pub fn reasons(&self) -> impl Iterator<Item = &str> {
+        self.reasons.iter().map(AsRef::as_ref)
     }
 
     /// The plugin that produced the status, if recorded.

@@ -2,7 +2,8 @@
 //! PodScheduled condition and nominatedNodeName (a status patch),
 //! preemption (DisruptionTarget condition, then delete), decision
 //! annotations, and events.k8s.io/v1 Events with kube's series
-//! deduplication.
+//! deduplication, written by one background writer as client-go's events
+//! broadcaster does (a queue of 1,000; events past it are dropped).
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -24,6 +25,9 @@ pub const ACTION_SCHEDULING: &str = "Scheduling";
 const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
 /// Upstream truncates event notes to this many bytes.
 const MAX_NOTE_BYTES: usize = 1024;
+/// Events queued for writing at most (client-go's `maxQueuedEvents`);
+/// past it new events are dropped, as upstream drops them.
+pub const MAX_QUEUED_EVENTS: usize = 1000;
 
 fn name_of(pod: &Pod) -> &str {
     pod.metadata.name.as_deref().unwrap_or_default()
@@ -304,6 +308,40 @@ pub async fn send_event(client: &kube::Client, write: EventWrite) -> Result<(), 
                 .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
                 .map(|_| ())
+        }
+    }
+}
+
+/// Where the scheduler puts events: a bounded queue drained by one
+/// writer task, so that scheduling and binding never wait on them.
+#[derive(Debug, Clone)]
+pub struct EventSink {
+    tx: tokio::sync::mpsc::Sender<EventWrite>,
+}
+
+impl EventSink {
+    /// Starts the writer (on the current tokio runtime); it stops when
+    /// every sink is dropped.
+    pub fn spawn(client: kube::Client) -> Self {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<EventWrite>(MAX_QUEUED_EVENTS);
+        tokio::spawn(async move {
+            while let Some(write) = rx.recv().await {
+                if let Err(error) = send_event(&client, write).await {
+                    tracing::debug!(%error, "cannot write an event");
+                }
+            }
+        });
+        EventSink { tx }
+    }
+
+    /// Queues an event; drops it when the queue is full.
+    pub fn send(&self, write: EventWrite) {
+        if let Err(tokio::sync::mpsc::error::TrySendError::Full(write)) = self.tx.try_send(write) {
+            let reason = match &write {
+                EventWrite::Create(event) => event.reason.clone().unwrap_or_default(),
+                EventWrite::Series { name, .. } => name.clone(),
+            };
+            tracing::debug!(%reason, "event queue full; event dropped");
         }
     }
 }

@@ -20,7 +20,10 @@ use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::time::Instant;
 
-pub use api::{ACTION_BINDING, ACTION_SCHEDULING, EventRecorder, EventWrite, new_event};
+pub use api::{
+    ACTION_BINDING, ACTION_SCHEDULING, EventRecorder, EventSink, EventWrite, MAX_QUEUED_EVENTS,
+    new_event,
+};
 pub use cache::Cache;
 pub use decisions::{
     FILTER_RESULT, FINAL_SCORE_RESULT, PASSED, RECORD_DECISIONS, SELECTED_NODE, explain,
@@ -116,6 +119,7 @@ struct Scheduler {
     record_decisions: bool,
     instance: String,
     recorder: EventRecorder,
+    events: EventSink,
     tx: UnboundedSender<Message>,
     started: Instant,
     /// Informers that have listed once (one bit each).
@@ -134,6 +138,7 @@ impl Scheduler {
             .instance
             .unwrap_or_else(|| format!("{}-{}", profiles[0].scheduler_name, hostname()));
         Scheduler {
+            events: EventSink::spawn(client.clone()),
             client,
             profiles: profiles
                 .into_iter()
@@ -237,6 +242,7 @@ impl Scheduler {
         self.queue.delete(&key.0, &key.1);
         let client = self.client.clone();
         let tx = self.tx.clone();
+        let events = self.events.clone();
         let node = node.to_string();
         let event = new_event(
             &pod,
@@ -256,11 +262,7 @@ impl Scheduler {
                     {
                         tracing::debug!(%error, "cannot record scheduling decisions");
                     }
-                    if let Err(error) =
-                        api::send_event(&client, EventWrite::Create(Box::new(event))).await
-                    {
-                        tracing::debug!(%error, "cannot record the Scheduled event");
-                    }
+                    events.send(EventWrite::Create(Box::new(event)));
                     (None, false)
                 }
                 Err(kube::Error::Api(status)) => {
@@ -347,6 +349,7 @@ impl Scheduler {
             self.cache.snapshot.nominate((*pod).clone(), &node);
             let client = self.client.clone();
             let scheduler_name = profile.scheduler_name.clone();
+            let sink = self.events.clone();
             let events: Vec<Box<_>> = victims
                 .iter()
                 .map(|victim| {
@@ -367,9 +370,7 @@ impl Scheduler {
             tokio::spawn(async move {
                 for (victim, event) in victims.iter().zip(events) {
                     match api::preempt(&client, victim, &scheduler_name).await {
-                        Ok(()) => {
-                            let _ = api::send_event(&client, EventWrite::Create(event)).await;
-                        }
+                        Ok(()) => sink.send(EventWrite::Create(event)),
                         Err(error) => tracing::warn!(%error, "preempting a victim failed"),
                     }
                 }
@@ -410,6 +411,7 @@ impl Scheduler {
             &self.instance,
         );
         let write = self.recorder.record(event, std::time::Instant::now());
+        self.events.send(write);
         let client = self.client.clone();
         let pod = pod.clone();
         tokio::spawn(async move {
@@ -422,9 +424,6 @@ impl Scheduler {
                 && let Err(error) = api::patch_status(&client, &pod, &patch).await
             {
                 tracing::debug!(%error, "cannot update the PodScheduled condition");
-            }
-            if let Err(error) = api::send_event(&client, write).await {
-                tracing::debug!(%error, "cannot record the FailedScheduling event");
             }
         });
     }

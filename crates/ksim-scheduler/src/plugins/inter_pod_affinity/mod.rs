@@ -145,6 +145,14 @@ impl Plugin for InterPodAffinity {
     }
 }
 
+/// Whether the pod has any pod affinity or anti-affinity (terms or not).
+fn has_pod_affinity(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.affinity.as_ref())
+        .is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some())
+}
+
 impl PreFilterPlugin for InterPodAffinity {
     fn pre_filter(
         &self,
@@ -152,17 +160,6 @@ impl PreFilterPlugin for InterPodAffinity {
         pod: &Pod,
         snapshot: &Snapshot,
     ) -> (Option<PreFilterResult>, Status) {
-        let mut pod_info = match PodInfo::new(Arc::new(pod.clone())) {
-            Ok(info) => info,
-            Err(e) => return (None, Status::unresolvable(format!("parsing pod: {e}"))),
-        };
-        for term in pod_info
-            .required_affinity_terms
-            .iter_mut()
-            .chain(pod_info.required_anti_affinity_terms.iter_mut())
-        {
-            merge_term_namespaces(term, snapshot);
-        }
         let namespace_labels = snapshot.namespace_labels(pod_namespace(pod));
         let mut existing_anti_affinity_counts = TopologyCounts::default();
         for node in snapshot.nodes_with_required_anti_affinity_pods() {
@@ -173,6 +170,21 @@ impl PreFilterPlugin for InterPodAffinity {
                     }
                 }
             }
+        }
+        if existing_anti_affinity_counts.is_empty() && !has_pod_affinity(pod) {
+            // Nothing to check, and no term to parse (or to fail parsing).
+            return (None, Status::skip());
+        }
+        let mut pod_info = match PodInfo::new(Arc::new(pod.clone())) {
+            Ok(info) => info,
+            Err(e) => return (None, Status::unresolvable(format!("parsing pod: {e}"))),
+        };
+        for term in pod_info
+            .required_affinity_terms
+            .iter_mut()
+            .chain(pod_info.required_anti_affinity_terms.iter_mut())
+        {
+            merge_term_namespaces(term, snapshot);
         }
         let mut affinity_counts = TopologyCounts::default();
         let mut anti_affinity_counts = TopologyCounts::default();
@@ -440,7 +452,10 @@ impl PreScorePlugin for InterPodAffinity {
         nodes: &[&NodeInfo],
         snapshot: &Snapshot,
     ) -> Status {
-        if nodes.is_empty() {
+        if nodes.is_empty()
+            || (!has_pod_affinity(pod) && snapshot.nodes_with_affinity_pods().next().is_none())
+        {
+            // No term of the pod's and no existing pod with terms: no score.
             return Status::skip();
         }
         let mut incoming = match PodInfo::new(Arc::new(pod.clone())) {
@@ -461,7 +476,12 @@ impl PreScorePlugin for InterPodAffinity {
         }
         let namespace_labels = snapshot.namespace_labels(pod_namespace(pod));
         let mut topology_score = ScoreMap::new();
-        for node in snapshot.nodes() {
+        let visited: Box<dyn Iterator<Item = &NodeInfo>> = if has_constraints {
+            Box::new(snapshot.nodes().iter())
+        } else {
+            Box::new(snapshot.nodes_with_affinity_pods())
+        };
+        for node in visited {
             let pods = if has_constraints {
                 &node.pods
             } else {

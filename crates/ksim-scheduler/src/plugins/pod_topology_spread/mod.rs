@@ -9,6 +9,7 @@
 mod common;
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use foldhash::fast::FixedState;
 
@@ -21,9 +22,9 @@ use common::{
 };
 
 use crate::framework::{
-    CycleState, FilterPlugin, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, PreFilterPlugin,
-    PreFilterResult, PreScorePlugin, ScorePlugin, Selector, Snapshot, Status, pod_labels,
-    pod_namespace,
+    CycleState, DomainCounts, FilterPlugin, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo,
+    PreFilterPlugin, PreFilterResult, PreScorePlugin, ScorePlugin, Selector, Snapshot, Status,
+    pod_labels, pod_namespace,
 };
 
 /// The plugin name.
@@ -39,9 +40,6 @@ const SCHEDULE_ANYWAY: &str = "ScheduleAnyway";
 const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 const PRE_FILTER_KEY: &str = "PreFilterPodTopologySpread";
 const PRE_SCORE_KEY: &str = "PreScorePodTopologySpread";
-
-/// Matching pods per domain value of one constraint.
-type DomainCounts = HashMap<String, i64, FixedState>;
 
 /// How default constraints are chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -140,7 +138,9 @@ impl PodTopologySpread {
 #[derive(Debug, Clone, Default)]
 struct PreFilterState {
     constraints: Vec<Constraint>,
-    tp_value_to_match_num: Vec<DomainCounts>,
+    /// Per constraint, matching pods per domain value (shared with the
+    /// snapshot's index until preemption changes them).
+    tp_value_to_match_num: Vec<Arc<DomainCounts>>,
     /// Per constraint, the smallest count over domains (i32::MAX when none).
     min_match: Vec<i64>,
     /// Per constraint, 1 when the incoming pod matches its own selector.
@@ -151,7 +151,7 @@ impl PreFilterState {
     fn new(
         pod: &Pod,
         constraints: Vec<Constraint>,
-        tp_value_to_match_num: Vec<DomainCounts>,
+        tp_value_to_match_num: Vec<Arc<DomainCounts>>,
     ) -> Self {
         let self_match = constraints
             .iter()
@@ -206,7 +206,9 @@ impl PreFilterState {
                 .get(&c.topology_key)
                 .cloned()
                 .unwrap_or_default();
-            *self.tp_value_to_match_num[i].entry(value).or_default() += delta;
+            *Arc::make_mut(&mut self.tp_value_to_match_num[i])
+                .entry(value)
+                .or_default() += delta;
             self.min_match[i] = self.compute_min(i);
         }
     }
@@ -230,6 +232,63 @@ impl Plugin for PodTopologySpread {
     }
 }
 
+/// Whether every node counts for every constraint, so that the snapshot's
+/// kept counts are the ones upstream's scan would find: every node carries
+/// every topology key, and no inclusion policy excludes a node (node
+/// affinity honoured only when the pod has a required one; taints when
+/// the policy says Honor).
+fn counts_from_index(
+    constraints: &[Constraint],
+    required: &RequiredNodeAffinity,
+    snapshot: &Snapshot,
+) -> bool {
+    constraints.iter().all(|c| {
+        snapshot.nodes_with_label(&c.topology_key) == snapshot.len()
+            && !c.honor_node_taints
+            && (!c.honor_node_affinity || required.is_empty())
+    })
+}
+
+/// Counts matching pods per domain by visiting every node (upstream
+/// `calPreFilterState`), for constraints the kept counts do not answer.
+fn count_per_domain(
+    pod: &Pod,
+    constraints: &[Constraint],
+    required: &RequiredNodeAffinity,
+    snapshot: &Snapshot,
+) -> Vec<Arc<DomainCounts>> {
+    let namespace = pod_namespace(pod);
+    // Counted with domain names borrowed from the snapshot; owned once at the end.
+    let mut borrowed: Vec<HashMap<&str, i64, FixedState>> =
+        vec![HashMap::default(); constraints.len()];
+    let mut values: Vec<&str> = Vec::with_capacity(constraints.len());
+    'nodes: for node in snapshot.nodes() {
+        let labels = node.labels();
+        values.clear();
+        for c in constraints {
+            match labels.get(&c.topology_key) {
+                Some(value) => values.push(value.as_str()),
+                None => continue 'nodes,
+            }
+        }
+        for (i, c) in constraints.iter().enumerate() {
+            if !c.matches_node_inclusion_policies(pod, node, required) {
+                continue;
+            }
+            let count = if node.pods.is_empty() {
+                0
+            } else {
+                count_pods_match_selector(&node.pods, &c.selector, namespace)
+            };
+            *borrowed[i].entry(values[i]).or_insert(0) += count;
+        }
+    }
+    borrowed
+        .into_iter()
+        .map(|m| Arc::new(m.into_iter().map(|(k, v)| (k.to_string(), v)).collect()))
+        .collect()
+}
+
 impl PreFilterPlugin for PodTopologySpread {
     fn pre_filter(
         &self,
@@ -246,35 +305,14 @@ impl PreFilterPlugin for PodTopologySpread {
         }
         let required = RequiredNodeAffinity::from_pod(pod);
         let namespace = pod_namespace(pod);
-        // Counted with domain names borrowed from the snapshot; owned once at the end.
-        let mut borrowed: Vec<HashMap<&str, i64, FixedState>> =
-            vec![HashMap::default(); constraints.len()];
-        let mut values: Vec<&str> = Vec::with_capacity(constraints.len());
-        'nodes: for node in snapshot.nodes() {
-            let labels = node.labels();
-            values.clear();
-            for c in &constraints {
-                match labels.get(&c.topology_key) {
-                    Some(value) => values.push(value.as_str()),
-                    None => continue 'nodes,
-                }
-            }
-            for (i, c) in constraints.iter().enumerate() {
-                if !c.matches_node_inclusion_policies(pod, node, &required) {
-                    continue;
-                }
-                let count = if node.pods.is_empty() {
-                    0
-                } else {
-                    count_pods_match_selector(&node.pods, &c.selector, namespace)
-                };
-                *borrowed[i].entry(values[i]).or_insert(0) += count;
-            }
-        }
-        let counts: Vec<DomainCounts> = borrowed
-            .into_iter()
-            .map(|m| m.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
-            .collect();
+        let counts = if counts_from_index(&constraints, &required, snapshot) {
+            constraints
+                .iter()
+                .map(|c| snapshot.domain_counts(namespace, &c.selector, &c.topology_key))
+                .collect()
+        } else {
+            count_per_domain(pod, &constraints, &required, snapshot)
+        };
         state.write(
             PRE_FILTER_KEY,
             PreFilterState::new(pod, constraints, counts),
@@ -415,23 +453,35 @@ impl PreScorePlugin for PodTopologySpread {
             .collect();
         let required = RequiredNodeAffinity::from_pod(pod);
         let namespace = pod_namespace(pod);
-        for node in snapshot.nodes() {
-            if require_all_topologies && !node_has_all_topology_keys(node, &constraints) {
-                continue;
-            }
+        if counts_from_index(&constraints, &required, snapshot) {
             for (i, c) in constraints.iter().enumerate() {
-                if !c.matches_node_inclusion_policies(pod, node, &required) {
+                if s.pod_counts[i].is_empty() {
                     continue;
                 }
-                let value = node
-                    .labels()
-                    .get(&c.topology_key)
-                    .map(String::as_str)
-                    .unwrap_or("");
-                let Some(count) = s.pod_counts[i].get_mut(value) else {
+                let kept = snapshot.domain_counts(namespace, &c.selector, &c.topology_key);
+                for (value, count) in s.pod_counts[i].iter_mut() {
+                    *count = kept.get(value).copied().unwrap_or(0);
+                }
+            }
+        } else {
+            for node in snapshot.nodes() {
+                if require_all_topologies && !node_has_all_topology_keys(node, &constraints) {
                     continue;
-                };
-                *count += count_pods_match_selector(&node.pods, &c.selector, namespace);
+                }
+                for (i, c) in constraints.iter().enumerate() {
+                    if !c.matches_node_inclusion_policies(pod, node, &required) {
+                        continue;
+                    }
+                    let value = node
+                        .labels()
+                        .get(&c.topology_key)
+                        .map(String::as_str)
+                        .unwrap_or("");
+                    let Some(count) = s.pod_counts[i].get_mut(value) else {
+                        continue;
+                    };
+                    *count += count_pods_match_selector(&node.pods, &c.selector, namespace);
+                }
             }
         }
         s.constraints = constraints;

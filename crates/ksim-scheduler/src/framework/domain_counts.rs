@@ -1,0 +1,329 @@
+//! Matching-pod counts per topology domain, kept in the [`super::Snapshot`]
+//! and updated as pods and nodes come and go, so that PodTopologySpread
+//! does not recount every node's pods each cycle (upstream recounts them in
+//! PreFilter and PreScore). One entry per (namespace, selector,
+//! topologyKey) asked for, built by one scan on first use; past
+//! [`MAX_ENTRIES`] the least recently used entry is dropped.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use foldhash::fast::FixedState;
+
+use super::node_info::NodeInfo;
+use super::pod_info::{PodInfo, Selector, pod_labels, pod_namespace};
+
+/// Matching pods per domain value (the value of a topology key on nodes).
+pub type DomainCounts = HashMap<String, i64, FixedState>;
+
+/// How many (namespace, selector, topologyKey) entries are kept.
+pub const MAX_ENTRIES: usize = 64;
+
+#[derive(Debug, Clone)]
+struct Entry {
+    namespace: String,
+    selector: Selector,
+    topology_key: String,
+    /// Nodes per domain value (domains without nodes are absent).
+    nodes: HashMap<String, usize, FixedState>,
+    /// Matching pods per domain value, for every domain with a node (zero
+    /// included). Shared with cycles; copied on write only while a cycle
+    /// still holds it.
+    counts: Arc<DomainCounts>,
+    last_used: u64,
+}
+
+impl Entry {
+    /// Whether `pod` counts: in the namespace, not terminating, selected
+    /// (an empty or nil selector counts none, as upstream).
+    fn counts_pod(&self, pod: &PodInfo) -> bool {
+        let pod = &pod.pod;
+        !self.selector.is_everything()
+            && pod.metadata.deletion_timestamp.is_none()
+            && pod_namespace(pod) == self.namespace
+            && self.selector.matches(pod_labels(pod))
+    }
+
+    fn add_pods(&mut self, value: &str, delta: i64) {
+        if let Some(count) = Arc::make_mut(&mut self.counts).get_mut(value) {
+            *count += delta;
+        }
+    }
+
+    fn pod_changed(&mut self, node: &NodeInfo, pod: &PodInfo, delta: i64) {
+        if !self.counts_pod(pod) {
+            return;
+        }
+        if let Some(value) = node.labels().get(&self.topology_key) {
+            self.add_pods(value, delta);
+        }
+    }
+
+    fn node_added(&mut self, node: &NodeInfo) {
+        let Some(value) = node.labels().get(&self.topology_key) else {
+            return;
+        };
+        *self.nodes.entry(value.clone()).or_default() += 1;
+        let matching = node.pods.iter().filter(|p| self.counts_pod(p)).count();
+        let counts = Arc::make_mut(&mut self.counts);
+        *counts.entry(value.clone()).or_default() += i64::try_from(matching).unwrap_or(i64::MAX);
+    }
+
+    fn node_removed(&mut self, node: &NodeInfo) {
+        let Some(value) = node.labels().get(&self.topology_key) else {
+            return;
+        };
+        let matching = node.pods.iter().filter(|p| self.counts_pod(p)).count();
+        self.add_pods(value, -i64::try_from(matching).unwrap_or(i64::MAX));
+        if let Some(nodes) = self.nodes.get_mut(value.as_str()) {
+            *nodes = nodes.saturating_sub(1);
+            if *nodes == 0 {
+                self.nodes.remove(value.as_str());
+                Arc::make_mut(&mut self.counts).remove(value.as_str());
+            }
+        }
+    }
+}
+
+/// The entries, updated by the snapshot's pod and node changes.
+#[derive(Debug, Clone, Default)]
+pub struct DomainCountIndex {
+    entries: Vec<Entry>,
+    tick: u64,
+}
+
+impl DomainCountIndex {
+    /// The counts for pods in `namespace` matched by `selector`, per value
+    /// of `topology_key` over `nodes` (every node with the key, pods
+    /// terminating aside). Builds the entry on first use.
+    pub fn counts(
+        &mut self,
+        namespace: &str,
+        selector: &Selector,
+        topology_key: &str,
+        nodes: &[NodeInfo],
+    ) -> Arc<DomainCounts> {
+        self.tick += 1;
+        let tick = self.tick;
+        if let Some(entry) = self.entries.iter_mut().find(|e| {
+            e.topology_key == topology_key && e.namespace == namespace && e.selector == *selector
+        }) {
+            entry.last_used = tick;
+            return entry.counts.clone();
+        }
+        let mut entry = Entry {
+            namespace: namespace.to_string(),
+            selector: selector.clone(),
+            topology_key: topology_key.to_string(),
+            nodes: HashMap::default(),
+            counts: Arc::new(DomainCounts::default()),
+            last_used: tick,
+        };
+        for node in nodes {
+            entry.node_added(node);
+        }
+        let counts = entry.counts.clone();
+        if self.entries.len() >= MAX_ENTRIES
+            && let Some(oldest) = self
+                .entries
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, e)| e.last_used)
+                .map(|(i, _)| i)
+        {
+            self.entries.swap_remove(oldest);
+        }
+        self.entries.push(entry);
+        counts
+    }
+
+    /// A pod was accounted on `node`.
+    pub fn pod_added(&mut self, node: &NodeInfo, pod: &PodInfo) {
+        for entry in &mut self.entries {
+            entry.pod_changed(node, pod, 1);
+        }
+    }
+
+    /// A pod was taken off `node`.
+    pub fn pod_removed(&mut self, node: &NodeInfo, pod: &PodInfo) {
+        for entry in &mut self.entries {
+            entry.pod_changed(node, pod, -1);
+        }
+    }
+
+    /// A node (with its pods) joined.
+    pub fn node_added(&mut self, node: &NodeInfo) {
+        for entry in &mut self.entries {
+            entry.node_added(node);
+        }
+    }
+
+    /// A node (with its pods) left.
+    pub fn node_removed(&mut self, node: &NodeInfo) {
+        for entry in &mut self.entries {
+            entry.node_removed(node);
+        }
+    }
+
+    /// The number of entries kept.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no entry is kept.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::framework::Snapshot;
+    use crate::testing::{node, pod, selector};
+
+    const ZONE: &str = "zone";
+
+    /// One change applied to the snapshot.
+    type Step = Box<dyn Fn(&mut Snapshot)>;
+
+    fn blue() -> Selector {
+        Selector::from_label_selector(Some(&selector(&[("color", "blue")]))).expect("selector")
+    }
+
+    /// What a fresh scan of the snapshot finds.
+    fn scanned(snapshot: &Snapshot, namespace: &str, key: &str) -> BTreeMap<String, i64> {
+        DomainCountIndex::default()
+            .counts(namespace, &blue(), key, snapshot.nodes())
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()
+    }
+
+    fn kept(snapshot: &Snapshot, namespace: &str, key: &str) -> BTreeMap<String, i64> {
+        snapshot
+            .domain_counts(namespace, &blue(), key)
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()
+    }
+
+    fn zoned(name: &str, zone: &str) -> k8s_openapi::api::core::v1::Node {
+        node(name).label(ZONE, zone).obj()
+    }
+
+    #[test]
+    fn kept_counts_follow_pod_and_node_changes() {
+        let mut snapshot = Snapshot::new(
+            [zoned("a1", "a"), zoned("a2", "a"), zoned("b1", "b")],
+            [pod("p0").label("color", "blue").node("a1").obj()],
+        );
+        // Built now, then only updated.
+        assert_eq!(
+            kept(&snapshot, "default", ZONE),
+            BTreeMap::from([("a".to_string(), 1), ("b".to_string(), 0)])
+        );
+        let mut terminating = pod("p2").label("color", "blue").node("b1").obj();
+        terminating.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now(),
+            ));
+        let steps: Vec<(&str, Step)> = vec![
+            (
+                "a matching pod bound",
+                Box::new(|s| {
+                    s.bind_pod(pod("p1").label("color", "blue").obj(), "b1");
+                }),
+            ),
+            (
+                "a pod of another namespace",
+                Box::new(|s| {
+                    s.bind_pod(
+                        pod("other").namespace("x").label("color", "blue").obj(),
+                        "b1",
+                    );
+                }),
+            ),
+            (
+                "a pod not selected",
+                Box::new(|s| {
+                    s.bind_pod(pod("red").label("color", "red").obj(), "a2");
+                }),
+            ),
+            (
+                "a pod relabelled into the selector",
+                Box::new(|s| {
+                    s.add_pod(pod("red").label("color", "blue").node("a2").obj());
+                }),
+            ),
+            (
+                "a terminating pod",
+                Box::new(move |s| {
+                    s.add_pod(terminating.clone());
+                }),
+            ),
+            (
+                "a pod deleted",
+                Box::new(|s| {
+                    s.remove_pod("default", "p0");
+                }),
+            ),
+            (
+                "a node moved to another zone",
+                Box::new(|s| s.upsert_node(zoned("a2", "c"))),
+            ),
+            (
+                "a node joined",
+                Box::new(|s| s.upsert_node(zoned("d1", "d"))),
+            ),
+            (
+                "a node lost its key",
+                Box::new(|s| s.upsert_node(node("d1").obj())),
+            ),
+            (
+                "a node removed with its pods",
+                Box::new(|s| {
+                    s.remove_node("b1");
+                }),
+            ),
+        ];
+        for (name, step) in steps {
+            step(&mut snapshot);
+            assert_eq!(
+                kept(&snapshot, "default", ZONE),
+                scanned(&snapshot, "default", ZONE),
+                "{name}"
+            );
+        }
+        assert_eq!(
+            kept(&snapshot, "default", ZONE),
+            BTreeMap::from([("a".to_string(), 0), ("c".to_string(), 1)])
+        );
+        assert_eq!(snapshot.nodes_with_label(ZONE), 2);
+    }
+
+    #[test]
+    fn least_recently_used_entries_are_dropped() {
+        let snapshot = Snapshot::new([zoned("a1", "a")], []);
+        let mut index = DomainCountIndex::default();
+        for i in 0..=MAX_ENTRIES {
+            index.counts(&format!("ns-{i}"), &blue(), ZONE, snapshot.nodes());
+        }
+        assert_eq!(index.len(), MAX_ENTRIES);
+    }
+
+    #[test]
+    fn empty_and_nil_selectors_count_no_pod() {
+        let snapshot = Snapshot::new(
+            [zoned("a1", "a")],
+            [pod("p").label("color", "blue").node("a1").obj()],
+        );
+        let everything = Selector::from_label_selector(Some(&selector(&[]))).expect("selector");
+        for selector in [everything, Selector::Nothing] {
+            let counts = snapshot.domain_counts("default", &selector, ZONE);
+            assert_eq!(counts.get("a"), Some(&0));
+        }
+    }
+}
