@@ -103,23 +103,10 @@ pub(crate) fn selector_matches(
     }
 }
 
-/// The `?labelSelector=` form of a structured selector.
+/// The `?labelSelector=` form of a structured selector. Callers have
+/// validated it with [`parse_selector`] first; an invalid one gives "".
 pub(crate) fn selector_query(selector: &LabelSelector) -> String {
-    let mut terms: Vec<String> = Vec::new();
-    for (key, value) in selector.match_labels.iter().flatten() {
-        terms.push(format!("{key}={value}"));
-    }
-    for expression in selector.match_expressions.iter().flatten() {
-        let values = expression.values.clone().unwrap_or_default().join(",");
-        let key = &expression.key;
-        terms.push(match expression.operator.as_str() {
-            "In" => format!("{key} in ({values})"),
-            "NotIn" => format!("{key} notin ({values})"),
-            "Exists" => key.clone(),
-            _ => format!("!{key}"),
-        });
-    }
-    terms.join(",")
+    ksim_core::selector::label_selector_string(selector).unwrap_or_default()
 }
 
 /// `intstr.GetScaledValueFromIntOrPercent`: an int as is, or a percentage of
@@ -211,23 +198,5 @@ mod tests {
         }
         assert!(scaled_value(&IntOrString::String("x".into()), 1, true).is_err());
         assert!(scaled_value(&IntOrString::String("a%".into()), 1, true).is_err());
-    }
-
-    #[test]
-    fn selector_query_renders_every_operator() {
-        let selector: LabelSelector = serde_json::from_value(serde_json::json!({
-            "matchLabels": {"app": "web"},
-            "matchExpressions": [
-                {"key": "tier", "operator": "In", "values": ["a", "b"]},
-                {"key": "env", "operator": "NotIn", "values": ["x"]},
-                {"key": "e", "operator": "Exists"},
-                {"key": "d", "operator": "DoesNotExist"}
-            ]
-        }))
-        .expect("selector");
-        assert_eq!(
-            selector_query(&selector),
-            "app=web,tier in (a,b),env notin (x),e,!d"
-        );
     }
 }

@@ -303,9 +303,10 @@ impl FieldSelector {
 /// `LabelSelectorAsSelector(selector).String()` prints it: one term per
 /// requirement (`key=value` for matchLabels, `key in (a,b)`, `key notin (a)`,
 /// `key`, `!key`), sorted by key, values sorted. It is what the scale
-/// subresource reports and what controllers send as `?labelSelector=`. An
-/// empty selector gives the empty string (everything).
-pub fn format_label_selector(selector: &LabelSelector) -> String {
+/// subresource and `kubectl get -o wide` show and what controllers send as
+/// `?labelSelector=`. An empty selector gives the empty string (everything);
+/// an invalid one (unknown operator, values where none belong) an error.
+pub fn label_selector_string(selector: &LabelSelector) -> Result<String, Error> {
     let mut terms: Vec<(&str, String)> = Vec::new();
     for (key, value) in selector.match_labels.iter().flatten() {
         terms.push((key, format!("{key}={value}")));
@@ -319,22 +320,26 @@ pub fn format_label_selector(selector: &LabelSelector) -> String {
             .map(String::as_str)
             .collect();
         values.sort_unstable();
-        let values = values.join(",");
-        let term = match expression.operator.as_str() {
-            "In" => format!("{key} in ({values})"),
-            "NotIn" => format!("{key} notin ({values})"),
-            "Exists" => key.to_string(),
-            "DoesNotExist" => format!("!{key}"),
-            _ => continue,
+        let term = match (expression.operator.as_str(), values.is_empty()) {
+            ("In", false) => format!("{key} in ({})", values.join(",")),
+            ("NotIn", false) => format!("{key} notin ({})", values.join(",")),
+            ("Exists", true) => key.to_string(),
+            ("DoesNotExist", true) => format!("!{key}"),
+            (operator, _) => {
+                return Err(Error::InvalidSelector(format!(
+                    "{operator:?} with {} values is not a valid label selector requirement (key {key:?})",
+                    values.len()
+                )));
+            }
         };
         terms.push((key, term));
     }
     terms.sort_by(|a, b| a.0.cmp(b.0));
-    terms
+    Ok(terms
         .into_iter()
         .map(|(_, term)| term)
         .collect::<Vec<_>>()
-        .join(",")
+        .join(","))
 }
 
 #[cfg(test)]
@@ -407,7 +412,7 @@ mod tests {
     }
 
     #[test]
-    fn format_label_selector_prints_sorted_terms_as_kube() {
+    fn label_selector_string_prints_sorted_terms_as_kube() {
         let selector: LabelSelector = serde_json::from_value(serde_json::json!({
             "matchLabels": {"tier": "web", "app": "nginx"},
             "matchExpressions": [
@@ -419,9 +424,17 @@ mod tests {
         }))
         .expect("a valid selector");
         assert_eq!(
-            format_label_selector(&selector),
-            "app=nginx,b,!canary,env notin (x),tier=web,zone in (a,b)"
+            label_selector_string(&selector).as_deref(),
+            Ok("app=nginx,b,!canary,env notin (x),tier=web,zone in (a,b)")
         );
-        assert_eq!(format_label_selector(&LabelSelector::default()), "");
+        assert_eq!(
+            label_selector_string(&LabelSelector::default()).as_deref(),
+            Ok("")
+        );
+        let invalid: LabelSelector = serde_json::from_value(serde_json::json!({
+            "matchExpressions": [{"key": "zone", "operator": "In"}]
+        }))
+        .expect("a well-formed selector");
+        assert!(label_selector_string(&invalid).is_err());
     }
 }

@@ -84,42 +84,8 @@ pub fn label_selector_string(selector: Option<&Value>) -> Option<String> {
     let Some(selector) = selector.filter(|s| !s.is_null()) else {
         return Some(String::new());
     };
-    let mut requirements: Vec<(String, String)> = Vec::new();
-    if let Some(labels) = selector.get("matchLabels").and_then(Value::as_object) {
-        for (key, value) in labels {
-            requirements.push((key.clone(), format!("{key}={}", value.as_str()?)));
-        }
-    }
-    for expression in selector
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-    {
-        let key = expression.get("key")?.as_str()?;
-        let mut values: Vec<&str> = expression
-            .get("values")
-            .and_then(Value::as_array)
-            .map(|vs| vs.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        values.sort_unstable();
-        let text = match expression.get("operator")?.as_str()? {
-            "In" if !values.is_empty() => format!("{key} in ({})", values.join(",")),
-            "NotIn" if !values.is_empty() => format!("{key} notin ({})", values.join(",")),
-            "Exists" if values.is_empty() => key.to_string(),
-            "DoesNotExist" if values.is_empty() => format!("!{key}"),
-            _ => return None,
-        };
-        requirements.push((key.to_string(), text));
-    }
-    requirements.sort_by(|a, b| a.0.cmp(&b.0));
-    Some(
-        requirements
-            .into_iter()
-            .map(|(_, text)| text)
-            .collect::<Vec<_>>()
-            .join(","),
-    )
+    let selector = serde_json::from_value(selector.clone()).ok()?;
+    ksim_core::selector::label_selector_string(&selector).ok()
 }
 
 /// `metav1.FormatLabelSelector`: `<none>` for an empty selector, `<error>`

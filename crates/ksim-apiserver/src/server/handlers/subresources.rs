@@ -15,7 +15,12 @@ impl ResourceRequest {
         let selector = object["status"]["selector"]
             .as_str()
             .map(str::to_string)
-            .unwrap_or_else(|| selector_string(&object["spec"]["selector"]));
+            .unwrap_or_else(|| {
+                serde_json::from_value(object["spec"]["selector"].clone())
+                    .ok()
+                    .and_then(|selector| ksim_core::selector::label_selector_string(&selector).ok())
+                    .unwrap_or_default()
+            });
         let metadata = &object["metadata"];
         Ok(json!({
             "kind": "Scale",
@@ -235,38 +240,6 @@ impl ResourceRequest {
     }
 }
 
-/// A `LabelSelector` as a string (`app=web,tier in (a,b)`), as the scale
-/// subresource reports it.
-pub(crate) fn selector_string(selector: &Value) -> String {
-    let mut terms = Vec::new();
-    if let Some(labels) = selector["matchLabels"].as_object() {
-        for (k, v) in labels {
-            terms.push(format!("{k}={}", v.as_str().unwrap_or_default()));
-        }
-    }
-    for expression in selector["matchExpressions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
-        let key = expression["key"].as_str().unwrap_or_default();
-        let values: Vec<&str> = expression["values"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        match expression["operator"].as_str().unwrap_or_default() {
-            "In" => terms.push(format!("{key} in ({})", values.join(","))),
-            "NotIn" => terms.push(format!("{key} notin ({})", values.join(","))),
-            "Exists" => terms.push(key.to_string()),
-            "DoesNotExist" => terms.push(format!("!{key}")),
-            _ => {}
-        }
-    }
-    terms.join(",")
-}
-
 /// `.spec.replicas` style path lookup.
 pub(crate) fn json_path_get<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
     path.trim_start_matches('.')
@@ -301,16 +274,5 @@ pub(crate) fn set_condition(object: &mut Value, condition: Value) {
             Some(existing) => *existing = condition,
             None => conditions.push(condition),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scale_selector_strings() {
-        let selector = json!({"matchLabels": {"app": "web"}, "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]}]});
-        assert_eq!(selector_string(&selector), "app=web,tier in (a,b)");
     }
 }
