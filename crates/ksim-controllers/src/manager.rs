@@ -16,6 +16,14 @@ pub enum ControllerName {
     GarbageCollector,
     /// `disruption`
     Disruption,
+    /// `statefulset`
+    StatefulSet,
+    /// `daemonset`
+    DaemonSet,
+    /// `job`
+    Job,
+    /// `namespace`
+    Namespace,
 }
 
 /// Every controller, in the order they start.
@@ -24,6 +32,10 @@ pub const ALL_CONTROLLERS: &[ControllerName] = &[
     ControllerName::Deployment,
     ControllerName::GarbageCollector,
     ControllerName::Disruption,
+    ControllerName::StatefulSet,
+    ControllerName::DaemonSet,
+    ControllerName::Job,
+    ControllerName::Namespace,
 ];
 
 impl ControllerName {
@@ -34,6 +46,10 @@ impl ControllerName {
             ControllerName::Deployment => "deployment",
             ControllerName::GarbageCollector => "garbagecollector",
             ControllerName::Disruption => "disruption",
+            ControllerName::StatefulSet => "statefulset",
+            ControllerName::DaemonSet => "daemonset",
+            ControllerName::Job => "job",
+            ControllerName::Namespace => "namespace",
         }
     }
 
@@ -105,6 +121,10 @@ pub async fn run_controllers(client: kube::Client, controllers: &[ControllerName
                 ControllerName::Deployment => crate::deployment::run(client).await,
                 ControllerName::GarbageCollector => crate::garbagecollector::run(client).await,
                 ControllerName::Disruption => crate::disruption::run(client).await,
+                ControllerName::StatefulSet => crate::statefulset::run(client).await,
+                ControllerName::DaemonSet => crate::daemonset::run(client).await,
+                ControllerName::Job => crate::job::run(client).await,
+                ControllerName::Namespace => crate::namespace::run(client).await,
             }
             controller
         });
@@ -130,7 +150,15 @@ mod tests {
             ("disruption,replicaset", vec![ReplicaSet, Disruption]),
             (
                 "*,-garbagecollector",
-                vec![ReplicaSet, Deployment, Disruption],
+                vec![
+                    ReplicaSet,
+                    Deployment,
+                    Disruption,
+                    StatefulSet,
+                    DaemonSet,
+                    Job,
+                    Namespace,
+                ],
             ),
             ("deployment, deployment", vec![Deployment]),
         ];
