@@ -8,6 +8,8 @@
 
 mod controller;
 mod placement;
+#[cfg(test)]
+mod tests;
 
 pub use controller::{TEMPLATE_GENERATION_LABEL, run};
 pub use placement::{NodeFit, daemon_pod_spec, node_fit, target_node};

@@ -8,6 +8,8 @@
 
 mod controller;
 mod progress;
+#[cfg(test)]
+mod tests;
 
 pub use controller::{COMPLETION_INDEX_ANNOTATION, run};
 pub use progress::{Counts, Verdict, format_indexes, judge};

@@ -6,6 +6,8 @@
 
 mod controller;
 mod status;
+#[cfg(test)]
+mod tests;
 
 pub use controller::{FINALIZER, run};
 pub use status::{ContentTotals, deletion_conditions};

@@ -139,7 +139,12 @@ async fn reconcile(cached: Arc<StatefulSet>, context: Arc<Context>) -> Result<Ac
         .into_iter()
         .filter(|r| controller_of(&r.metadata).is_some_and(|c| c.uid == owner.uid))
         .collect();
-    let collision_count = set.status.as_ref().and_then(|s| s.collision_count);
+    let collision_count = Some(
+        set.status
+            .as_ref()
+            .and_then(|s| s.collision_count)
+            .unwrap_or(0),
+    );
     let update_revision = format!("{name}-{}", compute_hash(&spec.template, collision_count));
     if !revisions
         .iter()
@@ -221,7 +226,6 @@ async fn reconcile(cached: Arc<StatefulSet>, context: Arc<Context>) -> Result<Ac
         }),
         current_revision: current_revision.clone(),
         update_revision: update_revision.clone(),
-        current_replicas: status.current_replicas.unwrap_or(0),
     };
 
     let mut failure = None;

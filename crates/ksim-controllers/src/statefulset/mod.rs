@@ -8,6 +8,10 @@
 
 mod controller;
 mod plan;
+#[cfg(test)]
+pub(crate) mod testing;
+#[cfg(test)]
+mod tests;
 
 pub use controller::{POD_INDEX_LABEL, POD_NAME_LABEL, REVISION_LABEL, run};
 pub use plan::{MemberPod, PodState, SetShape, Step, plan_steps};

@@ -46,8 +46,6 @@ pub struct SetShape {
     pub current_revision: String,
     /// The revision of the set's template.
     pub update_revision: String,
-    /// `status.currentReplicas` (pods still at the current revision).
-    pub current_replicas: i32,
 }
 
 /// One thing the sync does.
@@ -69,11 +67,9 @@ impl SetShape {
     /// (`newVersionedStatefulSetPod`).
     fn revision_for(&self, ordinal: i32) -> String {
         let index = ordinal - self.start;
-        let keep_current = match self.partition {
-            Some(partition) if partition > 0 => index < partition,
-            Some(_) => index < self.current_replicas,
-            None => false,
-        };
+        // The apiserver defaults the partition to 0, so upstream's
+        // `ord < currentReplicas` case for a missing partition never applies.
+        let keep_current = self.partition.is_some_and(|partition| index < partition);
         if keep_current && self.current_revision != self.update_revision {
             self.current_revision.clone()
         } else {
@@ -172,7 +168,6 @@ mod tests {
             partition: Some(0),
             current_revision: "web-1".into(),
             update_revision: "web-1".into(),
-            current_replicas: 0,
         }
     }
 
@@ -201,7 +196,6 @@ mod tests {
         use PodState::*;
         let rolled = SetShape {
             update_revision: "web-2".into(),
-            current_replicas: 3,
             ..shape(3, false)
         };
         let partitioned = SetShape {
