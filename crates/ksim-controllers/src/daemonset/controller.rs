@@ -169,7 +169,7 @@ async fn reconcile(cached: Arc<DaemonSet>, context: Arc<Context>) -> Result<Acti
         let (terminating, live): (Vec<&Pod>, Vec<&Pod>) = daemons
             .into_iter()
             .partition(|p| p.metadata.deletion_timestamp.is_some());
-        if fit.should_run || (fit.should_continue_running && !live.is_empty()) {
+        if fit.should_run {
             status.desired_number_scheduled += 1;
             let (failed, running): (Vec<&Pod>, Vec<&Pod>) =
                 live.into_iter().partition(|p| pod_phase(p) == "Failed");

@@ -79,3 +79,64 @@ async fn a_deleted_namespace_is_emptied_then_finalized() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resources_found_by_discovery_are_deleted_too() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{ApiResource, DynamicObject};
+    use kube::core::GroupVersionKind;
+
+    let cluster = Cluster::start(&[ControllerName::Namespace]);
+    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
+        }
+    }))
+    .expect("crd");
+    crds.create(&PostParams::default(), &crd)
+        .await
+        .expect("create crd");
+    let namespaces: Api<Namespace> = Api::all(cluster.client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "w"}})).expect("ns"),
+        )
+        .await
+        .expect("create namespace");
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1", "Widget"),
+        "widgets",
+    );
+    let widgets: Api<DynamicObject> = Api::namespaced_with(cluster.client.clone(), "w", &resource);
+    let widget: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "one"}
+    }))
+    .expect("widget");
+    eventually("the widget is created", || async {
+        widgets.create(&PostParams::default(), &widget).await.ok()
+    })
+    .await;
+    namespaces
+        .delete("w", &DeleteParams::default())
+        .await
+        .expect("delete namespace");
+    eventually("the namespace goes", || async {
+        namespaces.get_opt("w").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let left = Api::<DynamicObject>::all_with(cluster.client.clone(), &resource)
+        .list(&Default::default())
+        .await
+        .expect("list widgets");
+    assert!(
+        left.items.is_empty(),
+        "the custom resource went with its namespace"
+    );
+}
