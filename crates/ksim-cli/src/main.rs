@@ -206,6 +206,10 @@ enum BenchCommand {
     /// API server throughput: pod creates (in process and over HTTP), lists
     /// as JSON and Table, RSS holding the pods, watch fan-out.
     Api(commands::ApiBench),
+    /// A Deployment of 10,000 replicas on 1,000 nodes with the whole
+    /// cluster in process: create to all Ready, then a rolling update.
+    #[command(hide = true)]
+    Workloads(commands::WorkloadsBench),
     /// Every benchmark: startup, then api.
     All {
         /// How many times to start the server (startup).
@@ -336,5 +340,6 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Bench(BenchCommand::Startup { runs }) => commands::bench_startup(runs),
         Command::Bench(BenchCommand::Api(bench)) => commands::bench_api(&bench),
         Command::Bench(BenchCommand::All { runs, api }) => commands::bench_all(runs, &api),
+        Command::Bench(BenchCommand::Workloads(bench)) => commands::bench_workloads(&bench),
     }
 }

@@ -9,7 +9,12 @@ use ksim_testutils::TestCluster;
 
 #[test]
 fn terminating_namespace_waits_for_finalized_contents() {
-    let cluster = TestCluster::start_api_only(Path::new(env!("CARGO_BIN_EXE_ksim")));
+    // The namespace controller empties and finalizes deleted namespaces.
+    let cluster = TestCluster::start_with(
+        Path::new(env!("CARGO_BIN_EXE_ksim")),
+        "ksim",
+        &["--disable", "kubelet,scheduler"],
+    );
     cluster.kubectl(&["create", "namespace", "t"]).success();
     cluster
         .kubectl(&[

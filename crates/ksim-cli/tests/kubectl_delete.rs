@@ -119,7 +119,12 @@ fn wait_for_delete_of_a_missing_object_succeeds_at_once() {
 
 #[test]
 fn deleting_a_namespace_deletes_its_content() {
-    let cluster = cluster();
+    // The namespace controller empties and finalizes deleted namespaces.
+    let cluster = TestCluster::start_with(
+        Path::new(env!("CARGO_BIN_EXE_ksim")),
+        "ksim",
+        &["--disable", "kubelet,scheduler"],
+    );
     cluster
         .kubectl(&["create", "namespace", "doomed"])
         .success();

@@ -3,19 +3,24 @@
 //! Kubernetes API client (`kube::Client`), so the same code runs inside
 //! `ksim serve` (in-process client) and against any cluster (`ksim controllers`).
 //!
-//! Modules: [`replicaset`], [`deployment`], [`garbagecollector`],
-//! [`disruption`] (PodDisruptionBudget status), [`nodelifecycle`] (node health
-//! and taint-based eviction); [`manager`] starts a chosen set.
+//! Modules: [`replicaset`], [`deployment`], [`statefulset`], [`daemonset`],
+//! [`job`], [`garbagecollector`], [`namespace`], [`disruption`]
+//! (PodDisruptionBudget status), [`nodelifecycle`] (node health and
+//! taint-based eviction); [`manager`] starts a chosen set.
 
 mod common;
+pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
 mod error;
 mod events;
 pub mod garbagecollector;
+pub mod job;
 pub mod manager;
+pub mod namespace;
 pub mod nodelifecycle;
 pub mod replicaset;
+pub mod statefulset;
 
 pub use error::Error;
 pub use manager::{ALL_CONTROLLERS, ControllerName, parse_controllers, run_controllers};

@@ -16,6 +16,14 @@ pub enum ControllerName {
     GarbageCollector,
     /// `disruption`
     Disruption,
+    /// `statefulset`
+    StatefulSet,
+    /// `daemonset`
+    DaemonSet,
+    /// `job`
+    Job,
+    /// `namespace`
+    Namespace,
     /// `nodelifecycle`
     NodeLifecycle,
 }
@@ -26,6 +34,10 @@ pub const ALL_CONTROLLERS: &[ControllerName] = &[
     ControllerName::Deployment,
     ControllerName::GarbageCollector,
     ControllerName::Disruption,
+    ControllerName::StatefulSet,
+    ControllerName::DaemonSet,
+    ControllerName::Job,
+    ControllerName::Namespace,
     ControllerName::NodeLifecycle,
 ];
 
@@ -37,6 +49,10 @@ impl ControllerName {
             ControllerName::Deployment => "deployment",
             ControllerName::GarbageCollector => "garbagecollector",
             ControllerName::Disruption => "disruption",
+            ControllerName::StatefulSet => "statefulset",
+            ControllerName::DaemonSet => "daemonset",
+            ControllerName::Job => "job",
+            ControllerName::Namespace => "namespace",
             ControllerName::NodeLifecycle => "nodelifecycle",
         }
     }
@@ -109,6 +125,10 @@ pub async fn run_controllers(client: kube::Client, controllers: &[ControllerName
                 ControllerName::Deployment => crate::deployment::run(client).await,
                 ControllerName::GarbageCollector => crate::garbagecollector::run(client).await,
                 ControllerName::Disruption => crate::disruption::run(client).await,
+                ControllerName::StatefulSet => crate::statefulset::run(client).await,
+                ControllerName::DaemonSet => crate::daemonset::run(client).await,
+                ControllerName::Job => crate::job::run(client).await,
+                ControllerName::Namespace => crate::namespace::run(client).await,
                 ControllerName::NodeLifecycle => crate::nodelifecycle::run(client).await,
             }
             controller
@@ -135,7 +155,16 @@ mod tests {
             ("disruption,replicaset", vec![ReplicaSet, Disruption]),
             (
                 "*,-garbagecollector",
-                vec![ReplicaSet, Deployment, Disruption, NodeLifecycle],
+                vec![
+                    ReplicaSet,
+                    Deployment,
+                    Disruption,
+                    StatefulSet,
+                    DaemonSet,
+                    Job,
+                    Namespace,
+                    NodeLifecycle,
+                ],
             ),
             ("deployment, deployment", vec![Deployment]),
         ];

@@ -78,28 +78,15 @@ fn logarithmic_rank(t: Timestamp, now: Timestamp) -> i64 {
     }
 }
 
-/// Newer first, missing times first; in logarithmic buckets, ties broken by UID.
-fn compare_times(
-    a: Option<Timestamp>,
-    b: Option<Timestamp>,
-    a_pod: &Pod,
-    b_pod: &Pod,
-    now: Timestamp,
-) -> Ordering {
-    if a == b {
-        return Ordering::Equal;
-    }
-    match (a, b) {
+/// Newer first by logarithmic bucket, missing times first. A pure key
+/// comparison, so sorting with it is a total order (equal buckets tie).
+fn compare_times(a: Option<Timestamp>, b: Option<Timestamp>, now: Timestamp) -> Ordering {
+    let key = |t: Option<Timestamp>| t.map(|t| logarithmic_rank(t, now));
+    match (key(a), key(b)) {
+        (None, None) => Ordering::Equal,
         (None, _) => Ordering::Less,
         (_, None) => Ordering::Greater,
-        (Some(a), Some(b)) => {
-            let diff = logarithmic_rank(a, now) - logarithmic_rank(b, now);
-            if diff == 0 {
-                a_pod.metadata.uid.cmp(&b_pod.metadata.uid)
-            } else {
-                diff.cmp(&0)
-            }
-        }
+        (Some(a), Some(b)) => a.cmp(&b),
     }
 }
 
@@ -143,7 +130,7 @@ pub fn compare_for_deletion(
     }
     if a_ready.is_some() && b_ready.is_some() {
         let zero = |t: Timestamp| (t != Timestamp::UNIX_EPOCH).then_some(t);
-        let by_ready = compare_times(a_ready.and_then(zero), b_ready.and_then(zero), a, b, now);
+        let by_ready = compare_times(a_ready.and_then(zero), b_ready.and_then(zero), now);
         if by_ready != Ordering::Equal {
             return by_ready;
         }
@@ -153,7 +140,8 @@ pub fn compare_for_deletion(
         return by_restarts;
     }
     let created = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
-    compare_times(created(a), created(b), a, b, now)
+    // Same creation bucket: the lower UID first.
+    compare_times(created(a), created(b), now).then_with(|| a.metadata.uid.cmp(&b.metadata.uid))
 }
 
 #[cfg(test)]
@@ -267,5 +255,45 @@ mod tests {
             pod("b", "n1", "Running", None, OLD),
         ];
         assert_eq!(pods_to_delete(&pods, &pods, 1, now()).len(), 1);
+    }
+
+    #[test]
+    fn the_deletion_order_is_a_total_order() {
+        // Same-second creations and ready times in shared buckets used to
+        // make the order intransitive (and the sort panic).
+        let times = [
+            "2026-01-01T00:00:00Z",
+            "2026-01-01T00:00:01Z",
+            "2026-01-01T00:00:30Z",
+        ];
+        let mut pods = Vec::new();
+        for (i, created) in times.iter().enumerate() {
+            for (j, ready) in times.iter().enumerate() {
+                for uid in ["a", "b"] {
+                    let mut p = pod(
+                        &format!("p{i}{j}{uid}"),
+                        "n",
+                        "Running",
+                        Some(ready),
+                        created,
+                    );
+                    p.metadata.uid = Some(format!("{uid}{}", (i * 7 + j * 3) % 5));
+                    pods.push(p);
+                }
+            }
+        }
+        let now: Timestamp = "2026-01-01T00:01:00Z".parse().expect("time");
+        let cmp = |a: &Pod, b: &Pod| compare_for_deletion(a, 1, b, 1, now);
+        for a in &pods {
+            for b in &pods {
+                assert_eq!(cmp(a, b), cmp(b, a).reverse(), "antisymmetric");
+                for c in &pods {
+                    if cmp(a, b) != Ordering::Greater && cmp(b, c) != Ordering::Greater {
+                        assert_ne!(cmp(a, c), Ordering::Greater, "transitive");
+                    }
+                }
+            }
+        }
+        assert_eq!(pods_to_delete(&pods, &pods, 3, now).len(), 3);
     }
 }

@@ -1,5 +1,7 @@
 //! Deletes: graceful pod deletion, finalizers and propagation policies,
-//! deletecollection, and the cascades of namespaces and CRDs.
+//! deletecollection, and the cascade of CRDs. A deleted namespace stays
+//! Terminating with its `kubernetes` finalizer until the namespace controller
+//! has emptied it and calls `/finalize`.
 
 use super::*;
 
@@ -152,9 +154,6 @@ pub(crate) fn delete_object(
                 remove_custom_resources(state, &deleted.value);
                 state.reload_custom_resources();
             }
-            if resource.namespaced {
-                finish_namespace_if_empty(state, namespace);
-            }
             return Ok((StatusCode::OK, deleted));
         }
         if already_terminating && !is_namespace {
@@ -186,9 +185,6 @@ pub(crate) fn delete_object(
             .update(&collection, marked, Some(current.revision))
         {
             Ok(outcome) => {
-                if is_namespace && !already_terminating {
-                    schedule_namespace_cleanup(state, name);
-                }
                 let status = if matches!(outcome, UpdateOutcome::Deleted(_)) {
                     StatusCode::OK
                 } else {
@@ -233,104 +229,6 @@ pub(crate) fn pod_grace_period(resource: &ResourceInfo, pod: &Value, options: &V
         Some("Succeeded" | "Failed")
     );
     if !bound || finished { 0 } else { requested }
-}
-
-/// How long a deleted namespace stays Terminating with its contents before
-/// they are deleted: the namespace controller of a real cluster acts after
-/// the DELETE returns, so `kubectl delete -f` of a namespace and the objects
-/// in it finds those objects still there.
-const NAMESPACE_CLEANUP_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// Empties a terminating namespace after [`NAMESPACE_CLEANUP_DELAY`], then
-/// lets it go (at once when no async runtime runs, as in unit tests).
-fn schedule_namespace_cleanup(state: &Arc<State>, namespace: &str) {
-    let cleanup = {
-        let state = state.clone();
-        let namespace = namespace.to_string();
-        move || {
-            delete_namespace_contents(&state, &namespace);
-            finish_namespace_if_empty(&state, &namespace);
-        }
-    };
-    match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => {
-            runtime.spawn(async move {
-                tokio::time::sleep(NAMESPACE_CLEANUP_DELAY).await;
-                cleanup();
-            });
-        }
-        Err(_) => cleanup(),
-    }
-}
-
-/// Deletes every namespaced object in a terminating namespace (those with
-/// finalizers are only marked). Until the namespace controller runs as a
-/// client, the server does this itself.
-pub(crate) fn delete_namespace_contents(state: &Arc<State>, namespace: &str) {
-    let registry = state.registry();
-    let mut seen = std::collections::HashSet::new();
-    for resource in registry.resources().iter().filter(|r| r.namespaced) {
-        let collection = collection_of(resource);
-        if !seen.insert(collection.clone()) {
-            continue;
-        }
-        let page = state
-            .store
-            .list(&collection, Some(namespace), None, None, |_| true);
-        for object in page.items {
-            let options = json!({"gracePeriodSeconds": 0});
-            if let Err(error) = delete_object(state, resource, namespace, object.name(), &options)
-                && error.code != 404
-            {
-                tracing::warn!(%error, namespace, name = object.name(), "cannot delete namespace content");
-            }
-        }
-    }
-}
-
-/// Once nothing is left in a terminating namespace, removes the
-/// `kubernetes` finalizer from its `spec.finalizers` (what the namespace
-/// controller does through `/finalize`); the store then removes the
-/// namespace if no other finalizer holds it. Returns the deleted namespace.
-pub(crate) fn finish_namespace_if_empty(
-    state: &State,
-    namespace: &str,
-) -> Option<Arc<StoredObject>> {
-    let ns = state.store.get("/namespaces", "", namespace)?;
-    if !ns.value["metadata"]["deletionTimestamp"].is_string() {
-        return None;
-    }
-    let registry = state.registry();
-    let occupied = registry
-        .resources()
-        .iter()
-        .filter(|r| r.namespaced)
-        .any(|r| {
-            !state
-                .store
-                .list(&collection_of(r), Some(namespace), None, Some(1), |_| true)
-                .items
-                .is_empty()
-        });
-    if occupied {
-        return None;
-    }
-    let mut finalized = ns.value.clone();
-    let remaining: Vec<Value> = finalized["spec"]["finalizers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|f| f.as_str() != Some("kubernetes"))
-        .cloned()
-        .collect();
-    finalized["spec"]["finalizers"] = json!(remaining);
-    match state
-        .store
-        .update("/namespaces", finalized, Some(ns.revision))
-    {
-        Ok(UpdateOutcome::Deleted(gone)) => Some(gone),
-        _ => None,
-    }
 }
 
 /// Deletes every custom resource of a deleted CRD.

@@ -3,7 +3,7 @@
 //! (strategy, admission, optimistic write), with their side effects on
 //! CRDs and namespaces.
 
-use super::delete::{finish_namespace_if_empty, remove_custom_resources};
+use super::delete::remove_custom_resources;
 use super::*;
 
 impl ResourceRequest {
@@ -128,17 +128,6 @@ impl ResourceRequest {
                 remove_custom_resources(&self.state, &outcome.object().value);
             }
             self.state.reload_custom_resources();
-        }
-        if resource.group.is_empty()
-            && resource.plural == "namespaces"
-            && matches!(outcome, UpdateOutcome::Updated(_))
-        {
-            finish_namespace_if_empty(&self.state, self.name());
-        }
-        if resource.namespaced && matches!(outcome, UpdateOutcome::Deleted(_)) {
-            // The last finalizer of the last object of a terminating
-            // namespace lets the namespace go.
-            finish_namespace_if_empty(&self.state, self.namespace());
         }
     }
 }

@@ -1,14 +1,17 @@
 //! `ksim bench`: benchmarks of ksim itself that print figures against their
 //! targets. `startup` (time to /readyz, idle RSS), `api` (creates, lists,
-//! RSS holding many pods, watch fan-out) and `all` (both).
+//! RSS holding many pods, watch fan-out), `all` (both), and the hidden
+//! `workloads` (a large Deployment with the whole cluster in process).
 
 mod api;
 mod measure;
 mod server;
 mod startup;
+mod workloads;
 
 pub use api::{ApiBench, bench_api};
 pub use startup::bench_startup;
+pub use workloads::{WorkloadsBench, bench_workloads};
 
 /// Runs every benchmark: `startup` with `runs` starts, then `api`.
 pub fn bench_all(runs: usize, api: &ApiBench) -> anyhow::Result<()> {
