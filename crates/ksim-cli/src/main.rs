@@ -200,6 +200,9 @@ enum BenchCommand {
     /// API server throughput: pod creates (in process and over HTTP), lists
     /// as JSON and Table, RSS holding the pods, watch fan-out.
     Api(commands::ApiBench),
+    /// Kubelet simulator: nodes to Ready, idle CPU and RSS with leases,
+    /// pre-bound pods to Running and their deletion.
+    Kubelet(commands::KubeletBench),
     /// Every benchmark: startup, then api.
     All {
         /// How many times to start the server (startup).
@@ -315,6 +318,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         } => commands::run_controllers(kubeconfig.as_deref(), &controllers),
         Command::Bench(BenchCommand::Startup { runs }) => commands::bench_startup(runs),
         Command::Bench(BenchCommand::Api(bench)) => commands::bench_api(&bench),
+        Command::Bench(BenchCommand::Kubelet(bench)) => commands::bench_kubelet(&bench),
         Command::Bench(BenchCommand::All { runs, api }) => commands::bench_all(runs, &api),
     }
 }

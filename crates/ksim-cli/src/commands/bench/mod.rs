@@ -3,11 +3,13 @@
 //! RSS holding many pods, watch fan-out) and `all` (both).
 
 mod api;
+mod kubelet;
 mod measure;
 mod server;
 mod startup;
 
 pub use api::{ApiBench, bench_api};
+pub use kubelet::{KubeletBench, bench_kubelet};
 pub use startup::bench_startup;
 
 /// Runs every benchmark: `startup` with `runs` starts, then `api`.
