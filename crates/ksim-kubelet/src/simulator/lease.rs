@@ -19,6 +19,18 @@ pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
 const JITTER_FACTOR: f64 = 0.04;
 /// Retry delay after a failed renewal.
 const RETRY: Duration = Duration::from_secs(1);
+/// Renewals fall due on multiples of this tick (counted from the first renewal), so the
+/// leases due in one tick are renewed in one batch, not one timer wake-up each.
+const RENEW_TICK: Duration = Duration::from_millis(100);
+
+/// `delay` stretched (by less than one tick) so that it ends on a tick of a clock whose
+/// origin is `elapsed` ago.
+pub fn on_tick(delay: Duration, elapsed: Duration) -> Duration {
+    let tick = RENEW_TICK.as_nanos();
+    let end = (elapsed + delay).as_nanos().div_ceil(tick) * tick;
+    let stretched = end.saturating_sub(elapsed.as_nanos());
+    Duration::from_nanos(u64::try_from(stretched).unwrap_or(u64::MAX))
+}
 
 /// The renew interval of a lease of `duration_seconds`: a quarter of it, plus up to 4 %.
 pub fn renew_interval(duration_seconds: i32, rng: &mut impl Rng) -> Duration {
@@ -167,6 +179,8 @@ async fn renew_existing(
 
 /// Renews leases of managed nodes as they fall due, until the queue shuts down.
 pub async fn renew_leases(engine: Arc<Engine>) {
+    static ORIGIN: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
+    let origin = *ORIGIN.get_or_init(tokio::time::Instant::now);
     while let Some(name) = engine.leases.get().await {
         let uid = engine
             .network
@@ -178,9 +192,9 @@ pub async fn renew_leases(engine: Arc<Engine>) {
         let next = match uid {
             None => None,
             Some(uid) => match renew(&engine, &name, &uid).await {
-                Ok(()) => Some(renew_interval(
-                    engine.options.lease_duration_seconds,
-                    &mut rand::rng(),
+                Ok(()) => Some(on_tick(
+                    renew_interval(engine.options.lease_duration_seconds, &mut rand::rng()),
+                    origin.elapsed(),
                 )),
                 Err(error) => {
                     tracing::warn!(node = %name, %error, "lease not renewed; retrying");
@@ -213,6 +227,23 @@ mod tests {
             assert!(interval < Duration::from_millis(10_400), "{interval:?}");
         }
         assert!(renew_interval(0, &mut rng) >= Duration::from_millis(250));
+    }
+
+    #[test]
+    fn renewals_are_stretched_to_the_next_tick() {
+        let ms = Duration::from_millis;
+        let cases = [
+            (ms(10_000), ms(0), ms(10_000)),
+            (ms(10_000), ms(30), ms(10_070)),
+            (ms(10_250), ms(1_000), ms(10_300)),
+            (ms(10_001), ms(0), ms(10_100)),
+            (ms(0), ms(50), ms(50)),
+        ];
+        for (delay, elapsed, want) in cases {
+            let got = on_tick(delay, elapsed);
+            assert_eq!(got, want, "{delay:?} after {elapsed:?}");
+            assert!(got >= delay && got < delay + RENEW_TICK);
+        }
     }
 
     #[test]
