@@ -235,11 +235,21 @@ impl Tracker {
             let (present, met, changed) = (present.clone(), met.clone(), changed.clone());
             tokio::spawn(async move {
                 let mut seen = Seen::default();
+                // The objects of a (re-)list in progress: they replace `present` once it
+                // is complete (objects deleted while the watch was down are then gone).
+                let mut relisted: Option<HashSet<String>> = None;
                 let mut listed = Some(listed_tx);
                 let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()));
                 while let Some(event) = stream.next().await {
                     match event {
-                        Ok(watcher::Event::InitApply(object) | watcher::Event::Apply(object)) => {
+                        Ok(watcher::Event::InitApply(object)) => {
+                            let name = object.name();
+                            if condition(&object) {
+                                seen.met.insert(name.clone());
+                            }
+                            relisted.get_or_insert_with(HashSet::new).insert(name);
+                        }
+                        Ok(watcher::Event::Apply(object)) => {
                             let name = object.name();
                             if condition(&object) {
                                 seen.met.insert(name.clone());
@@ -250,11 +260,12 @@ impl Tracker {
                             seen.present.remove(&object.name());
                         }
                         Ok(watcher::Event::InitDone) => {
+                            seen.present = relisted.take().unwrap_or_default();
                             if let Some(tx) = listed.take() {
                                 let _ = tx.send(());
                             }
                         }
-                        Ok(watcher::Event::Init) => {}
+                        Ok(watcher::Event::Init) => relisted = Some(HashSet::new()),
                         Err(error) => tracing::warn!(%error, "benchmark watch failed; retrying"),
                     }
                     present.store(seen.present.len(), Ordering::Release);
