@@ -208,8 +208,10 @@ enum BenchCommand {
     Api(commands::ApiBench),
     /// A Deployment of 10,000 replicas on 1,000 nodes with the whole
     /// cluster in process: create to all Ready, then a rolling update.
-    #[command(hide = true)]
     Workloads(commands::WorkloadsBench),
+    /// Kubelet simulator: nodes to Ready, idle CPU and RSS with leases,
+    /// pre-bound pods to Running and their deletion.
+    Kubelet(commands::KubeletBench),
     /// Every benchmark: startup, then api.
     All {
         /// How many times to start the server (startup).
@@ -339,6 +341,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         } => commands::run_controllers(kubeconfig.as_deref(), &controllers),
         Command::Bench(BenchCommand::Startup { runs }) => commands::bench_startup(runs),
         Command::Bench(BenchCommand::Api(bench)) => commands::bench_api(&bench),
+        Command::Bench(BenchCommand::Kubelet(bench)) => commands::bench_kubelet(&bench),
         Command::Bench(BenchCommand::All { runs, api }) => commands::bench_all(runs, &api),
         Command::Bench(BenchCommand::Workloads(bench)) => commands::bench_workloads(&bench),
     }

@@ -100,6 +100,49 @@ fn scale_node_makes_ready_agent_nodes_and_scales_down_declaratively() {
     );
 }
 
+/// `spec.renewTime` of the lease of `node`.
+fn renew_time(cluster: &TestCluster, node: &str) -> String {
+    cluster
+        .kubectl(&[
+            "get",
+            "lease",
+            node,
+            "-n",
+            "kube-node-lease",
+            "-o",
+            "jsonpath={.spec.renewTime}",
+        ])
+        .success()
+        .stdout
+        .clone()
+}
+
+#[test]
+fn leases_of_deleted_nodes_go_and_are_not_recreated() {
+    let cluster = TestCluster::start(ksim_binary());
+    ksim_ok(&cluster, &["scale", "node", "--replicas", "3"]);
+    let lease_names = ["get", "leases", "-n", "kube-node-lease", "-o", "name"];
+    wait_for(&cluster, &lease_names, |out| out.lines().count() == 3);
+
+    ksim_ok(&cluster, &["scale", "node", "--replicas", "1"]);
+    // The garbage collector removes the leases of the deleted nodes (their owner).
+    wait_for(&cluster, &lease_names, |out| {
+        out == "lease.coordination.k8s.io/node-000000\n"
+    });
+    // A renewal round of the remaining node later, no lease came back.
+    let before = renew_time(&cluster, "node-000000");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while renew_time(&cluster, "node-000000") == before {
+        assert!(
+            Instant::now() < deadline,
+            "the lease of node-000000 is not renewed"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let leases = cluster.kubectl(&lease_names).success().stdout.clone();
+    assert_eq!(leases, "lease.coordination.k8s.io/node-000000\n");
+}
+
 #[test]
 fn scale_node_params_override_the_template() {
     let cluster = TestCluster::start(ksim_binary());

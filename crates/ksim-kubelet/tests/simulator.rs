@@ -199,6 +199,44 @@ async fn node_becomes_ready_and_its_lease_is_renewed() {
     .await;
 }
 
+/// Waits until `name`'s lease has been renewed `times` more times (each a new renewTime).
+async fn lease_renewals(leases: &Api<Lease>, name: &str, times: usize) {
+    let renew_time = || async { leases.get(name).await.ok().and_then(|l| l.spec?.renew_time) };
+    let mut last = eventually("lease exists", || async { renew_time().await }).await;
+    for _ in 0..times {
+        last = eventually("lease renewed", || async {
+            renew_time().await.filter(|t| *t != last)
+        })
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_nodes_lease_is_neither_renewed_nor_recreated() {
+    let cluster = start(None).await;
+    create_node(&cluster.client, "node-gone", "10.0.11.0/24", "10.128.0.21").await;
+    create_node(&cluster.client, "node-kept", "10.0.12.0/24", "10.128.0.22").await;
+    let leases = Api::<Lease>::namespaced(cluster.client.clone(), "kube-node-lease");
+    lease_renewals(&leases, "node-gone", 1).await;
+
+    let nodes = Api::<Node>::all(cluster.client.clone());
+    nodes
+        .delete("node-gone", &DeleteParams::default())
+        .await
+        .expect("node deleted");
+    // What the garbage collector does in a full cluster (the Lease is owned by the Node).
+    leases
+        .delete("node-gone", &DeleteParams::default())
+        .await
+        .expect("lease deleted");
+    // Several renewal rounds of the other node later, the lease is still gone.
+    lease_renewals(&leases, "node-kept", 3).await;
+    assert!(
+        leases.get_opt("node-gone").await.expect("get").is_none(),
+        "the lease of a deleted node was recreated"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bound_pod_runs_with_an_ip_from_its_nodes_cidr_and_is_removed_when_deleted() {
     let cluster = start(None).await;

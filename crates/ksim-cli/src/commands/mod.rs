@@ -16,7 +16,10 @@ mod scale;
 mod scheduler;
 mod serve;
 
-pub use bench::{ApiBench, WorkloadsBench, bench_all, bench_api, bench_startup, bench_workloads};
+pub use bench::{
+    ApiBench, KubeletBench, WorkloadsBench, bench_all, bench_api, bench_kubelet, bench_startup,
+    bench_workloads,
+};
 pub use controllers::run_controllers;
 pub use create::{CreateCluster, create_cluster};
 pub use delete::{DeleteCluster, delete_cluster};

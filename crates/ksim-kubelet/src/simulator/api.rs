@@ -84,20 +84,43 @@ pub async fn patch(
     body: &Value,
     impersonate: Option<&str>,
 ) -> Result<Value, kube::Error> {
-    let path = if patch_type == PatchType::Apply {
-        format!("{path}?fieldManager=ksim-kubelet&force=true")
-    } else {
-        path.to_owned()
-    };
     let request = build(
         "PATCH",
-        &path,
+        &patch_target(path, patch_type),
         patch_type.content_type(),
         body_bytes(body),
         impersonate,
     )
     .map_err(|e| kube::Error::Service(Box::new(e)))?;
     client.request::<Value>(request).await
+}
+
+/// Sends a patch to `path` and discards the server's answer (cheaper than [`patch`]
+/// when the patched object is not needed: it is never decoded).
+pub async fn patch_discarding(
+    client: &kube::Client,
+    path: &str,
+    patch_type: PatchType,
+    body: Vec<u8>,
+) -> Result<(), kube::Error> {
+    let request = build(
+        "PATCH",
+        &patch_target(path, patch_type),
+        patch_type.content_type(),
+        body,
+        None,
+    )
+    .map_err(|e| kube::Error::Service(Box::new(e)))?;
+    client.request_text(request).await.map(drop)
+}
+
+/// The URL of a patch of `path`: server-side apply names the simulator's field manager.
+fn patch_target(path: &str, patch_type: PatchType) -> String {
+    if patch_type == PatchType::Apply {
+        format!("{path}?fieldManager=ksim-kubelet&force=true")
+    } else {
+        path.to_owned()
+    }
 }
 
 /// Deletes the object at `path` at once (gracePeriodSeconds 0), only if its UID is still `uid`.

@@ -145,6 +145,9 @@ pub struct Engine {
     pods_by_node: Mutex<HashMap<String, HashSet<String>>>,
     /// Nodes due for a lease renewal.
     pub leases: WorkQueue<String>,
+    /// Nodes whose lease this simulator has created or renewed (a renewal of the
+    /// others starts by creating the lease).
+    pub(super) leases_held: Mutex<HashSet<String>>,
     events: std::sync::atomic::AtomicU64,
 }
 
@@ -178,6 +181,7 @@ impl Engine {
             network,
             pods_by_node: Mutex::new(HashMap::new()),
             leases: WorkQueue::new(),
+            leases_held: Mutex::new(HashSet::new()),
             events: std::sync::atomic::AtomicU64::new(0),
         }
     }
@@ -270,6 +274,7 @@ impl Engine {
             .remove(name);
         self.nodes.remove(name);
         self.leases.forget(&name.to_owned());
+        lock(&self.leases_held).remove(name);
     }
 
     /// A Pod was added or changed.
@@ -515,18 +520,29 @@ impl Engine {
                 Err(e) => Err(KubeletError::api(context("delete"), e)),
             };
         }
+        // The patched object is read back only when the next stage follows at once.
+        let read_back = stage.immediate_next_stage();
         for patch in action.status_patch.iter().chain(&action.patches) {
             let target = api::object_path(kind, key, patch.subresource.as_deref());
-            match api::patch(
-                client,
-                &target,
-                patch.patch_type,
-                &patch.data,
-                patch.impersonate.as_deref(),
-            )
-            .await
-            {
-                Ok(updated) => last = Some(updated),
+            let sent = if read_back || patch.impersonate.is_some() {
+                api::patch(
+                    client,
+                    &target,
+                    patch.patch_type,
+                    &patch.data,
+                    patch.impersonate.as_deref(),
+                )
+                .await
+                .map(Some)
+            } else {
+                let body = serde_json::to_vec(&patch.data).unwrap_or_default();
+                api::patch_discarding(client, &target, patch.patch_type, body)
+                    .await
+                    .map(|()| None)
+            };
+            match sent {
+                Ok(Some(updated)) => last = Some(updated),
+                Ok(None) => {}
                 Err(e) if api::is_not_found(&e) => return Ok(None),
                 Err(e) => return Err(KubeletError::api(context("patch"), e)),
             }

@@ -19,6 +19,18 @@ pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
 const JITTER_FACTOR: f64 = 0.04;
 /// Retry delay after a failed renewal.
 const RETRY: Duration = Duration::from_secs(1);
+/// Renewals fall due on multiples of this tick (counted from the first renewal), so the
+/// leases due in one tick are renewed in one batch, not one timer wake-up each.
+const RENEW_TICK: Duration = Duration::from_millis(100);
+
+/// `delay` stretched (by less than one tick) so that it ends on a tick of a clock whose
+/// origin is `elapsed` ago.
+pub fn on_tick(delay: Duration, elapsed: Duration) -> Duration {
+    let tick = RENEW_TICK.as_nanos();
+    let end = (elapsed + delay).as_nanos().div_ceil(tick) * tick;
+    let stretched = end.saturating_sub(elapsed.as_nanos());
+    Duration::from_nanos(u64::try_from(stretched).unwrap_or(u64::MAX))
+}
 
 /// The renew interval of a lease of `duration_seconds`: a quarter of it, plus up to 4 %.
 pub fn renew_interval(duration_seconds: i32, rng: &mut impl Rng) -> Duration {
@@ -58,29 +70,106 @@ fn micro_time(time: chrono::DateTime<chrono::Utc>) -> String {
     time.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 
-/// Renews (or creates) node `name`'s lease once.
+/// The merge patch that renews node `name`'s lease at `now`, as bytes (no JSON tree:
+/// this is the simulator's most frequent request).
+pub fn renew_patch(name: &str, duration_seconds: i32, now: &str) -> Vec<u8> {
+    let holder = serde_json::to_string(name).unwrap_or_else(|_| "\"\"".to_owned());
+    let now = serde_json::to_string(now).unwrap_or_else(|_| "\"\"".to_owned());
+    format!(
+        r#"{{"spec":{{"holderIdentity":{holder},"leaseDurationSeconds":{duration_seconds},"renewTime":{now}}}}}"#
+    )
+    .into_bytes()
+}
+
+/// Whether the simulator still manages node `name` with UID `uid`.
+fn still_managed(engine: &Engine, name: &str, uid: &str) -> bool {
+    engine
+        .network
+        .nodes
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(name)
+        .is_some_and(|facts| facts.uid == uid)
+}
+
+/// Whether node `name` with UID `uid` still exists on the server: the watch may not
+/// have told the simulator yet that it is gone (and its lease with it).
+async fn node_exists(engine: &Engine, name: &str, uid: &str) -> Result<bool, KubeletError> {
+    match api::get(&engine.client, &format!("/api/v1/nodes/{name}")).await {
+        Ok(node) => Ok(node.pointer("/metadata/uid").and_then(Value::as_str) == Some(uid)),
+        Err(e) if api::is_not_found(&e) => Ok(false),
+        Err(e) => Err(KubeletError::api(format!("get node {name}"), e)),
+    }
+}
+
+/// Renews (or creates) node `name`'s lease once. The first time, the lease is created
+/// (and renewed if it exists already). Later, a missing lease is created again only
+/// while the node is still managed and still exists with the same UID: the lease of a
+/// deleted node (removed by the garbage collector through its ownerReference) is never
+/// recreated.
 pub async fn renew(engine: &Engine, name: &str, uid: &str) -> Result<(), KubeletError> {
     let duration = engine.options.lease_duration_seconds;
     let now = micro_time(engine.options.clock.now());
-    let path = lease_path(name);
-    let body = json!({"spec": {
-        "holderIdentity": name,
-        "leaseDurationSeconds": duration,
-        "renewTime": now,
-    }});
-    match api::patch(&engine.client, &path, PatchType::Merge, &body, None).await {
-        Ok(_) => Ok(()),
+    let held = engine
+        .leases_held
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(name);
+    let renewed = if held {
+        renew_existing(engine, name, uid, duration, &now).await?
+    } else {
+        match create(engine, name, uid, duration, &now).await {
+            Ok(()) => true,
+            Err(e) if api::is_conflict(&e) => {
+                renew_existing(engine, name, uid, duration, &now).await?
+            }
+            Err(e) => return Err(KubeletError::api(format!("create lease of node {name}"), e)),
+        }
+    };
+    if renewed && engine.network.manages(name) {
+        engine
+            .leases_held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_owned());
+    }
+    Ok(())
+}
+
+async fn create(
+    engine: &Engine,
+    name: &str,
+    uid: &str,
+    duration: i32,
+    now: &str,
+) -> Result<(), kube::Error> {
+    let collection =
+        format!("/apis/coordination.k8s.io/v1/namespaces/{NODE_LEASE_NAMESPACE}/leases");
+    let body = new_lease(name, uid, duration, now);
+    api::create(&engine.client, &collection, &body)
+        .await
+        .map(drop)
+}
+
+/// Patches the lease's renewTime; on 404 creates it again if the node still exists.
+/// Whether the node holds its lease afterwards.
+async fn renew_existing(
+    engine: &Engine,
+    name: &str,
+    uid: &str,
+    duration: i32,
+    now: &str,
+) -> Result<bool, KubeletError> {
+    let body = renew_patch(name, duration, now);
+    match api::patch_discarding(&engine.client, &lease_path(name), PatchType::Merge, body).await {
+        Ok(()) => Ok(true),
         Err(e) if api::is_not_found(&e) => {
-            let collection =
-                format!("/apis/coordination.k8s.io/v1/namespaces/{NODE_LEASE_NAMESPACE}/leases");
-            match api::create(
-                &engine.client,
-                &collection,
-                &new_lease(name, uid, duration, &now),
-            )
-            .await
-            {
-                Ok(_) => Ok(()),
+            if !still_managed(engine, name, uid) || !node_exists(engine, name, uid).await? {
+                return Ok(false);
+            }
+            match create(engine, name, uid, duration, now).await {
+                Ok(()) => Ok(true),
+                Err(e) if api::is_conflict(&e) => Ok(true),
                 Err(e) => Err(KubeletError::api(format!("create lease of node {name}"), e)),
             }
         }
@@ -90,6 +179,8 @@ pub async fn renew(engine: &Engine, name: &str, uid: &str) -> Result<(), Kubelet
 
 /// Renews leases of managed nodes as they fall due, until the queue shuts down.
 pub async fn renew_leases(engine: Arc<Engine>) {
+    static ORIGIN: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
+    let origin = *ORIGIN.get_or_init(tokio::time::Instant::now);
     while let Some(name) = engine.leases.get().await {
         let uid = engine
             .network
@@ -101,9 +192,9 @@ pub async fn renew_leases(engine: Arc<Engine>) {
         let next = match uid {
             None => None,
             Some(uid) => match renew(&engine, &name, &uid).await {
-                Ok(()) => Some(renew_interval(
-                    engine.options.lease_duration_seconds,
-                    &mut rand::rng(),
+                Ok(()) => Some(on_tick(
+                    renew_interval(engine.options.lease_duration_seconds, &mut rand::rng()),
+                    origin.elapsed(),
                 )),
                 Err(error) => {
                     tracing::warn!(node = %name, %error, "lease not renewed; retrying");
@@ -112,6 +203,7 @@ pub async fn renew_leases(engine: Arc<Engine>) {
             },
         };
         engine.leases.done(&name);
+        // A node deleted meanwhile is forgotten: its lease is renewed no more.
         if let Some(next) = next
             && engine.network.manages(&name)
         {
@@ -135,6 +227,38 @@ mod tests {
             assert!(interval < Duration::from_millis(10_400), "{interval:?}");
         }
         assert!(renew_interval(0, &mut rng) >= Duration::from_millis(250));
+    }
+
+    #[test]
+    fn renewals_are_stretched_to_the_next_tick() {
+        let ms = Duration::from_millis;
+        let cases = [
+            (ms(10_000), ms(0), ms(10_000)),
+            (ms(10_000), ms(30), ms(10_070)),
+            (ms(10_250), ms(1_000), ms(10_300)),
+            (ms(10_001), ms(0), ms(10_100)),
+            (ms(0), ms(50), ms(50)),
+        ];
+        for (delay, elapsed, want) in cases {
+            let got = on_tick(delay, elapsed);
+            assert_eq!(got, want, "{delay:?} after {elapsed:?}");
+            assert!(got >= delay && got < delay + RENEW_TICK);
+        }
+    }
+
+    #[test]
+    fn renew_patch_sets_holder_duration_and_time() {
+        let patch: Value =
+            serde_json::from_slice(&renew_patch("n\"1", 40, "2024-01-02T03:04:05.000000Z"))
+                .expect("valid JSON");
+        assert_eq!(
+            patch,
+            json!({"spec": {
+                "holderIdentity": "n\"1",
+                "leaseDurationSeconds": 40,
+                "renewTime": "2024-01-02T03:04:05.000000Z",
+            }})
+        );
     }
 
     #[test]

@@ -2,13 +2,17 @@
 //! change re-evaluates every object), Nodes and Pods (each event re-evaluates
 //! that object). Re-lists drop objects that vanished meanwhile.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
 use ksim_runtime::informer::{Change, changes};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::Resource;
+use kube::api::{Api, ApiResource, GroupVersionKind};
+use kube::core::{DynamicResourceScope, ObjectMeta};
 use kube::runtime::watcher;
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::api::SimulatedKind;
@@ -20,13 +24,67 @@ fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
 }
 
-fn to_json(object: &DynamicObject) -> Option<Value> {
-    match serde_json::to_value(object) {
-        Ok(value) => Some(value),
-        Err(error) => {
-            tracing::warn!(%error, "object not encodable");
-            None
-        }
+/// A watched object kept as the JSON tree the engine works on, decoded once
+/// straight from the event (no typed round trip); `metadata` holds just what the
+/// watcher and the informer read (name, namespace, resourceVersion, uid).
+#[derive(Clone, Debug)]
+pub struct RawObject {
+    metadata: ObjectMeta,
+    /// The whole object.
+    pub value: Value,
+}
+
+impl RawObject {
+    /// Wraps a JSON object.
+    pub fn new(value: Value) -> Self {
+        let text = |field: &str| {
+            value
+                .get("metadata")
+                .and_then(|m| m.get(field))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let metadata = ObjectMeta {
+            name: text("name"),
+            namespace: text("namespace"),
+            resource_version: text("resourceVersion"),
+            uid: text("uid"),
+            ..ObjectMeta::default()
+        };
+        Self { metadata, value }
+    }
+}
+
+impl<'de> Deserialize<'de> for RawObject {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Value::deserialize(deserializer).map(Self::new)
+    }
+}
+
+impl Resource for RawObject {
+    type DynamicType = ApiResource;
+    type Scope = DynamicResourceScope;
+
+    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+        Cow::Borrowed(&dt.kind)
+    }
+    fn group(dt: &ApiResource) -> Cow<'_, str> {
+        Cow::Borrowed(&dt.group)
+    }
+    fn version(dt: &ApiResource) -> Cow<'_, str> {
+        Cow::Borrowed(&dt.version)
+    }
+    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
+        Cow::Borrowed(&dt.api_version)
+    }
+    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+        Cow::Borrowed(&dt.plural)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
     }
 }
 
@@ -36,25 +94,19 @@ pub async fn watch_objects(engine: Arc<Engine>, kind: SimulatedKind) -> Result<(
         SimulatedKind::Node => resource("", "v1", "Node", "nodes"),
         SimulatedKind::Pod => resource("", "v1", "Pod", "pods"),
     };
-    let api: Api<DynamicObject> = Api::all_with(engine.client.clone(), &resource);
+    let api: Api<RawObject> = Api::all_with(engine.client.clone(), &resource);
     let mut stream = std::pin::pin!(changes(api, watcher::Config::default()));
     while let Some(change) = stream.next().await {
         match change {
-            Change::Listed(object) | Change::Applied(object) => {
-                if let Some(object) = to_json(&object) {
-                    match kind {
-                        SimulatedKind::Node => engine.node_applied(object),
-                        SimulatedKind::Pod => engine.pod_applied(object),
-                    }
-                }
-            }
+            Change::Listed(object) | Change::Applied(object) => match kind {
+                SimulatedKind::Node => engine.node_applied(object.value),
+                SimulatedKind::Pod => engine.pod_applied(object.value),
+            },
             Change::Deleted(object) => {
-                if let Some(object) = to_json(&object) {
-                    let key = object_key(kind, &object);
-                    match kind {
-                        SimulatedKind::Node => engine.node_deleted(&key),
-                        SimulatedKind::Pod => engine.pod_deleted(&key),
-                    }
+                let key = object_key(kind, &object.value);
+                match kind {
+                    SimulatedKind::Node => engine.node_deleted(&key),
+                    SimulatedKind::Pod => engine.pod_deleted(&key),
                 }
             }
             Change::Synced(present) => engine.retain(kind, &present),
@@ -63,9 +115,8 @@ pub async fn watch_objects(engine: Arc<Engine>, kind: SimulatedKind) -> Result<(
     Ok(())
 }
 
-fn decode_stage(object: &DynamicObject) -> Option<Stage> {
-    let value = to_json(object)?;
-    match serde_json::from_value::<Stage>(value) {
+fn decode_stage(object: &RawObject) -> Option<Stage> {
+    match Stage::deserialize(&object.value) {
         Ok(stage) => Some(stage),
         Err(error) => {
             tracing::warn!(
@@ -82,7 +133,7 @@ fn decode_stage(object: &DynamicObject) -> Option<Stage> {
 /// a (re-)list are published once the list is complete.
 pub async fn watch_stages(engine: Arc<Engine>) -> Result<(), KubeletError> {
     let resource = resource("kwok.x-k8s.io", "v1alpha1", "Stage", "stages");
-    let api: Api<DynamicObject> = Api::all_with(engine.client.clone(), &resource);
+    let api: Api<RawObject> = Api::all_with(engine.client.clone(), &resource);
     let mut stream = std::pin::pin!(changes(api, watcher::Config::default()));
     let mut stages: HashMap<String, Stage> = HashMap::new();
     let publish = |stages: &HashMap<String, Stage>| {
@@ -116,4 +167,26 @@ pub async fn watch_stages(engine: Arc<Engine>) -> Result<(), KubeletError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn raw_objects_keep_the_whole_object_and_its_identity() {
+        let value = json!({
+            "metadata": {"name": "p", "namespace": "ns", "resourceVersion": "7", "uid": "u"},
+            "status": {"phase": "Running"},
+        });
+        let object: RawObject = serde_json::from_value(value.clone()).expect("decodes");
+        assert_eq!(object.value, value);
+        assert_eq!(object.meta().name.as_deref(), Some("p"));
+        assert_eq!(object.meta().namespace.as_deref(), Some("ns"));
+        assert_eq!(object.meta().resource_version.as_deref(), Some("7"));
+        assert_eq!(object.meta().uid.as_deref(), Some("u"));
+        let bare: RawObject = serde_json::from_value(json!({})).expect("decodes");
+        assert!(bare.meta().name.is_none());
+    }
 }

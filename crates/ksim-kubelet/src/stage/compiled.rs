@@ -16,7 +16,7 @@ use crate::error::KubeletError;
 #[derive(Clone, Debug)]
 pub struct ObjectSnapshot<'a> {
     object: &'a serde_json::Value,
-    input: JqInput,
+    input: JqInput<'a>,
 }
 
 impl<'a> ObjectSnapshot<'a> {

@@ -1,5 +1,8 @@
-//! jq queries over objects (jaq): compiled once per Stage, run on an object converted once per event.
+//! jq queries over objects (jaq): compiled once per Stage, run on an object converted once
+//! per event, and only when an expression is not one the fast path ([`super::path`]) runs
+//! straight on the JSON.
 
+use std::cell::OnceCell;
 use std::fmt;
 use std::sync::Arc;
 
@@ -8,6 +11,7 @@ use jaq_core::{Compiler, Ctx, Vars, data};
 use jaq_json::Val;
 use serde::Deserialize;
 
+use super::path::{FastOutput, FastPath};
 use crate::error::KubeletError;
 
 type JqFilter = jaq_core::Filter<data::JustLut<Val>>;
@@ -17,6 +21,7 @@ type JqFilter = jaq_core::Filter<data::JustLut<Val>>;
 pub struct JqQuery {
     source: String,
     filter: Arc<JqFilter>,
+    fast: Option<FastPath>,
 }
 
 impl fmt::Debug for JqQuery {
@@ -25,15 +30,27 @@ impl fmt::Debug for JqQuery {
     }
 }
 
-/// An object converted to jaq's value type, shared by every query of one event.
+/// An object as queries see it, shared by every query of one event: the JSON, and
+/// its conversion to jaq's value type, made once and only if a query needs it.
 #[derive(Clone, Debug)]
-pub struct JqInput(Val);
+pub struct JqInput<'a> {
+    object: &'a serde_json::Value,
+    converted: OnceCell<Val>,
+}
 
-impl JqInput {
-    /// Converts a JSON object once.
-    pub fn new(object: &serde_json::Value) -> Self {
+impl<'a> JqInput<'a> {
+    /// The input of queries about `object`.
+    pub fn new(object: &'a serde_json::Value) -> Self {
+        Self {
+            object,
+            converted: OnceCell::new(),
+        }
+    }
+
+    fn val(&self) -> &Val {
         // serde_json::Value always deserializes into a JSON value.
-        Self(Val::deserialize(object).unwrap_or(Val::Null))
+        self.converted
+            .get_or_init(|| Val::deserialize(self.object).unwrap_or(Val::Null))
     }
 }
 
@@ -79,6 +96,7 @@ impl JqQuery {
         Ok(Self {
             source: source.to_owned(),
             filter: Arc::new(filter),
+            fast: FastPath::parse(source),
         })
     }
 
@@ -89,10 +107,21 @@ impl JqQuery {
 
     /// Runs the query. As in KWOK, `null` outputs are skipped and an error
     /// anywhere makes the whole result empty.
-    pub fn execute(&self, input: &JqInput) -> Vec<JqOutput> {
+    pub fn execute(&self, input: &JqInput<'_>) -> Vec<JqOutput> {
+        if let Some(out) = self
+            .fast
+            .as_ref()
+            .and_then(|fast| run_fast(fast, input.object))
+        {
+            return out;
+        }
+        self.execute_with_jaq(input)
+    }
+
+    fn execute_with_jaq(&self, input: &JqInput<'_>) -> Vec<JqOutput> {
         let ctx = Ctx::<data::JustLut<Val>>::new(&self.filter.lut, Vars::new([]));
         let mut out = Vec::new();
-        for item in self.filter.id.run((ctx, input.0.clone())) {
+        for item in self.filter.id.run((ctx, input.val().clone())) {
             match jaq_core::unwrap_valr(item) {
                 Ok(Val::Null) => {}
                 Ok(Val::Bool(b)) => out.push(JqOutput::Bool(b)),
@@ -106,6 +135,28 @@ impl JqQuery {
         }
         out
     }
+}
+
+/// The fast path's outputs, or `None` when only jaq gives the exact answer (numbers,
+/// which jaq prints its own way).
+fn run_fast(fast: &FastPath, object: &serde_json::Value) -> Option<Vec<JqOutput>> {
+    let values = match fast.run(object) {
+        FastOutput::Error => return Some(Vec::new()),
+        FastOutput::Values(values) => values,
+    };
+    let mut out = Vec::with_capacity(values.len());
+    for value in values {
+        match value {
+            serde_json::Value::Null => {}
+            serde_json::Value::Bool(b) => out.push(JqOutput::Bool(*b)),
+            serde_json::Value::String(s) => out.push(JqOutput::String(s.clone())),
+            serde_json::Value::Array(_) | serde_json::Value::Object(_) => {
+                out.push(JqOutput::Composite)
+            }
+            serde_json::Value::Number(_) => return None,
+        }
+    }
+    Some(out)
 }
 
 #[cfg(test)]
@@ -144,6 +195,51 @@ mod tests {
         ];
         for (expr, want) in cases {
             assert_eq!(&run(expr, node.clone()), want, "{expr}");
+        }
+    }
+
+    #[test]
+    fn fast_path_agrees_with_jaq() {
+        let objects = [
+            json!({"status": {"phase": "Running", "conditions": [
+                {"type": "Ready", "status": "True"},
+                {"type": "Ready", "status": "False"},
+                {"type": "Initialized", "status": true},
+                "not an object",
+            ]}, "metadata": {"labels": {"a.b/c": "x"}, "ownerReferences": [{"kind": "Job"}, {}],
+                "finalizers": ["f"], "deletionTimestamp": "2024-01-01T00:00:00Z"}}),
+            json!({"status": {"conditions": null, "phase": 3}, "metadata": {"labels": "s"}}),
+            json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
+            json!({"status": {"conditions": {"x": {"type": "Ready", "status": "True"}}}}),
+            json!({"status": "flat", "metadata": null}),
+            json!({"status": {"conditions": [{"type": 1}], "n": 1.5}}),
+            json!(null),
+            json!([1, "a"]),
+        ];
+        let expressions = [
+            ".status.phase",
+            ".metadata.deletionTimestamp",
+            ".metadata.finalizers",
+            r#".metadata.labels["a.b/c"]"#,
+            ".metadata.ownerReferences.[].kind",
+            r#".status.conditions.[] | select( .type == "Ready" ) | .status"#,
+            r#".status.conditions.[] | select( .type == "Initialized" ) | .status"#,
+            ".status.conditions[]",
+            ".status.n",
+            ".[]",
+            ".",
+        ];
+        for expression in expressions {
+            let query = JqQuery::compile(expression).expect("compiles");
+            assert!(query.fast.is_some(), "{expression} takes the fast path");
+            for object in &objects {
+                let input = JqInput::new(object);
+                assert_eq!(
+                    query.execute(&input),
+                    query.execute_with_jaq(&input),
+                    "{expression} on {object}"
+                );
+            }
         }
     }
 

@@ -4,6 +4,7 @@ mod compiled;
 mod duration;
 mod jq;
 mod next;
+mod path;
 mod types;
 
 pub use compiled::{

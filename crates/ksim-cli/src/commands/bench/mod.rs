@@ -4,12 +4,14 @@
 //! `workloads` (a large Deployment with the whole cluster in process).
 
 mod api;
+mod kubelet;
 mod measure;
 mod server;
 mod startup;
 mod workloads;
 
 pub use api::{ApiBench, bench_api};
+pub use kubelet::{KubeletBench, bench_kubelet};
 pub use startup::bench_startup;
 pub use workloads::{WorkloadsBench, bench_workloads};
 
