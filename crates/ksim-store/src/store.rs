@@ -124,11 +124,15 @@ struct Collection {
 }
 
 impl Collection {
+    /// A collection first touched at `revision`. Nothing ever happened in it
+    /// before, so a watch may resume from any earlier revision: a client
+    /// that listed it (empty) at revision 5 and watches from 5 after other
+    /// collections moved the store on must not get 410 Expired.
     fn new(revision: u64) -> Self {
         Collection {
             objects: BTreeMap::new(),
             history: VecDeque::new(),
-            oldest_resumable: revision,
+            oldest_resumable: 0,
             changes: watch::Sender::new(revision),
         }
     }
@@ -506,6 +510,21 @@ mod tests {
             store.create("/pods", pod("a")).err(),
             Some(StoreError::AlreadyExists)
         );
+    }
+
+    #[test]
+    fn watch_of_an_untouched_collection_resumes_from_an_older_revision() {
+        let store = Store::default();
+        let listed_at = store.revision();
+        store
+            .create("/configmaps", pod("other"))
+            .expect("create elsewhere");
+        let mut cursor = store
+            .watch("/pods", Some(listed_at))
+            .expect("nothing happened in /pods since it was listed");
+        store.create("/pods", pod("a")).expect("create a");
+        let events = store.next_events(&mut cursor).expect("events");
+        assert_eq!(events.len(), 1);
     }
 
     #[test]
