@@ -200,6 +200,10 @@ enum BenchCommand {
     /// API server throughput: pod creates (in process and over HTTP), lists
     /// as JSON and Table, RSS holding the pods, watch fan-out.
     Api(commands::ApiBench),
+    /// Draining nodes one after another under a PodDisruptionBudget, in an
+    /// in-process cluster: evictions per second and 429s seen.
+    #[command(hide = true)]
+    Drain(commands::DrainBench),
     /// Every benchmark: startup, then api.
     All {
         /// How many times to start the server (startup).
@@ -315,6 +319,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         } => commands::run_controllers(kubeconfig.as_deref(), &controllers),
         Command::Bench(BenchCommand::Startup { runs }) => commands::bench_startup(runs),
         Command::Bench(BenchCommand::Api(bench)) => commands::bench_api(&bench),
+        Command::Bench(BenchCommand::Drain(bench)) => commands::bench_drain(&bench),
         Command::Bench(BenchCommand::All { runs, api }) => commands::bench_all(runs, &api),
     }
 }

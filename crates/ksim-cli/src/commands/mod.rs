@@ -15,7 +15,7 @@ mod scale;
 mod scheduler;
 mod serve;
 
-pub use bench::{ApiBench, bench_all, bench_api, bench_startup};
+pub use bench::{ApiBench, DrainBench, bench_all, bench_api, bench_drain, bench_startup};
 pub use controllers::run_controllers;
 pub use create::{CreateCluster, create_cluster};
 pub use delete::{DeleteCluster, delete_cluster};
