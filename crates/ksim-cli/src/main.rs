@@ -212,6 +212,9 @@ enum BenchCommand {
     /// Kubelet simulator: nodes to Ready, idle CPU and RSS with leases,
     /// pre-bound pods to Running and their deletion.
     Kubelet(commands::KubeletBench),
+    /// Draining nodes one after another under a PodDisruptionBudget, in an
+    /// in-process cluster: evictions per second and 429s seen.
+    Drain(commands::DrainBench),
     /// Every benchmark: startup, then api.
     All {
         /// How many times to start the server (startup).
@@ -342,6 +345,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Bench(BenchCommand::Startup { runs }) => commands::bench_startup(runs),
         Command::Bench(BenchCommand::Api(bench)) => commands::bench_api(&bench),
         Command::Bench(BenchCommand::Kubelet(bench)) => commands::bench_kubelet(&bench),
+        Command::Bench(BenchCommand::Drain(bench)) => commands::bench_drain(&bench),
         Command::Bench(BenchCommand::All { runs, api }) => commands::bench_all(runs, &api),
         Command::Bench(BenchCommand::Workloads(bench)) => commands::bench_workloads(&bench),
     }

@@ -3,8 +3,8 @@
 //! kube's refusal and fails at --timeout; uncordon; scale; rollout status), a
 //! drain that completes because the pods have room elsewhere, and drain's
 //! flags (--pod-selector, --force, --delete-emptydir-data, --ignore-daemonsets),
-//! plus `kubectl cordon/uncordon`. (--disable-eviction is not covered: kubectl
-//! sends its DeleteOptions as protobuf, which the DELETE handler does not read yet.)
+//! plus `kubectl cordon/uncordon`; `--disable-eviction` is pinned in
+//! kubectl_regressions.rs.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -136,7 +136,10 @@ spec:
 
 #[test]
 fn drain_blocked_by_a_95_percent_budget_then_uncordon_and_scale() {
-    let cluster = cluster_with_nodes(3);
+    // The walk-through: `ksim scale node --replicas 10`.
+    let cluster = cluster_with_nodes(10);
+    let nodes = table_rows(cluster.kubectl(&["get", "nodes"]).success());
+    assert_eq!(nodes.len(), 10, "{nodes:?}");
     cluster
         .kubectl_stdin(
             &["apply", "-f", "-"],
@@ -208,6 +211,14 @@ fn drain_blocked_by_a_95_percent_budget_then_uncordon_and_scale() {
     assert!(
         pods.iter().all(|(_, node, _)| node == "node-000000"),
         "{pods:?}"
+    );
+
+    // Its ReplicaSet and pods go with the Deployment.
+    cluster.kubectl(&["delete", "deploy", "nginx"]).success();
+    wait_for(
+        &cluster,
+        &["get", "rs,pods", "-l", "app=nginx", "-o", "name"],
+        |out| out.is_empty(),
     );
 }
 

@@ -398,3 +398,50 @@ async fn eviction_answers_as_kube_apiserver() {
         ("True", Some("EvictionByEvictionAPI"))
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disruption_target_no_deletion_followed_is_reset_after_two_minutes() {
+    let cluster = Cluster::start(&[ControllerName::Disruption]);
+    let api: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let stale = (now - k8s_openapi::jiff::SignedDuration::from_secs(180)).to_string();
+    let recent = (now - k8s_openapi::jiff::SignedDuration::from_secs(10)).to_string();
+    for (name, since) in [("stale", &stale), ("recent", &recent)] {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "nginx"}]}
+        }))
+        .expect("pod");
+        api.create(&PostParams::default(), &pod)
+            .await
+            .expect("create pod");
+        api.patch_status(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"status": {"phase": "Running", "conditions": [
+                {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
+                 "message": "Eviction API: evicting", "lastTransitionTime": since}
+            ]}})),
+        )
+        .await
+        .expect("set DisruptionTarget");
+    }
+    let target = |pod: &Pod| {
+        pod.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "DisruptionTarget"))
+            .cloned()
+    };
+    let reset = eventually("the stale DisruptionTarget reset to False", || async {
+        let pod = api.get("stale").await.ok()?;
+        target(&pod).filter(|c| c.status == "False")
+    })
+    .await;
+    assert_eq!((reset.reason, reset.message), (None, None));
+    let transition = reset.last_transition_time.expect("transition time").0;
+    assert!(transition > now - k8s_openapi::jiff::SignedDuration::from_secs(60));
+    // The recent one stays True until its own two minutes pass.
+    let recent = api.get("recent").await.expect("recent pod");
+    assert_eq!(target(&recent).expect("condition").status, "True");
+}

@@ -186,3 +186,105 @@ async fn cordoned_nodes_get_the_unschedulable_taint() {
     .await;
     controller.abort();
 }
+
+fn ready_condition(pod: &Pod) -> Option<String> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.status.clone())
+}
+
+/// Renews the node's Lease every 200 ms, as a kubelet that came back does.
+fn renew_lease_forever(client: kube::Client, name: &'static str) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let leases: Api<Lease> = Api::namespaced(client, "kube-node-lease");
+        loop {
+            let now = Timestamp::now()
+                .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+                .to_string();
+            let _ = leases
+                .patch(
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"renewTime": now}})),
+                )
+                .await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_node_marks_its_pods_not_ready_and_recovers_when_it_posts_ready() {
+    let cluster = Cluster::start(&[]);
+    let client = cluster.client.clone();
+    ready_node(&client, "n1").await;
+    bound_pod(&client, "p", "n1", json!([{"operator": "Exists"}])).await;
+    support::make_ready(&client, "default", "p").await;
+    let controller = tokio::spawn(run_with(client.clone(), short()));
+    let nodes: Api<Node> = Api::all(client.clone());
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let unreachable = "node.kubernetes.io/unreachable:NoExecute".to_string();
+
+    eventually("the node's pod marked not ready", || async {
+        let pod = pods.get("p").await.ok()?;
+        (ready_condition(&pod).as_deref() == Some("False")).then_some(())
+    })
+    .await;
+    let node = nodes.get("n1").await.expect("node");
+    assert!(taint_keys(&node).contains(&unreachable));
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), "default");
+    let (node_event, pod_event) = eventually("NodeNotReady events", || async {
+        let list = events.list(&Default::default()).await.ok()?.items;
+        let find = |kind: &str| {
+            list.iter()
+                .find(|e| {
+                    e.reason.as_deref() == Some("NodeNotReady")
+                        && e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some(kind)
+                })
+                .cloned()
+        };
+        Some((find("Node")?, find("Pod")?))
+    })
+    .await;
+    assert_eq!(
+        (node_event.type_.as_deref(), node_event.note.as_deref()),
+        (Some("Normal"), Some("Node n1 status is now: NodeNotReady"))
+    );
+    assert_eq!(
+        (pod_event.type_.as_deref(), pod_event.note.as_deref()),
+        (Some("Warning"), Some("Node is not ready"))
+    );
+
+    // The kubelet comes back: Lease renewed, Ready posted again.
+    let renewing = renew_lease_forever(client.clone(), "n1");
+    let now = Timestamp::now().to_string();
+    nodes
+        .patch_status(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"conditions": [{
+                "type": "Ready", "status": "True", "reason": "KubeletReady",
+                "lastHeartbeatTime": now, "lastTransitionTime": now,
+            }]}})),
+        )
+        .await
+        .expect("node Ready again");
+    let node = eventually("the unreachable taints removed", || async {
+        let node = nodes.get("n1").await.ok()?;
+        let keys = taint_keys(&node);
+        keys.iter()
+            .all(|k| !k.starts_with("node.kubernetes.io/unreachable"))
+            .then_some(node)
+    })
+    .await;
+    assert!(taint_keys(&node).is_empty(), "{:?}", taint_keys(&node));
+    let pod = pods.get("p").await.expect("the tolerating pod stays");
+    assert!(pod.metadata.deletion_timestamp.is_none());
+    renewing.abort();
+    controller.abort();
+}

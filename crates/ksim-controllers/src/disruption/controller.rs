@@ -1,87 +1,283 @@
-//! The disruption controller's sync: for each PodDisruptionBudget, list its
-//! pods, find the scale of their controllers, and write the status (or the
-//! SyncFailed fail-safe when that is impossible).
+//! The disruption controller's loop and sync. Watches feed caches (pods
+//! indexed by namespace and labels, budgets by namespace, and the
+//! ReplicationControllers, ReplicaSets, Deployments and StatefulSets whose
+//! scale counts); a pod event enqueues the budgets that select it (before
+//! and after a label change). A sync reads the budget's own pods and its
+//! controllers' scale from the caches and writes the status (or the
+//! SyncFailed fail-safe). Pods with a DisruptionTarget condition that no
+//! deletion followed within 2 minutes get it reset to False.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::channel::mpsc;
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, ReplicationController};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DynamicObject, GroupVersionKind, ListParams};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
-use kube::{Client, Resource, ResourceExt};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::{Api, DynamicObject, GroupVersionKind, PostParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::controller::{self, Action};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, Resource};
 
+use super::cache::{BudgetIndex, Key, PodIndex};
 use super::status::{
     ControllerScale, budget_status, count_healthy, disrupted_pod_map, expected_pod_count,
     failed_status, go_selector_string,
 };
 use crate::Error;
-use crate::common::{
-    controller_of, key_of, parse_selector, selector_matches, selector_query, update_status,
-};
+use crate::common::{controller_of, key_of, parse_selector, update_status};
 use crate::events::Events;
 
 const RETRY: Duration = Duration::from_millis(500);
 
+/// The pod condition an eviction sets before deleting.
+const DISRUPTION_TARGET: &str = "DisruptionTarget";
+/// The reason of a DisruptionTarget set by the kubelet, never stale.
+const TERMINATION_BY_KUBELET: &str = "TerminationByKubelet";
+/// How long a DisruptionTarget=True condition may wait for its pod's
+/// deletion before it is reset (upstream's stalePodDisruptionTimeout).
+pub const STALE_POD_DISRUPTION_TIMEOUT: SignedDuration = SignedDuration::from_secs(120);
+
+/// The controller's caches.
+struct Caches {
+    pods: RwLock<PodIndex>,
+    budgets: RwLock<BudgetIndex>,
+    replication_controllers: Store<ReplicationController>,
+    replica_sets: Store<ReplicaSet>,
+    deployments: Store<Deployment>,
+    stateful_sets: Store<StatefulSet>,
+}
+
 struct Context {
     client: Client,
     events: Events,
+    caches: Arc<Caches>,
 }
 
 /// Runs the disruption controller until the watch streams end.
 pub async fn run(client: Client) {
-    let budgets: Api<PodDisruptionBudget> = Api::all(client.clone());
-    let pods: Api<Pod> = Api::all(client.clone());
-    let controller = Controller::new(budgets, watcher::Config::default());
-    let store = controller.store();
-    controller
-        .watches(pods, watcher::Config::default(), move |pod| {
-            budgets_of_pod(&store, &pod)
-        })
-        .run(
-            reconcile,
-            error_policy,
-            Arc::new(Context {
-                events: Events::new(client.clone(), "controllermanager"),
-                client,
-            }),
-        )
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "disruption sync failed");
+    let (pdb_store, pdb_writer) = reflector::store::<PodDisruptionBudget>();
+    let (rc_store, rc_writer) = reflector::store::<ReplicationController>();
+    let (rs_store, rs_writer) = reflector::store();
+    let (deployment_store, deployment_writer) = reflector::store();
+    let (sts_store, sts_writer) = reflector::store();
+    let caches = Arc::new(Caches {
+        pods: RwLock::new(PodIndex::default()),
+        budgets: RwLock::new(BudgetIndex::default()),
+        replication_controllers: rc_store,
+        replica_sets: rs_store.clone(),
+        deployments: deployment_store.clone(),
+        stateful_sets: sts_store.clone(),
+    });
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(drive(reflector::reflector(
+        rc_writer,
+        watch(Api::<ReplicationController>::all(client.clone())),
+    )));
+    tasks.spawn(drive(reflector::reflector(
+        rs_writer,
+        watch(Api::<ReplicaSet>::all(client.clone())),
+    )));
+    tasks.spawn(drive(reflector::reflector(
+        deployment_writer,
+        watch(Api::<Deployment>::all(client.clone())),
+    )));
+    tasks.spawn(drive(reflector::reflector(
+        sts_writer,
+        watch(Api::<StatefulSet>::all(client.clone())),
+    )));
+    let (queue, requests) = mpsc::unbounded::<ObjectRef<PodDisruptionBudget>>();
+    let budget_events = reflector::reflector(
+        pdb_writer,
+        watch(Api::<PodDisruptionBudget>::all(client.clone())),
+    );
+    tasks.spawn(follow_budgets(
+        budget_events,
+        Arc::clone(&caches),
+        queue.clone(),
+    ));
+    let (pods_synced, mut pods_ready) = tokio::sync::watch::channel(false);
+    let stale = StaleCleanup::new(client.clone());
+    tasks.spawn(follow_pods(
+        watch(Api::<Pod>::all(client.clone())),
+        Arc::clone(&caches),
+        queue,
+        pods_synced,
+        stale,
+    ));
+    // As upstream, no sync before every cache has listed once; except the
+    // ReplicationControllers, which a server may not serve (ksim does not).
+    let synced = async {
+        let stores = futures::future::try_join3(
+            rs_store.wait_until_ready(),
+            deployment_store.wait_until_ready(),
+            sts_store.wait_until_ready(),
+        );
+        let pods = async { pods_ready.wait_for(|ready| *ready).await.is_ok() };
+        let (stores, pods) = tokio::join!(stores, pods);
+        stores.is_ok() && pods && pdb_store.wait_until_ready().await.is_ok()
+    };
+    if !synced.await {
+        tracing::warn!("disruption controller caches never synced");
+        return;
+    }
+    let context = Arc::new(Context {
+        events: Events::new(client.clone(), "controllermanager"),
+        client,
+        caches,
+    });
+    controller::applier(
+        |pdb, context| Box::pin(reconcile(pdb, context)),
+        error_policy,
+        context,
+        pdb_store,
+        requests.map(Ok::<_, std::convert::Infallible>),
+        controller::Config::default(),
+    )
+    .for_each(|result| async move {
+        if let Err(e) = result {
+            tracing::debug!(error = %e, "disruption sync failed");
+        }
+    })
+    .await;
+    tasks.abort_all();
+}
+
+/// A watch of every object of a kind, restarted with backoff on errors.
+fn watch<K>(api: Api<K>) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send
+where
+    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+    K::DynamicType: Default,
+{
+    watcher::watcher(api, watcher::Config::default()).default_backoff()
+}
+
+/// Polls a reflector's stream so its store stays current.
+async fn drive<K>(stream: impl Stream<Item = Result<Event<K>, watcher::Error>>) {
+    let mut stream = std::pin::pin!(stream);
+    while let Some(event) = stream.next().await {
+        if let Err(error) = event {
+            tracing::debug!(%error, "disruption controller watch failed");
+        }
+    }
+}
+
+/// Keeps the budget index and enqueues every budget that changes.
+async fn follow_budgets(
+    stream: impl Stream<Item = Result<Event<PodDisruptionBudget>, watcher::Error>>,
+    caches: Arc<Caches>,
+    queue: mpsc::UnboundedSender<ObjectRef<PodDisruptionBudget>>,
+) {
+    let mut stream = std::pin::pin!(stream);
+    while let Some(event) = stream.next().await {
+        let event = match event {
+            Ok(event) => event,
+            Err(error) => {
+                tracing::debug!(%error, "budget watch failed");
+                continue;
             }
-        })
-        .await;
+        };
+        let touched = {
+            let mut budgets = caches.budgets.write().expect("budget index lock poisoned");
+            match event {
+                Event::Apply(pdb) | Event::InitApply(pdb) => {
+                    budgets.apply(&pdb);
+                    Some(ObjectRef::from_obj(&pdb))
+                }
+                Event::Delete(pdb) => {
+                    budgets.delete(&pdb);
+                    None
+                }
+                Event::Init => {
+                    budgets.start_relist();
+                    None
+                }
+                Event::InitDone => {
+                    budgets.finish_relist();
+                    None
+                }
+            }
+        };
+        if let Some(reference) = touched
+            && queue.unbounded_send(reference).is_err()
+        {
+            return;
+        }
+    }
 }
 
-fn budgets_of_pod(
-    store: &Store<PodDisruptionBudget>,
-    pod: &Pod,
-) -> Vec<ObjectRef<PodDisruptionBudget>> {
-    let namespace = pod.namespace().unwrap_or_default();
-    store
-        .state()
-        .iter()
-        .filter(|pdb| pdb.namespace().as_deref() == Some(namespace.as_str()))
-        .filter(|pdb| {
-            pdb.spec
-                .as_ref()
-                .and_then(|s| s.selector.as_ref())
-                .and_then(|s| parse_selector(s).ok())
-                .is_some_and(|s| selector_matches(&s, pod.metadata.labels.as_ref()))
-        })
-        .map(|pdb| ObjectRef::from_obj(pdb.as_ref()))
-        .collect()
+fn budget_ref(key: Key) -> ObjectRef<PodDisruptionBudget> {
+    ObjectRef::new(&key.1).within(&key.0)
 }
 
+/// Keeps the pod index, enqueues the budgets of every pod that changes
+/// (those that selected its old labels too), and schedules the cleanup of
+/// stale DisruptionTarget conditions.
+async fn follow_pods(
+    stream: impl Stream<Item = Result<Event<Pod>, watcher::Error>>,
+    caches: Arc<Caches>,
+    queue: mpsc::UnboundedSender<ObjectRef<PodDisruptionBudget>>,
+    synced: tokio::sync::watch::Sender<bool>,
+    stale: StaleCleanup,
+) {
+    let mut stream = std::pin::pin!(stream);
+    while let Some(event) = stream.next().await {
+        let event = match event {
+            Ok(event) => event,
+            Err(error) => {
+                tracing::debug!(%error, "pod watch failed");
+                continue;
+            }
+        };
+        let mut changed: Vec<Arc<Pod>> = Vec::new();
+        {
+            let mut pods = caches.pods.write().expect("pod index lock poisoned");
+            match event {
+                Event::Apply(pod) | Event::InitApply(pod) => {
+                    let pod = Arc::new(pod);
+                    stale.check(&pod);
+                    if let Some(old) = pods.apply(Arc::clone(&pod))
+                        && old.metadata.labels != pod.metadata.labels
+                    {
+                        changed.push(old);
+                    }
+                    changed.push(pod);
+                }
+                Event::Delete(pod) => {
+                    let cached = pods.delete(&pod);
+                    changed.extend(cached);
+                    changed.push(Arc::new(pod));
+                }
+                Event::Init => pods.start_relist(),
+                Event::InitDone => {
+                    changed.extend(pods.finish_relist());
+                    tracing::debug!(pods = pods.len(), "disruption controller pod cache synced");
+                    synced.send_replace(true);
+                }
+            }
+        }
+        let budgets = caches.budgets.read().expect("budget index lock poisoned");
+        let mut seen: HashSet<Key> = HashSet::new();
+        let keys: Vec<Key> = changed
+            .iter()
+            .flat_map(|pod| budgets.budgets_of(pod))
+            .filter(|key| seen.insert(key.clone()))
+            .collect();
+        drop(budgets);
+        for key in keys {
+            if queue.unbounded_send(budget_ref(key)).is_err() {
+                return;
+            }
+        }
+    }
+}
 fn error_policy(_pdb: Arc<PodDisruptionBudget>, error: &Error, _context: Arc<Context>) -> Action {
     tracing::debug!(%error, "disruption sync will be retried");
     Action::requeue(RETRY)
@@ -132,15 +328,13 @@ async fn compute(
 > {
     let client = &context.client;
     let spec = pdb.spec.clone().unwrap_or_default();
-    let pods: Vec<Pod> = match &spec.selector {
+    let pods: Vec<Arc<Pod>> = match &spec.selector {
         // A nil selector selects nothing.
         None => Vec::new(),
         Some(selector) => {
-            parse_selector(selector)?;
-            let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
-            api.list(&ListParams::default().labels(&selector_query(selector)))
-                .await?
-                .items
+            let requirements = parse_selector(selector)?;
+            let index = context.caches.pods.read().expect("pod index lock poisoned");
+            index.select(namespace, selector, &requirements)
         }
     };
     if pods.is_empty() {
@@ -159,7 +353,8 @@ async fn compute(
         for pod in pods.iter().filter(|_| needs_scale) {
             if let Some(reference) = controller_of(&pod.metadata)
                 && looked_up.insert(reference.uid.clone())
-                && let Some(scale) = controller_scale(client, namespace, reference).await?
+                && let Some(scale) =
+                    controller_scale(client, &context.caches, namespace, reference).await?
             {
                 scales.insert(reference.uid.clone(), scale);
             }
@@ -191,20 +386,13 @@ async fn compute(
     Ok((budget_status(pdb, &count, healthy, disrupted, now), recheck))
 }
 
-async fn get_owned<K>(
-    client: &Client,
-    namespace: &str,
-    reference: &OwnerReference,
-) -> Result<Option<K>, Error>
+/// The cached object `reference` names, if it is the one with its uid.
+fn get_owned<K>(store: &Store<K>, namespace: &str, reference: &OwnerReference) -> Option<Arc<K>>
 where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned,
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
 {
-    let api: Api<K> = Api::namespaced(client.clone(), namespace);
-    let found = api.get_opt(&reference.name).await?;
-    Ok(found.filter(|o| o.meta().uid.as_deref() == Some(reference.uid.as_str())))
+    let found = store.get(&ObjectRef::new(&reference.name).within(namespace))?;
+    (found.meta().uid.as_deref() == Some(reference.uid.as_str())).then_some(found)
 }
 
 /// The group of an apiVersion (`apps/v1` → `apps`, `v1` → ``).
@@ -224,30 +412,34 @@ fn counted(uid: Option<&String>, replicas: Option<i32>) -> Option<ControllerScal
 /// Deployment), StatefulSet, then any resource with a scale subresource.
 async fn controller_scale(
     client: &Client,
+    caches: &Caches,
     namespace: &str,
     reference: &OwnerReference,
 ) -> Result<Option<ControllerScale>, Error> {
     let group = group_of(&reference.api_version);
     match (group, reference.kind.as_str()) {
         ("", "ReplicationController") => {
-            let rc = get_owned::<ReplicationController>(client, namespace, reference).await?;
-            Ok(rc
-                .and_then(|rc| counted(rc.metadata.uid.as_ref(), rc.spec.and_then(|s| s.replicas))))
+            let rc = get_owned(&caches.replication_controllers, namespace, reference);
+            Ok(rc.and_then(|rc| {
+                counted(
+                    rc.metadata.uid.as_ref(),
+                    rc.spec.as_ref().and_then(|s| s.replicas),
+                )
+            }))
         }
         ("apps" | "extensions", "ReplicaSet") => {
-            let Some(rs) = get_owned::<ReplicaSet>(client, namespace, reference).await? else {
+            let Some(rs) = get_owned(&caches.replica_sets, namespace, reference) else {
                 return generic_scale(client, namespace, reference).await;
             };
             if let Some(owner) = controller_of(&rs.metadata)
                 && owner.kind == "Deployment"
             {
                 if matches!(group_of(&owner.api_version), "apps" | "extensions")
-                    && let Some(deployment) =
-                        get_owned::<Deployment>(client, namespace, owner).await?
+                    && let Some(deployment) = get_owned(&caches.deployments, namespace, owner)
                 {
                     return Ok(counted(
                         deployment.metadata.uid.as_ref(),
-                        deployment.spec.and_then(|s| s.replicas),
+                        deployment.spec.as_ref().and_then(|s| s.replicas),
                     ));
                 }
                 // A ReplicaSet of a missing Deployment: only its scale subresource.
@@ -255,12 +447,17 @@ async fn controller_scale(
             }
             Ok(counted(
                 rs.metadata.uid.as_ref(),
-                rs.spec.and_then(|s| s.replicas),
+                rs.spec.as_ref().and_then(|s| s.replicas),
             ))
         }
         ("apps", "StatefulSet") => {
-            let set = get_owned::<StatefulSet>(client, namespace, reference).await?;
-            Ok(set.and_then(|s| counted(s.metadata.uid.as_ref(), s.spec.and_then(|s| s.replicas))))
+            let set = get_owned(&caches.stateful_sets, namespace, reference);
+            Ok(set.and_then(|s| {
+                counted(
+                    s.metadata.uid.as_ref(),
+                    s.spec.as_ref().and_then(|s| s.replicas),
+                )
+            }))
         }
         _ => generic_scale(client, namespace, reference).await,
     }
@@ -308,5 +505,202 @@ async fn generic_scale(
             }
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// Upstream's `nonTerminatingPodHasStaleDisruptionCondition`: when a pod that
+/// is not terminating carries DisruptionTarget=True (not set by the kubelet,
+/// not on a terminal pod), how long until the condition is stale.
+pub fn stale_disruption_wait(pod: &Pod, now: Timestamp) -> Option<Duration> {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let status = pod.status.as_ref()?;
+    if matches!(status.phase.as_deref(), Some("Succeeded" | "Failed")) {
+        return None;
+    }
+    let condition = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == DISRUPTION_TARGET)?;
+    if condition.status != "True" || condition.reason.as_deref() == Some(TERMINATION_BY_KUBELET) {
+        return None;
+    }
+    let since = condition
+        .last_transition_time
+        .as_ref()
+        .map_or(Timestamp::UNIX_EPOCH, |t| t.0);
+    let stale_at = since
+        .checked_add(STALE_POD_DISRUPTION_TIMEOUT)
+        .unwrap_or(since);
+    let wait = now.duration_until(stale_at);
+    Some(Duration::try_from(wait).unwrap_or(Duration::ZERO))
+}
+
+/// Resets stale DisruptionTarget conditions: one task per pod waits until
+/// its condition is stale, reads the pod again and writes the condition
+/// False (`syncStalePodDisruption`).
+#[derive(Clone)]
+struct StaleCleanup {
+    client: Client,
+    pending: Arc<Mutex<HashSet<Key>>>,
+}
+
+impl StaleCleanup {
+    fn new(client: Client) -> Self {
+        StaleCleanup {
+            client,
+            pending: Arc::new(Mutex::new(HashSet::new())),
+        }
+    }
+
+    /// Schedules the cleanup of `pod` if its condition will be stale.
+    fn check(&self, pod: &Pod) {
+        let Some(wait) = stale_disruption_wait(pod, Timestamp::now()) else {
+            return;
+        };
+        let key = key_of(&pod.metadata);
+        let fresh = self
+            .pending
+            .lock()
+            .expect("stale cleanup lock poisoned")
+            .insert(key.clone());
+        if !fresh {
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            let result = this.reset(&key).await;
+            this.pending
+                .lock()
+                .expect("stale cleanup lock poisoned")
+                .remove(&key);
+            if let Err(error) = result {
+                tracing::debug!(%error, namespace = %key.0, pod = %key.1, "stale DisruptionTarget reset failed");
+            }
+        });
+    }
+
+    async fn reset(&self, (namespace, name): &Key) -> Result<(), Error> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        for _ in 0..5 {
+            let Some(mut pod) = api.get_opt(name).await? else {
+                return Ok(());
+            };
+            let now = Timestamp::now();
+            match stale_disruption_wait(&pod, now) {
+                None => return Ok(()),
+                Some(wait) if !wait.is_zero() => {
+                    tokio::time::sleep(wait).await;
+                    continue;
+                }
+                Some(_) => {}
+            }
+            if let Some(condition) = pod
+                .status
+                .as_mut()
+                .and_then(|s| s.conditions.as_mut())
+                .and_then(|c| c.iter_mut().find(|c| c.type_ == DISRUPTION_TARGET))
+            {
+                condition.status = "False".into();
+                condition.reason = None;
+                condition.message = None;
+                condition.last_transition_time =
+                    Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
+            }
+            match api.replace_status(name, &PostParams::default(), &pod).await {
+                Ok(_) => {
+                    tracing::info!(%namespace, pod = %name, "reset stale DisruptionTarget condition to False");
+                    return Ok(());
+                }
+                Err(kube::Error::Api(status)) if status.code == 409 => continue,
+                Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod_with(condition: serde_json::Value, phase: &str, terminating: bool) -> Pod {
+        let mut value = json!({
+            "metadata": {"name": "p", "namespace": "default"},
+            "status": {"phase": phase, "conditions": [condition]},
+        });
+        if terminating {
+            value["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        }
+        serde_json::from_value(value).expect("pod")
+    }
+
+    #[test]
+    fn disruption_targets_become_stale_two_minutes_after_they_were_set() {
+        let now: Timestamp = "2026-01-01T00:10:00Z".parse().expect("time");
+        let target = |status: &str, reason: &str, at: &str| json!({"type": "DisruptionTarget", "status": status, "reason": reason, "lastTransitionTime": at});
+        let cases = [
+            (
+                target("True", "EvictionByEvictionAPI", "2026-01-01T00:09:00Z"),
+                "Running",
+                false,
+                Some(Duration::from_secs(60)),
+            ),
+            (
+                target("True", "EvictionByEvictionAPI", "2026-01-01T00:00:00Z"),
+                "Running",
+                false,
+                Some(Duration::ZERO),
+            ),
+            (
+                target("True", "EvictionByEvictionAPI", "2026-01-01T00:00:00Z"),
+                "Pending",
+                false,
+                Some(Duration::ZERO),
+            ),
+            (
+                target("True", "EvictionByEvictionAPI", "2026-01-01T00:00:00Z"),
+                "Running",
+                true,
+                None,
+            ),
+            (
+                target("True", "TerminationByKubelet", "2026-01-01T00:00:00Z"),
+                "Running",
+                false,
+                None,
+            ),
+            (
+                target("True", "EvictionByEvictionAPI", "2026-01-01T00:00:00Z"),
+                "Failed",
+                false,
+                None,
+            ),
+            (
+                target("False", "", "2026-01-01T00:00:00Z"),
+                "Running",
+                false,
+                None,
+            ),
+            (
+                json!({"type": "Ready", "status": "True"}),
+                "Running",
+                false,
+                None,
+            ),
+        ];
+        for (condition, phase, terminating, want) in cases {
+            let pod = pod_with(condition.clone(), phase, terminating);
+            assert_eq!(
+                stale_disruption_wait(&pod, now),
+                want,
+                "{condition} {phase} terminating={terminating}"
+            );
+        }
     }
 }

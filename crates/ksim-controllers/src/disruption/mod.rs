@@ -1,12 +1,15 @@
 //! The disruption controller: keeps each PodDisruptionBudget's status
 //! (expectedPods, desiredHealthy, currentHealthy, disruptionsAllowed,
 //! disruptedPods, observedGeneration, the DisruptionAllowed condition) as
-//! upstream computes it; the API server's eviction subresource reads it.
+//! upstream computes it from its caches; the API server's eviction
+//! subresource reads it. It also resets DisruptionTarget pod conditions
+//! that no deletion followed within 2 minutes.
 
+mod cache;
 mod controller;
 mod status;
 
-pub use controller::run;
+pub use controller::{STALE_POD_DISRUPTION_TIMEOUT, run, stale_disruption_wait};
 pub use status::{
     ControllerScale, DELETION_TIMEOUT, DISRUPTION_ALLOWED, ExpectedCount, INSUFFICIENT_PODS,
     SUFFICIENT_PODS, SYNC_FAILED, budget_status, count_healthy, disrupted_pod_map,

@@ -4,6 +4,7 @@
 //! (`buildDisruptedPodMap`), currentHealthy (`countHealthyPods`),
 //! disruptionsAllowed and the DisruptionAllowed condition.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -52,15 +53,16 @@ pub struct ControllerScale {
 /// `getExpectedPodCount`. `scales` maps the UID in a pod's controller
 /// reference to the controller that counts and its scale; a managed pod
 /// whose reference is missing from it is an error ("found no controllers").
-pub fn expected_pod_count(
+pub fn expected_pod_count<P: Borrow<Pod>>(
     spec: &PodDisruptionBudgetSpec,
-    pods: &[Pod],
+    pods: &[P],
     scales: &HashMap<String, ControllerScale>,
 ) -> Result<ExpectedCount, Error> {
     let expected_scale = || -> Result<(i32, Vec<String>), Error> {
         let mut counted: HashMap<&str, i32> = HashMap::new();
         let mut unmanaged = Vec::new();
         for pod in pods {
+            let pod: &Pod = pod.borrow();
             let name = pod.metadata.name.clone().unwrap_or_default();
             let Some(reference) = controller_of(&pod.metadata) else {
                 unmanaged.push(name);
@@ -136,8 +138,8 @@ pub fn go_selector_string(selector: Option<&LabelSelector>) -> String {
 /// `buildDisruptedPodMap`: the entries of disruptedPods still within the
 /// deletion timeout for pods not yet terminating, and when the earliest
 /// one expires (to sync again then).
-pub fn disrupted_pod_map(
-    pods: &[Pod],
+pub fn disrupted_pod_map<P: Borrow<Pod>>(
+    pods: &[P],
     pdb: &PodDisruptionBudget,
     now: Timestamp,
 ) -> (BTreeMap<String, Time>, Option<Timestamp>) {
@@ -149,6 +151,7 @@ pub fn disrupted_pod_map(
     let mut result = BTreeMap::new();
     let mut recheck: Option<Timestamp> = None;
     for pod in pods {
+        let pod: &Pod = pod.borrow();
         if pod.metadata.deletion_timestamp.is_some() {
             continue;
         }
@@ -170,9 +173,14 @@ pub fn disrupted_pod_map(
 }
 
 /// `countHealthyPods`: Ready, not terminating, not just disrupted.
-pub fn count_healthy(pods: &[Pod], disrupted: &BTreeMap<String, Time>, now: Timestamp) -> i32 {
+pub fn count_healthy<P: Borrow<Pod>>(
+    pods: &[P],
+    disrupted: &BTreeMap<String, Time>,
+    now: Timestamp,
+) -> i32 {
     let healthy = pods
         .iter()
+        .map(|pod| -> &Pod { pod.borrow() })
         .filter(|pod| pod.metadata.deletion_timestamp.is_none())
         .filter(|pod| {
             let name = pod.metadata.name.as_deref().unwrap_or_default();

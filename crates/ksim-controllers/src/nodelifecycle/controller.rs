@@ -1,8 +1,11 @@
 //! The node lifecycle controller's loop: caches of nodes, node Leases and
 //! bound pods (indexed by node) fed by watches; a monitor tick that marks
 //! silent nodes Unknown; taint reconciliation on every node change; and
-//! one timer per pod due for taint-based eviction. Writes run in their own
-//! tasks with optimistic concurrency, so the loop never waits on the API.
+//! one timer per pod due for taint-based eviction; a node whose Ready leaves
+//! True gets a NodeNotReady event and its pods Ready=False
+//! (`MarkPodsNotReady`). A re-list prunes what it no longer holds. Writes
+//! run in their own tasks with optimistic concurrency, so the loop never
+//! waits on the API.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
@@ -56,10 +59,46 @@ struct BoundPod {
     tolerations: Vec<Toleration>,
 }
 
+/// Keys seen since a watch's re-list started (`Init`), while it runs.
+struct Relist<K> {
+    seen: Option<HashSet<K>>,
+}
+
+impl<K: std::hash::Hash + Eq + Clone> Relist<K> {
+    fn new() -> Self {
+        Relist { seen: None }
+    }
+
+    fn start(&mut self) {
+        self.seen = Some(HashSet::new());
+    }
+
+    fn saw(&mut self, key: &K) {
+        if let Some(seen) = self.seen.as_mut() {
+            seen.insert(key.clone());
+        }
+    }
+
+    /// The keys of `cached` the re-list did not list (to forget).
+    fn finish<'a>(&mut self, cached: impl Iterator<Item = &'a K>) -> Vec<K>
+    where
+        K: 'a,
+    {
+        let Some(seen) = self.seen.take() else {
+            return Vec::new();
+        };
+        cached.filter(|k| !seen.contains(*k)).cloned().collect()
+    }
+}
+
 struct Lifecycle {
     client: Client,
     config: NodeLifecycleConfig,
     events: Events,
+    node_events: Events,
+    node_relist: Relist<String>,
+    lease_relist: Relist<String>,
+    pod_relist: Relist<PodKey>,
     nodes: HashMap<String, Node>,
     leases: HashMap<String, Timestamp>,
     pods: HashMap<PodKey, BoundPod>,
@@ -83,6 +122,10 @@ pub async fn run_with(client: Client, config: NodeLifecycleConfig) {
     let (failed, mut failures) = mpsc::unbounded_channel();
     let mut state = Lifecycle {
         events: Events::new(client.clone(), "taint-eviction-controller"),
+        node_events: Events::new(client.clone(), "node-controller"),
+        node_relist: Relist::new(),
+        lease_relist: Relist::new(),
+        pod_relist: Relist::new(),
         client,
         config,
         nodes: HashMap::new(),
@@ -149,7 +192,13 @@ impl Lifecycle {
         match event {
             Event::Apply(node) | Event::InitApply(node) => {
                 let name = node.name_any();
+                self.node_relist.saw(&name);
                 self.reconcile_taints(&node);
+                let was_ready = self.nodes.get(&name).and_then(ready_status) == Some("True");
+                let is_ready = ready_status(&node) == Some("True");
+                if was_ready && !is_ready {
+                    self.node_not_ready(&node);
+                }
                 self.nodes.insert(name.clone(), node);
                 let keys: Vec<PodKey> = self
                     .pods_by_node
@@ -163,7 +212,12 @@ impl Lifecycle {
             Event::Delete(node) => {
                 self.nodes.remove(&node.name_any());
             }
-            Event::Init | Event::InitDone => {}
+            Event::Init => self.node_relist.start(),
+            Event::InitDone => {
+                for name in self.node_relist.finish(self.nodes.keys()) {
+                    self.nodes.remove(&name);
+                }
+            }
         }
     }
 
@@ -175,14 +229,21 @@ impl Lifecycle {
                     .as_ref()
                     .and_then(|s| s.renew_time.as_ref())
                     .map(|t| t.0);
+                let name = lease.name_any();
+                self.lease_relist.saw(&name);
                 if let Some(renewed) = renewed {
-                    self.leases.insert(lease.name_any(), renewed);
+                    self.leases.insert(name, renewed);
                 }
             }
             Event::Delete(lease) => {
                 self.leases.remove(&lease.name_any());
             }
-            Event::Init | Event::InitDone => {}
+            Event::Init => self.lease_relist.start(),
+            Event::InitDone => {
+                for name in self.lease_relist.finish(self.leases.keys()) {
+                    self.leases.remove(&name);
+                }
+            }
         }
     }
 
@@ -190,6 +251,7 @@ impl Lifecycle {
         match event {
             Event::Apply(pod) | Event::InitApply(pod) => {
                 let key = (pod.namespace().unwrap_or_default(), pod.name_any());
+                self.pod_relist.saw(&key);
                 let node = pod
                     .spec
                     .as_ref()
@@ -228,7 +290,13 @@ impl Lifecycle {
                 self.forget_pod(&key);
                 self.evicting.remove(&key);
             }
-            Event::Init | Event::InitDone => {}
+            Event::Init => self.pod_relist.start(),
+            Event::InitDone => {
+                for key in self.pod_relist.finish(self.pods.keys()) {
+                    self.forget_pod(&key);
+                    self.evicting.remove(&key);
+                }
+            }
         }
     }
 
@@ -352,6 +420,47 @@ impl Lifecycle {
         });
     }
 
+    /// The node's Ready left True: a `NodeNotReady` event on the node
+    /// (`RecordNodeStatusChange`), and `MarkPodsNotReady` on its pods.
+    fn node_not_ready(&self, node: &Node) {
+        let name = node.name_any();
+        tracing::info!(node = %name, "node is not ready: marking its pods not ready");
+        // kube's node events name the node as their uid (kubectl describe
+        // node looks them up so).
+        let reference = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(name.clone()),
+            uid: Some(name.clone()),
+            ..Default::default()
+        };
+        self.node_events.normal(
+            reference,
+            "NodeNotReady",
+            "NodeNotReady",
+            format!("Node {name} status is now: NodeNotReady"),
+        );
+        let keys: Vec<PodKey> = self
+            .pods_by_node
+            .get(&name)
+            .map(|keys| keys.iter().cloned().collect())
+            .unwrap_or_default();
+        if keys.is_empty() {
+            return;
+        }
+        let client = self.client.clone();
+        let events = self.node_events.clone();
+        tokio::spawn(async move {
+            for (namespace, pod) in keys {
+                if let Err(error) =
+                    mark_pod_not_ready(&client, &events, &namespace, &pod, &name).await
+                {
+                    tracing::debug!(%error, %namespace, %pod, "cannot mark pod not ready");
+                }
+            }
+        });
+    }
+
     /// Writes the taints the node's state calls for, if they differ.
     fn reconcile_taints(&self, node: &Node) {
         let wanted = desired_taints(node, Timestamp::now());
@@ -409,5 +518,94 @@ impl Lifecycle {
                 }
             });
         }
+    }
+}
+
+/// The status of the node's Ready condition.
+fn ready_status(node: &Node) -> Option<&str> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.status.as_str())
+}
+
+/// One pod of `MarkPodsNotReady`: its Ready condition becomes False (a
+/// transition time of now), then a `NodeNotReady` warning on the pod.
+async fn mark_pod_not_ready(
+    client: &Client,
+    events: &Events,
+    namespace: &str,
+    name: &str,
+    node: &str,
+) -> Result<(), kube::Error> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    for _ in 0..5 {
+        let Some(mut pod) = api.get_opt(name).await? else {
+            return Ok(());
+        };
+        if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) != Some(node) {
+            return Ok(());
+        }
+        let Some(ready) = pod
+            .status
+            .as_mut()
+            .and_then(|s| s.conditions.as_mut())
+            .and_then(|c| c.iter_mut().find(|c| c.type_ == "Ready"))
+        else {
+            return Ok(());
+        };
+        if ready.status == "False" {
+            return Ok(());
+        }
+        ready.status = "False".into();
+        ready.last_transition_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            Timestamp::now(),
+        ));
+        match api.replace_status(name, &PostParams::default(), &pod).await {
+            Ok(_) => {
+                let reference = k8s_openapi::api::core::v1::ObjectReference {
+                    api_version: Some("v1".into()),
+                    kind: Some("Pod".into()),
+                    name: Some(name.to_string()),
+                    namespace: Some(namespace.to_string()),
+                    uid: pod.metadata.uid.clone(),
+                    ..Default::default()
+                };
+                events.warning(
+                    reference,
+                    "NodeNotReady",
+                    "NodeNotReady",
+                    "Node is not ready".into(),
+                );
+                return Ok(());
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 => continue,
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_relist_forgets_only_what_it_did_not_list() {
+        let mut relist: Relist<String> = Relist::new();
+        let cached = ["a".to_string(), "b".to_string(), "c".to_string()];
+        assert!(
+            relist.finish(cached.iter()).is_empty(),
+            "no re-list running"
+        );
+        relist.start();
+        relist.saw(&"a".to_string());
+        relist.saw(&"c".to_string());
+        assert_eq!(relist.finish(cached.iter()), vec!["b".to_string()]);
+        assert!(relist.finish(cached.iter()).is_empty());
     }
 }

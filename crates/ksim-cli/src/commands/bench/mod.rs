@@ -1,9 +1,12 @@
 //! `ksim bench`: benchmarks of ksim itself that print figures against their
 //! targets. `startup` (time to /readyz, idle RSS), `api` (creates, lists,
-//! RSS holding many pods, watch fan-out), `all` (both), and the hidden
-//! `workloads` (a large Deployment with the whole cluster in process).
+//! RSS holding many pods, watch fan-out), `all` (both), and the component
+//! benchmarks: `kubelet`, `workloads` (a large Deployment with the whole
+//! cluster in process) and `drain` (nodes drained under a
+//! PodDisruptionBudget).
 
 mod api;
+mod drain;
 mod kubelet;
 mod measure;
 mod server;
@@ -11,6 +14,7 @@ mod startup;
 mod workloads;
 
 pub use api::{ApiBench, bench_api};
+pub use drain::{DrainBench, bench_drain};
 pub use kubelet::{KubeletBench, bench_kubelet};
 pub use startup::bench_startup;
 pub use workloads::{WorkloadsBench, bench_workloads};
