@@ -1,9 +1,5 @@
-//! [`StoredObject`]: one immutable version of an object, in its stored
-//! form, and its JSON: serialized at write time and kept while the write is
-//! in its collection's watch history (watchers and recent readers copy
-//! bytes), serialized again on demand after that.
-
-use std::sync::Mutex;
+//! [`StoredObject`]: one immutable version of an object, with its JSON
+//! serialized once at write time so that lists and watches copy bytes.
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -13,7 +9,7 @@ use serde_json::Value;
 pub type ObjectKey = (String, String);
 
 /// One version of an object as stored.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct StoredObject {
     /// The object, with `metadata.resourceVersion` set to [`Self::revision`],
     /// in its stored form: `metadata.managedFields` is kept as the JSON text
@@ -22,24 +18,12 @@ pub struct StoredObject {
     /// them). [`expand_managed_fields`] turns it back into the API form;
     /// [`Self::json`] is in the API form.
     pub value: Value,
-    /// `value` serialized in the API form, while the write that made this
-    /// version is in the watch history (the store forgets it after).
-    json: Mutex<Option<Bytes>>,
+    /// `value` serialized as JSON.
+    pub json: Bytes,
     /// The revision of the write that produced this version.
     pub revision: u64,
     /// Its key.
     pub key: ObjectKey,
-}
-
-impl Clone for StoredObject {
-    fn clone(&self) -> Self {
-        StoredObject {
-            value: self.value.clone(),
-            json: Mutex::new(self.cached_json()),
-            revision: self.revision,
-            key: self.key.clone(),
-        }
-    }
 }
 
 impl StoredObject {
@@ -58,7 +42,7 @@ impl StoredObject {
         compact_managed_fields(&mut value);
         StoredObject {
             value,
-            json: Mutex::new(Some(json)),
+            json,
             revision,
             key,
         }
@@ -73,37 +57,10 @@ impl StoredObject {
         compact_managed_fields(&mut value);
         StoredObject {
             value,
-            json: Mutex::new(Some(json)),
+            json,
             revision: 0,
             key,
         }
-    }
-
-    /// The object serialized as JSON in the API form.
-    pub fn json(&self) -> Bytes {
-        self.cached_json().unwrap_or_else(|| {
-            let mut out = Vec::with_capacity(2048);
-            write_api_json(&self.value, &mut out);
-            Bytes::from(out)
-        })
-    }
-
-    /// Appends [`Self::json`] to `out` (without an intermediate copy when it
-    /// is not kept).
-    pub fn write_json(&self, out: &mut Vec<u8>) {
-        match self.cached_json() {
-            Some(json) => out.extend_from_slice(&json),
-            None => write_api_json(&self.value, out),
-        }
-    }
-
-    pub(crate) fn cached_json(&self) -> Option<Bytes> {
-        self.json.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// Drops the kept JSON (its write left the watch history).
-    pub(crate) fn forget_json(&self) {
-        *self.json.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     /// The namespace (`""` when cluster-scoped).
@@ -130,51 +87,6 @@ impl StoredObject {
     pub fn labels(&self) -> Option<&serde_json::Map<String, Value>> {
         self.metadata()?.get("labels")?.as_object()
     }
-}
-
-/// Serializes a stored value in the API form: the stored managedFields
-/// text is the JSON of the list, so it is written as it is.
-fn write_api_json(value: &Value, out: &mut Vec<u8>) {
-    let managed = value
-        .get("metadata")
-        .and_then(|m| m.get("managedFields"))
-        .and_then(Value::as_str)
-        .filter(|text| serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok());
-    let (Some(root), Some(managed)) = (value.as_object(), managed) else {
-        let _ = serde_json::to_writer(&mut *out, value);
-        return;
-    };
-    // Maps iterate in the order serde_json writes them (by key).
-    out.push(b'{');
-    for (i, (key, field)) in root.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        let _ = serde_json::to_writer(&mut *out, key);
-        out.push(b':');
-        match field.as_object() {
-            Some(metadata) if key == "metadata" => {
-                out.push(b'{');
-                for (j, (name, entry)) in metadata.iter().enumerate() {
-                    if j > 0 {
-                        out.push(b',');
-                    }
-                    let _ = serde_json::to_writer(&mut *out, name);
-                    out.push(b':');
-                    if name == "managedFields" {
-                        out.extend_from_slice(managed.as_bytes());
-                    } else {
-                        let _ = serde_json::to_writer(&mut *out, entry);
-                    }
-                }
-                out.push(b'}');
-            }
-            _ => {
-                let _ = serde_json::to_writer(&mut *out, field);
-            }
-        }
-    }
-    out.push(b'}');
 }
 
 /// Turns `metadata.managedFields` into the stored form: the JSON text of
@@ -318,7 +230,7 @@ mod tests {
         ]}});
         let stored = StoredObject::new(object.clone(), 5, ("".into(), "a".into()));
         assert!(stored.value["metadata"]["managedFields"].is_string());
-        let served: Value = serde_json::from_slice(&stored.json()).expect("json");
+        let served: Value = serde_json::from_slice(&stored.json).expect("json");
         assert_eq!(
             served["metadata"]["managedFields"],
             object["metadata"]["managedFields"]
@@ -338,39 +250,18 @@ mod tests {
         ]}});
         let first = StoredObject::new(object.clone(), 5, ("".into(), "a".into()));
         let again = StoredObject::new(first.value.clone(), 6, ("".into(), "a".into()));
-        let served: Value = serde_json::from_slice(&again.json()).expect("json");
+        let served: Value = serde_json::from_slice(&again.json).expect("json");
         assert_eq!(
             served["metadata"]["managedFields"],
             object["metadata"]["managedFields"]
         );
         assert!(again.value["metadata"]["managedFields"].is_string());
         let dry = StoredObject::dry_run(first.value.clone());
-        let served: Value = serde_json::from_slice(&dry.json()).expect("json");
+        let served: Value = serde_json::from_slice(&dry.json).expect("json");
         assert_eq!(
             served["metadata"]["managedFields"],
             object["metadata"]["managedFields"]
         );
-    }
-
-    #[test]
-    fn forgotten_json_is_serialized_again_byte_for_byte() {
-        let cases = [
-            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "namespace": "d", "labels": {"x": "\"q\""}, "managedFields": [
-                {"manager": "m", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:x": {}}}}
-            ]}, "spec": {"n": 1.5, "list": [1, null, true]}}),
-            json!({"metadata": {"name": "b"}, "data": {"k": "v"}}),
-            json!({"kind": "Status"}),
-        ];
-        for object in cases {
-            let stored = StoredObject::new(object, 7, ("d".into(), "a".into()));
-            let kept = stored.json();
-            stored.forget_json();
-            assert!(stored.cached_json().is_none());
-            assert_eq!(stored.json(), kept);
-            let mut written = b"[".to_vec();
-            stored.write_json(&mut written);
-            assert_eq!(&written[1..], &kept[..]);
-        }
     }
 
     #[test]

@@ -189,9 +189,6 @@ impl Store {
         while collection.history.len() > self.history_limit {
             if let Some(dropped) = collection.history.pop_front() {
                 collection.oldest_resumable = dropped.revision();
-                // Readers of older versions serialize them again; the
-                // store keeps JSON only for the writes watchers still read.
-                dropped.object.forget_json();
             }
         }
         collection.changes.send_replace(revision);
@@ -651,20 +648,6 @@ mod tests {
             store.watch("/pods", Some(start)),
             Err(StoreError::Expired { .. })
         ));
-    }
-
-    #[test]
-    fn json_is_kept_only_for_writes_in_the_history() {
-        let store = Store::new(2);
-        let a = store.create("/pods", pod("a")).expect("create a");
-        let a_json = a.json();
-        store.create("/pods", pod("b")).expect("create b");
-        store.create("/pods", pod("c")).expect("create c");
-        let a = store.get("/pods", "default", "a").expect("a");
-        assert!(a.cached_json().is_none());
-        assert_eq!(a.json(), a_json);
-        let c = store.get("/pods", "default", "c").expect("c");
-        assert!(c.cached_json().is_some());
     }
 
     #[tokio::test]

@@ -235,7 +235,7 @@ impl WatchSpec {
                 line(kind, &serde_json::to_vec(&metadata).unwrap_or_default())
             }
             _ if conversion::is_identity(&self.view.target.resource, &object.value) => {
-                line(kind, &object.json())
+                line(kind, &object.json)
             }
             _ => {
                 let value = conversion::from_storage(&self.view.target.resource, &object.value);

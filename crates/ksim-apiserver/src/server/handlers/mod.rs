@@ -13,7 +13,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::extract::{Request, State as AxumState};
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
+use bytes::{BufMut, Bytes, BytesMut};
 use chrono::{SecondsFormat, Utc};
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use serde_json::{Value, json};
@@ -300,7 +300,7 @@ impl ResourceRequest {
                 if object.value["apiVersion"].as_str()
                     == Some(self.resource().api_version().as_str()) =>
             {
-                codec::respond(status, "application/json", object.json())
+                codec::respond(status, "application/json", object.json.clone())
             }
             Output::Table { v1beta1 } => {
                 let value = conversion::for_table(self.resource(), &object.value);

@@ -111,10 +111,11 @@ impl ResourceRequest {
                 codec::respond_value(StatusCode::OK, Output::Yaml, &list)
             }
             Output::Json => {
-                // Items are copied as the bytes serialized at write time
-                // (or serialized now, for writes past the watch history).
+                // Items are copied as the bytes serialized at write time.
                 let api_version = self.resource().api_version();
-                let mut body: Vec<u8> = Vec::with_capacity(128 + page.items.len() * 1600);
+                let mut body = BytesMut::with_capacity(
+                    128 + page.items.iter().map(|o| o.json.len() + 1).sum::<usize>(),
+                );
                 let head = json!({
                     "kind": format!("{}List", self.resource().kind),
                     "apiVersion": api_version,
@@ -122,21 +123,21 @@ impl ResourceRequest {
                 });
                 let head = serde_json::to_vec(&head).unwrap_or_default();
                 // `{...}` without its closing brace, then the items.
-                body.extend_from_slice(&head[..head.len().saturating_sub(1)]);
-                body.extend_from_slice(b",\"items\":[");
+                body.put_slice(&head[..head.len().saturating_sub(1)]);
+                body.put_slice(b",\"items\":[");
                 for (i, object) in page.items.iter().enumerate() {
                     if i > 0 {
-                        body.push(b',');
+                        body.put_u8(b',');
                     }
                     if conversion::is_identity(self.resource(), &object.value) {
-                        object.write_json(&mut body);
+                        body.put_slice(&object.json);
                     } else {
                         let value = self.for_version(object);
-                        let _ = serde_json::to_writer(&mut body, value.as_ref());
+                        body.put_slice(&serde_json::to_vec(value.as_ref()).unwrap_or_default());
                     }
                 }
-                body.extend_from_slice(b"]}");
-                codec::respond(StatusCode::OK, "application/json", Bytes::from(body))
+                body.put_slice(b"]}");
+                codec::respond(StatusCode::OK, "application/json", body.freeze())
             }
         }
     }
