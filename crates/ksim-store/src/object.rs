@@ -38,7 +38,7 @@ impl StoredObject {
         // A version written back from a stored one (a delete, a finalize)
         // carries the stored form: serve the API form all the same.
         expand_managed_fields(&mut value);
-        let json = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
+        let json = exact_bytes(serde_json::to_vec(&value).unwrap_or_default());
         compact_managed_fields(&mut value);
         StoredObject {
             value,
@@ -53,7 +53,7 @@ impl StoredObject {
     pub fn dry_run(mut value: Value) -> Self {
         let key = key_of(&value).unwrap_or_default();
         expand_managed_fields(&mut value);
-        let json = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
+        let json = exact_bytes(serde_json::to_vec(&value).unwrap_or_default());
         compact_managed_fields(&mut value);
         StoredObject {
             value,
@@ -100,8 +100,18 @@ pub fn compact_managed_fields(value: &mut Value) {
     };
     if managed.is_array() {
         expand_fields_v1(managed);
-        *managed = Value::String(managed.to_string());
+        let mut text = managed.to_string();
+        // Kept for the object's life: without the spare capacity growth left.
+        text.shrink_to_fit();
+        *managed = Value::String(text);
     }
+}
+
+/// Bytes that own exactly their length: a serialized object is kept for its
+/// version's life, and the spare capacity of the growing buffer (a third of
+/// it on average) would be kept with it.
+fn exact_bytes(json: Vec<u8>) -> Bytes {
+    Bytes::from(json.into_boxed_slice())
 }
 
 /// Turns stored `metadata.managedFields` back into the API form: the list,
