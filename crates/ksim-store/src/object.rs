@@ -100,18 +100,19 @@ pub fn compact_managed_fields(value: &mut Value) {
     };
     if managed.is_array() {
         expand_fields_v1(managed);
-        let mut text = managed.to_string();
-        // Kept for the object's life: without the spare capacity growth left.
-        text.shrink_to_fit();
+        // Kept for the object's life: copied into an allocation of its
+        // length (shrinking in place would keep the growth's spare capacity).
+        let text = String::from(managed.to_string().as_str());
         *managed = Value::String(text);
     }
 }
 
-/// Bytes that own exactly their length: a serialized object is kept for its
-/// version's life, and the spare capacity of the growing buffer (a third of
-/// it on average) would be kept with it.
+/// Bytes in an allocation of their length: a serialized object is kept for
+/// its version's life, and the spare capacity of the growing buffer (a third
+/// of it on average) would be kept with it. A copy, as allocators shrink a
+/// block in place (keeping its size) when asked to.
 fn exact_bytes(json: Vec<u8>) -> Bytes {
-    Bytes::from(json.into_boxed_slice())
+    Bytes::copy_from_slice(&json)
 }
 
 /// Turns stored `metadata.managedFields` back into the API form: the list,
