@@ -12,10 +12,11 @@ pub type ObjectKey = (String, String);
 #[derive(Debug, Clone)]
 pub struct StoredObject {
     /// The object, with `metadata.resourceVersion` set to [`Self::revision`],
-    /// in its stored form: each `metadata.managedFields[].fieldsV1` is kept
-    /// as its JSON text (a FieldsV1 tree is most of a small object's nodes,
-    /// and nodes are what memory goes to). [`expand_managed_fields`] turns
-    /// it back into the API form; [`Self::json`] is in the API form.
+    /// in its stored form: `metadata.managedFields` is kept as the JSON text
+    /// of the whole list (its entries and FieldsV1 trees are most of a small
+    /// object's nodes, nodes are what memory goes to, and only writes read
+    /// them). [`expand_managed_fields`] turns it back into the API form;
+    /// [`Self::json`] is in the API form.
     pub value: Value,
     /// `value` serialized as JSON.
     pub json: Bytes,
@@ -34,7 +35,10 @@ impl StoredObject {
                 Value::String(revision.to_string()),
             );
         }
-        let json = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
+        // A version written back from a stored one (a delete, a finalize)
+        // carries the stored form: serve the API form all the same.
+        expand_managed_fields(&mut value);
+        let json = exact_bytes(serde_json::to_vec(&value).unwrap_or_default());
         compact_managed_fields(&mut value);
         StoredObject {
             value,
@@ -48,7 +52,8 @@ impl StoredObject {
     /// no resourceVersion.
     pub fn dry_run(mut value: Value) -> Self {
         let key = key_of(&value).unwrap_or_default();
-        let json = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
+        expand_managed_fields(&mut value);
+        let json = exact_bytes(serde_json::to_vec(&value).unwrap_or_default());
         compact_managed_fields(&mut value);
         StoredObject {
             value,
@@ -84,31 +89,53 @@ impl StoredObject {
     }
 }
 
-/// Stores each `metadata.managedFields[].fieldsV1` object as its JSON text.
+/// Turns `metadata.managedFields` into the stored form: the JSON text of
+/// the whole list (the text of the API form).
 pub fn compact_managed_fields(value: &mut Value) {
-    let Some(entries) = value
+    let Some(managed) = value
         .get_mut("metadata")
         .and_then(|m| m.get_mut("managedFields"))
-        .and_then(Value::as_array_mut)
     else {
         return;
     };
-    for entry in entries {
-        if let Some(fields) = entry.get_mut("fieldsV1")
-            && fields.is_object()
-        {
-            *fields = Value::String(fields.to_string());
-        }
+    if managed.is_array() {
+        expand_fields_v1(managed);
+        // Kept for the object's life: copied into an allocation of its
+        // length (shrinking in place would keep the growth's spare capacity).
+        let text = String::from(managed.to_string().as_str());
+        *managed = Value::String(text);
     }
 }
 
-/// Turns stored `fieldsV1` texts back into objects (the API form).
+/// Bytes in an allocation of their length: a serialized object is kept for
+/// its version's life, and the spare capacity of the growing buffer (a third
+/// of it on average) would be kept with it. A copy, as allocators shrink a
+/// block in place (keeping its size) when asked to.
+fn exact_bytes(json: Vec<u8>) -> Bytes {
+    Bytes::copy_from_slice(&json)
+}
+
+/// Turns stored `metadata.managedFields` back into the API form: the list,
+/// each `fieldsV1` an object. Also reads the older stored form (each
+/// `fieldsV1` kept as its text in a list).
 pub fn expand_managed_fields(value: &mut Value) {
-    let Some(entries) = value
+    let Some(managed) = value
         .get_mut("metadata")
         .and_then(|m| m.get_mut("managedFields"))
-        .and_then(Value::as_array_mut)
     else {
+        return;
+    };
+    if let Some(text) = managed.as_str()
+        && let Ok(parsed) = serde_json::from_str::<Value>(text)
+    {
+        *managed = parsed;
+    }
+    expand_fields_v1(managed);
+}
+
+/// Parses every `fieldsV1` kept as text in a managedFields list.
+fn expand_fields_v1(managed: &mut Value) {
+    let Some(entries) = managed.as_array_mut() else {
         return;
     };
     for entry in entries {
@@ -136,31 +163,24 @@ pub(crate) fn key_of(value: &Value) -> Option<ObjectKey> {
 }
 
 /// Whether two managedFields lists are the same, whichever form (stored
-/// text or object) each `fieldsV1` is in.
+/// text or API list) each is in.
 fn same_managed_fields(a: &Value, b: &Value) -> bool {
-    let (Some(a), Some(b)) = (a.as_array(), b.as_array()) else {
-        return a == b;
-    };
-    a.len() == b.len()
-        && a.iter().zip(b).all(|(x, y)| {
-            let (Some(x), Some(y)) = (x.as_object(), y.as_object()) else {
-                return x == y;
-            };
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(key, value)| match (key.as_str(), y.get(key)) {
-                        ("fieldsV1", Some(other)) => match (value, other) {
-                            (Value::String(text), object @ Value::Object(_))
-                            | (object @ Value::Object(_), Value::String(text)) => {
-                                serde_json::from_str::<Value>(text)
-                                    .is_ok_and(|parsed| parsed == *object)
-                            }
-                            _ => value == other,
-                        },
-                        (_, Some(other)) => value == other,
-                        (_, None) => false,
-                    })
-        })
+    if a.is_string() || b.is_string() || has_fields_v1_text(a) || has_fields_v1_text(b) {
+        let api_form = |managed: &Value| {
+            let mut value = serde_json::json!({"metadata": {"managedFields": managed}});
+            expand_managed_fields(&mut value);
+            value
+        };
+        return api_form(a) == api_form(b);
+    }
+    a == b
+}
+
+/// Whether a managedFields list keeps some `fieldsV1` as text.
+fn has_fields_v1_text(managed: &Value) -> bool {
+    managed
+        .as_array()
+        .is_some_and(|entries| entries.iter().any(|e| e["fieldsV1"].is_string()))
 }
 
 /// Whether two versions differ only in `metadata.resourceVersion`: such a
@@ -215,12 +235,12 @@ mod tests {
     }
 
     #[test]
-    fn managed_fields_are_stored_as_text_and_served_as_objects() {
+    fn managed_fields_are_stored_as_one_text_and_served_as_a_list() {
         let object = json!({"metadata": {"name": "a", "managedFields": [
             {"manager": "m", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:replicas": {}}}}
         ]}});
         let stored = StoredObject::new(object.clone(), 5, ("".into(), "a".into()));
-        assert!(stored.value["metadata"]["managedFields"][0]["fieldsV1"].is_string());
+        assert!(stored.value["metadata"]["managedFields"].is_string());
         let served: Value = serde_json::from_slice(&stored.json).expect("json");
         assert_eq!(
             served["metadata"]["managedFields"],
@@ -232,5 +252,45 @@ mod tests {
             expanded["metadata"]["managedFields"],
             object["metadata"]["managedFields"]
         );
+    }
+
+    #[test]
+    fn a_stored_version_written_again_is_served_in_the_api_form() {
+        let object = json!({"metadata": {"name": "a", "managedFields": [
+            {"manager": "m", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}
+        ]}});
+        let first = StoredObject::new(object.clone(), 5, ("".into(), "a".into()));
+        let again = StoredObject::new(first.value.clone(), 6, ("".into(), "a".into()));
+        let served: Value = serde_json::from_slice(&again.json).expect("json");
+        assert_eq!(
+            served["metadata"]["managedFields"],
+            object["metadata"]["managedFields"]
+        );
+        assert!(again.value["metadata"]["managedFields"].is_string());
+        let dry = StoredObject::dry_run(first.value.clone());
+        let served: Value = serde_json::from_slice(&dry.json).expect("json");
+        assert_eq!(
+            served["metadata"]["managedFields"],
+            object["metadata"]["managedFields"]
+        );
+    }
+
+    #[test]
+    fn managed_fields_compare_equal_across_forms() {
+        let list = json!([{"manager": "m", "fieldsV1": {"f:a": {}}}]);
+        let per_entry_text = json!([{"manager": "m", "fieldsV1": "{\"f:a\":{}}"}]);
+        let whole_text = Value::String(list.to_string());
+        let other = json!([{"manager": "n", "fieldsV1": {"f:a": {}}}]);
+        let cases = [
+            (&list, &whole_text, true),
+            (&whole_text, &list, true),
+            (&per_entry_text, &whole_text, true),
+            (&list, &list, true),
+            (&other, &whole_text, false),
+            (&whole_text, &other, false),
+        ];
+        for (a, b, want) in cases {
+            assert_eq!(same_managed_fields(a, b), want, "{a} vs {b}");
+        }
     }
 }

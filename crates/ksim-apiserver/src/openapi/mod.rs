@@ -1,9 +1,10 @@
 //! The OpenAPI v3 documents (`/openapi/v3`), generated from the k8s-openapi types and CRDs, and server-side field validation.
 //!
-//! [`OpenApi`] is built at start and rebuilt when CRDs change: the documents
-//! of the built-in group-versions are serialized once per process (for a
-//! given set of built-in resources) and shared; only CRD documents are
-//! rebuilt.
+//! [`OpenApi`] is made at start and remade when CRDs change; making it only
+//! keeps the CRDs' schemas (what field validation needs). The documents are
+//! built on the first request for one of them: those of the built-in
+//! group-versions are serialized once per process (for a given set of
+//! built-in resources) and shared; only CRD documents are rebuilt.
 
 mod decode;
 mod paths;
@@ -14,7 +15,7 @@ pub use validation::{duplicate_fields, strict_error, warning_headers};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{DefaultHasher, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
@@ -207,11 +208,21 @@ impl BuiltIns {
 
 #[derive(Debug)]
 struct Inner {
-    built_ins: Arc<BuiltIns>,
-    documents: BTreeMap<String, Document>,
-    index: Bytes,
+    /// The built-in resources the documents describe.
+    built_in: Arc<Vec<ResourceInfo>>,
+    /// The CustomResourceDefinitions (as JSON) the documents describe.
+    crds: Vec<Value>,
+    /// Built on the first request for a document or the index.
+    documents: OnceLock<Documents>,
     /// `openAPIV3Schema` of each served CRD version, by (group, version, kind).
     crd_schemas: HashMap<(String, String, String), Value>,
+}
+
+/// The serialized documents of one [`OpenApi`] and their index.
+#[derive(Debug)]
+struct Documents {
+    documents: BTreeMap<String, Document>,
+    index: Bytes,
 }
 
 /// The `/openapi/v3` documents and field validation of a set of resources.
@@ -222,81 +233,57 @@ pub struct OpenApi {
 }
 
 impl OpenApi {
-    /// Builds the documents of the built-in `resources` (custom ones among
-    /// them are ignored: CRDs describe themselves) and of `crds`
-    /// (CustomResourceDefinitions as JSON). The built-in documents are
-    /// serialized once per process and reused.
+    /// The documents of the built-in `resources` (custom ones among them
+    /// are ignored: CRDs describe themselves) and of `crds`
+    /// (CustomResourceDefinitions as JSON), built when first asked for. The
+    /// built-in documents are serialized once per process and reused.
     pub fn new(resources: &[Arc<ResourceInfo>], crds: &[Value]) -> Self {
         let built_in: Vec<ResourceInfo> = resources
             .iter()
             .filter(|r| !r.custom)
             .map(|r| ResourceInfo::clone(r))
             .collect();
-        Self::with_built_ins(BuiltIns::shared(built_in), crds)
+        Self::with_built_ins(Arc::new(built_in), crds)
     }
 
     /// The same built-in documents with another set of CRDs.
     pub fn with_crds(&self, crds: &[Value]) -> Self {
-        Self::with_built_ins(Arc::clone(&self.inner.built_ins), crds)
+        Self::with_built_ins(Arc::clone(&self.inner.built_in), crds)
     }
 
-    fn with_built_ins(built_ins: Arc<BuiltIns>, crds: &[Value]) -> Self {
-        let mut documents = built_ins.documents.clone();
-        let mut custom: BTreeMap<String, GroupVersion> = BTreeMap::new();
+    fn with_built_ins(built_in: Arc<Vec<ResourceInfo>>, crds: &[Value]) -> Self {
         let mut crd_schemas = HashMap::new();
         for version in crds.iter().flat_map(crd_versions) {
-            let path = version.document_path();
-            let gv = custom.entry(path.clone()).or_insert_with(|| {
-                built_ins
-                    .group_versions
-                    .get(&path)
-                    .cloned()
-                    .unwrap_or_else(GroupVersion::with_meta_roots)
-            });
-            add_crd_version(gv, &version);
-            if let Some(schema) = &version.schema {
-                crd_schemas.insert(
-                    (
-                        version.group.clone(),
-                        version.version.clone(),
-                        version.kind.clone(),
-                    ),
-                    schema.clone(),
-                );
+            if let Some(schema) = version.schema {
+                crd_schemas.insert((version.group, version.version, version.kind), schema);
             }
         }
-        for (path, gv) in &custom {
-            documents.insert(path.clone(), gv.to_document());
-        }
-        let index: Map<String, Value> = documents
-            .iter()
-            .map(|(path, document)| {
-                (
-                    path.clone(),
-                    json!({ "serverRelativeURL": format!("/openapi/v3/{path}?hash={}", document.hash) }),
-                )
-            })
-            .collect();
-        let index = Bytes::from(serde_json::to_vec(&json!({ "paths": index })).unwrap_or_default());
         OpenApi {
             inner: Arc::new(Inner {
-                built_ins,
-                documents,
-                index,
+                built_in,
+                crds: crds.to_vec(),
+                documents: OnceLock::new(),
                 crd_schemas,
             }),
         }
     }
 
+    /// The documents, built on first use.
+    fn documents(&self) -> &Documents {
+        self.inner
+            .documents
+            .get_or_init(|| build_documents(&self.inner.built_in, &self.inner.crds))
+    }
+
     /// `GET /openapi/v3`: `{"paths":{"api/v1":{"serverRelativeURL":"/openapi/v3/api/v1?hash=..."},...}}`.
     pub fn index(&self) -> Bytes {
-        self.inner.index.clone()
+        self.documents().index.clone()
     }
 
     /// `GET /openapi/v3/<path>` (`api/v1`, `apis/apps/v1`): the JSON document and its hash.
     pub fn document(&self, path: &str) -> Option<(Bytes, String)> {
         let path = path.trim_matches('/');
-        self.inner
+        self.documents()
             .documents
             .get(path)
             .map(|d| (d.bytes.clone(), d.hash.clone()))
@@ -390,6 +377,38 @@ pub struct FieldCheck {
     pub unknown: Vec<String>,
     /// The 400 decoding error, as [`OpenApi::decode_errors`] reports it.
     pub decode_error: Option<ApiError>,
+}
+
+/// The documents of the built-in resources and of the CRDs, and their index.
+fn build_documents(built_in: &[ResourceInfo], crds: &[Value]) -> Documents {
+    let built_ins = BuiltIns::shared(built_in.to_vec());
+    let mut documents = built_ins.documents.clone();
+    let mut custom: BTreeMap<String, GroupVersion> = BTreeMap::new();
+    for version in crds.iter().flat_map(crd_versions) {
+        let path = version.document_path();
+        let gv = custom.entry(path.clone()).or_insert_with(|| {
+            built_ins
+                .group_versions
+                .get(&path)
+                .cloned()
+                .unwrap_or_else(GroupVersion::with_meta_roots)
+        });
+        add_crd_version(gv, &version);
+    }
+    for (path, gv) in &custom {
+        documents.insert(path.clone(), gv.to_document());
+    }
+    let index: Map<String, Value> = documents
+        .iter()
+        .map(|(path, document)| {
+            (
+                path.clone(),
+                json!({ "serverRelativeURL": format!("/openapi/v3/{path}?hash={}", document.hash) }),
+            )
+        })
+        .collect();
+    let index = Bytes::from(serde_json::to_vec(&json!({ "paths": index })).unwrap_or_default());
+    Documents { documents, index }
 }
 
 /// Adds a CRD version's schemas and paths to its group-version.

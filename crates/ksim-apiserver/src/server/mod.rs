@@ -34,8 +34,8 @@ use registry::Registry;
 pub(crate) struct State {
     pub(crate) store: Store,
     registry: RwLock<Arc<Registry>>,
-    /// Built on first use (or by the warm-up thread started with the
-    /// server), so that the server answers before its documents exist.
+    /// Made on first use; its documents are built on the first request
+    /// for one, so that the server answers before they exist.
     openapi: RwLock<Option<OpenApi>>,
     /// The next ClusterIP and NodePort to hand out.
     allocations: Mutex<Allocations>,
@@ -140,21 +140,9 @@ impl ApiServer {
             }),
         });
         bootstrap::create_initial_objects(&state);
-        // The schemas (for managedFields, patches, field validation) and the
-        // OpenAPI documents take a while to build: build them beside the
-        // first requests rather than before the server answers.
-        let warm = Arc::downgrade(&state);
-        let spawned = std::thread::Builder::new()
-            .name("ksim-openapi".into())
-            .spawn(move || {
-                ksim_core::schema::definitions();
-                if let Some(state) = warm.upgrade() {
-                    state.openapi();
-                }
-            });
-        if let Err(error) = spawned {
-            tracing::warn!(%error, "cannot start the OpenAPI warm-up thread");
-        }
+        // The schemas (for managedFields, patches, field validation) are
+        // built by the first write that needs them and the OpenAPI documents
+        // by the first request for one: an idle server holds neither.
         ApiServer { state }
     }
 

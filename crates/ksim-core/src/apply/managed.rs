@@ -96,6 +96,17 @@ pub fn managed_fields_of(object: &Value) -> Option<&Value> {
 
 /// Decodes managedFields entries. Entries with no fields are dropped.
 pub fn decode(managed_fields: &Value) -> Result<Vec<ManagedEntry>, String> {
+    // A store may keep the whole list as its JSON text (ksim-store does, to
+    // save memory); it reads the same.
+    let parsed_list;
+    let managed_fields = match managed_fields.as_str() {
+        Some(text) => {
+            parsed_list = serde_json::from_str::<Value>(text)
+                .map_err(|e| format!("cannot decode managedFields: {e}"))?;
+            &parsed_list
+        }
+        None => managed_fields,
+    };
     let entries = managed_fields
         .as_array()
         .ok_or_else(|| "metadata.managedFields must be a list".to_owned())?;

@@ -190,8 +190,8 @@ pub(crate) fn prepare_new_object(
             admit_service_account(state, &mut object)?;
         }
     }
-    let definition = definition_of(resource);
     if let Some(manager) = manager {
+        let definition = definition_of(resource);
         // The status a kind with a status subresource starts with is the
         // server's (a reset field), not the writer's: it is not tracked.
         let reset_status = if resource.has_subresource("status") {
