@@ -72,14 +72,6 @@ pub fn node_taints(node: &Node) -> &[k8s_openapi::api::core::v1::Taint] {
         .unwrap_or_default()
 }
 
-/// The name of the node a pod is bound to (empty when unbound).
-pub fn pod_node_name(pod: &Pod) -> &str {
-    pod.spec
-        .as_ref()
-        .and_then(|spec| spec.node_name.as_deref())
-        .unwrap_or_default()
-}
-
 /// Whether the pod has finished (phase Succeeded or Failed): such pods hold
 /// no resources and are left out of node listings, as upstream's
 /// `ListPodsOnANode`.
@@ -444,9 +436,19 @@ impl<'a> NodeFitChecker<'a> {
 
     /// Whether `pod` fits one of `nodes` other than the one it runs on.
     pub fn pod_fits_any_other_node(&self, pod: &Pod, nodes: &[&Node]) -> bool {
+        self.pod_fits_any_other_node_of(pod, nodes.iter().copied())
+    }
+
+    /// [`Self::pod_fits_any_other_node`] over nodes chosen on the fly (no
+    /// list to build per pod).
+    pub fn pod_fits_any_other_node_of<'n>(
+        &self,
+        pod: &Pod,
+        mut nodes: impl Iterator<Item = &'n Node>,
+    ) -> bool {
         let prepared = PreparedPod::new(pod);
-        let current = pod_node_name(pod);
-        nodes.iter().any(|node| {
+        let current = crate::podutil::node_name(pod);
+        nodes.any(|node| {
             node.metadata.name.as_deref() != Some(current)
                 && self.prepared_fit(&prepared, node).is_ok()
         })
@@ -474,7 +476,7 @@ impl<'a> NodeFitChecker<'a> {
         if self.matches_anti_affinity(pod, node, node_name) {
             return Err(NodeFitError::InterPodAntiAffinity);
         }
-        if pod.check_own_node_resources || pod_node_name(pod.pod) != node_name {
+        if pod.check_own_node_resources || crate::podutil::node_name(pod.pod) != node_name {
             self.fits_request(pod, node)?;
         }
         Ok(())

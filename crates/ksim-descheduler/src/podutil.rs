@@ -434,6 +434,14 @@ pub(crate) mod testing {
                     status: "True".into(),
                     ..Default::default()
                 }]),
+                allocatable: Some(
+                    [(
+                        "pods".to_string(),
+                        k8s_openapi::apimachinery::pkg::api::resource::Quantity("110".into()),
+                    )]
+                    .into_iter()
+                    .collect(),
+                ),
                 ..Default::default()
             }),
         }

@@ -342,7 +342,7 @@ fn evict_pods(
         }
         if !pod_tolerates_some_taints(pod, destination_taints) {
             tracing::debug!(
-                pod = %pod_key(pod),
+                pod = %crate::podutil::pod_key(pod),
                 "Skipping eviction for pod, doesn't tolerate node taint"
             );
             continue;
@@ -355,7 +355,6 @@ fn evict_pods(
         }
         let request = EvictionRequest {
             strategy: pass.strategy,
-            profile: "",
             reason: "",
         };
         match evictor.evict(pod, request) {
@@ -364,7 +363,7 @@ fn evict_pods(
                 return Err(error);
             }
             Err(error) => {
-                tracing::warn!(pod = %pod_key(pod), error = %error, "eviction failed");
+                tracing::warn!(pod = %crate::podutil::pod_key(pod), error = %error, "eviction failed");
                 continue;
             }
         }
@@ -404,15 +403,6 @@ fn pod_tolerates_some_taints(pod: &Pod, taint_sets: &[&[Taint]]) -> bool {
                 .iter()
                 .all(|taint| tolerations_tolerate_taint(tolerations, taint))
     })
-}
-
-/// `namespace/name` of a pod, for logs.
-pub fn pod_key(pod: &Pod) -> String {
-    format!(
-        "{}/{}",
-        pod.metadata.namespace.as_deref().unwrap_or_default(),
-        pod.metadata.name.as_deref().unwrap_or_default()
-    )
 }
 
 /// A pod filter that keeps pods requesting any of `names` in a container

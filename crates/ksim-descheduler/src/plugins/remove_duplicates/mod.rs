@@ -13,7 +13,7 @@ use crate::framework::{
     PodEvictor, decode_args,
 };
 use crate::nodeutil::{Namespaces, active_pods_on_node, pod_matches_node_constraints};
-use crate::plugins::node_utilization::pod_key;
+use crate::podutil::pod_key;
 
 /// The plugin's name in the policy.
 pub const PLUGIN_NAME: &str = "RemoveDuplicates";
@@ -282,7 +282,6 @@ impl BalancePlugin for RemoveDuplicates {
                 for pod in &pods[upper_avg.saturating_sub(1)..] {
                     let request = EvictionRequest {
                         strategy: PLUGIN_NAME,
-                        profile: "",
                         reason: "",
                     };
                     match evictor.evict(pod, request) {

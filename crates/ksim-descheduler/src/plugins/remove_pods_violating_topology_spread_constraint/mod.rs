@@ -21,10 +21,9 @@ use crate::framework::{
     PodEvictor, decode_args,
 };
 use crate::nodeutil::{
-    Namespaces, NodeFitChecker, active_pods_on_node, is_pod_terminating, node_taints,
-    pod_node_name, pod_priority,
+    Namespaces, NodeFitChecker, active_pods_on_node, is_pod_terminating, node_taints, pod_priority,
 };
-use crate::plugins::node_utilization::pod_key;
+use crate::podutil::{node_name as pod_node_name, pod_key};
 
 /// The plugin's name in the policy.
 pub const PLUGIN_NAME: &str = "RemovePodsViolatingTopologySpreadConstraint";
@@ -451,7 +450,6 @@ impl BalancePlugin for RemovePodsViolatingTopologySpreadConstraint {
             }
             let request = EvictionRequest {
                 strategy: PLUGIN_NAME,
-                profile: "",
                 reason: "",
             };
             match evictor.evict(pod, request) {
