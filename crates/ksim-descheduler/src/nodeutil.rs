@@ -84,11 +84,6 @@ pub fn is_pod_terminal(pod: &Pod) -> bool {
     )
 }
 
-/// Whether the pod is being deleted (`metadata.deletionTimestamp` set).
-pub fn is_pod_terminating(pod: &Pod) -> bool {
-    pod.metadata.deletion_timestamp.is_some()
-}
-
 /// The non-terminal pods bound to `node_name` (upstream `ListPodsOnANode`
 /// without a filter).
 pub fn active_pods_on_node<'a>(
@@ -238,11 +233,6 @@ pub fn pod_qos(pod: &Pod) -> QosClass {
     }
 }
 
-/// The pod's `spec.priority` (None when unset).
-pub fn pod_priority(pod: &Pod) -> Option<i32> {
-    pod.spec.as_ref().and_then(|spec| spec.priority)
-}
-
 /// Whether the pod carries the soft no-eviction annotation.
 pub fn has_prefer_no_eviction_annotation(pod: &Pod) -> bool {
     pod.metadata
@@ -256,8 +246,8 @@ pub fn has_prefer_no_eviction_annotation(pod: &Pod) -> bool {
 /// priority BestEffort before Burstable before Guaranteed, and within a QoS
 /// class pods without the soft no-eviction annotation first.
 pub fn compare_pods_for_eviction(a: &Pod, b: &Pod) -> Ordering {
-    pod_priority(a)
-        .cmp(&pod_priority(b))
+    crate::podutil::priority(a)
+        .cmp(&crate::podutil::priority(b))
         .then_with(|| pod_qos(a).cmp(&pod_qos(b)))
         .then_with(|| {
             has_prefer_no_eviction_annotation(a).cmp(&has_prefer_no_eviction_annotation(b))
@@ -269,41 +259,11 @@ pub fn compare_pods_for_eviction(a: &Pod, b: &Pod) -> Ordering {
 pub fn sort_pods_by_priority_low_to_high(pods: &mut [&Pod]) {
     pods.sort_by_cached_key(|pod| {
         (
-            pod_priority(pod),
+            crate::podutil::priority(pod),
             pod_qos(pod),
             has_prefer_no_eviction_annotation(pod),
         )
     });
-}
-
-/// The `namespaces` argument of several plugins: at most one of `include`
-/// and `exclude` (upstream `api.Namespaces`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct Namespaces {
-    /// Only pods in these namespaces are considered.
-    pub include: Vec<String>,
-    /// Pods in these namespaces are not considered.
-    pub exclude: Vec<String>,
-}
-
-impl Namespaces {
-    /// Upstream's validation: only one of include and exclude may be set.
-    pub fn validate(&self, field: &str) -> Result<(), crate::framework::ArgsError> {
-        if !self.include.is_empty() && !self.exclude.is_empty() {
-            return Err(crate::framework::ArgsError::new(
-                field,
-                "only one of Include/Exclude namespaces can be set",
-            ));
-        }
-        Ok(())
-    }
-
-    /// Whether a pod in `namespace` passes the include and exclude lists.
-    pub fn admits(&self, namespace: &str) -> bool {
-        (self.include.is_empty() || self.include.iter().any(|ns| ns == namespace))
-            && !self.exclude.iter().any(|ns| ns == namespace)
-    }
 }
 
 /// Why a pod would not fit a node (upstream `NodeFit`'s errors, word for word).
@@ -765,20 +725,5 @@ mod tests {
             ]
         );
         assert_eq!(compare_pods_for_eviction(refs[0], refs[4]), Ordering::Less);
-    }
-
-    #[test]
-    fn namespaces_admit_by_include_or_exclude() {
-        let include = Namespaces {
-            include: vec!["a".into()],
-            exclude: vec![],
-        };
-        assert!(include.admits("a") && !include.admits("b"));
-        let exclude = Namespaces {
-            include: vec![],
-            exclude: vec!["a".into()],
-        };
-        assert!(!exclude.admits("a") && exclude.admits("b"));
-        assert!(Namespaces::default().admits("x"));
     }
 }

@@ -12,7 +12,8 @@ use crate::framework::{
     ArgsError, BalancePlugin, ClusterSnapshot, EvictionError, EvictionRequest, PluginStatus,
     PodEvictor, decode_args,
 };
-use crate::nodeutil::{Namespaces, active_pods_on_node, pod_matches_node_constraints};
+use crate::nodeutil::{active_pods_on_node, pod_matches_node_constraints};
+use crate::podutil::Namespaces;
 use crate::podutil::pod_key;
 
 /// The plugin's name in the policy.

@@ -20,10 +20,8 @@ use crate::framework::{
     ArgsError, BalancePlugin, ClusterSnapshot, EvictionError, EvictionRequest, PluginStatus,
     PodEvictor, decode_args,
 };
-use crate::nodeutil::{
-    Namespaces, NodeFitChecker, active_pods_on_node, is_pod_terminating, node_taints, pod_priority,
-};
-use crate::podutil::{node_name as pod_node_name, pod_key};
+use crate::nodeutil::{NodeFitChecker, active_pods_on_node, node_taints};
+use crate::podutil::{self, Namespaces, pod_key};
 
 /// The plugin's name in the policy.
 pub const PLUGIN_NAME: &str = "RemovePodsViolatingTopologySpreadConstraint";
@@ -399,10 +397,10 @@ impl BalancePlugin for RemovePodsViolatingTopologySpreadConstraint {
                 }
                 let mut sum_pods = 0usize;
                 for pod in label_index.candidates(pods, constraint) {
-                    if is_pod_terminating(pod) || !constraint.selects(pod) {
+                    if podutil::is_terminating(pod) || !constraint.selects(pod) {
                         continue;
                     }
-                    let Some(node) = node_map.get(pod_node_name(pod)) else {
+                    let Some(node) = node_map.get(podutil::node_name(pod)) else {
                         continue;
                     };
                     let Some(value) = node_label(node, &constraint.topology_key) else {
@@ -441,7 +439,7 @@ impl BalancePlugin for RemovePodsViolatingTopologySpreadConstraint {
 
         let mut node_limit_exceeded: HashSet<&str> = HashSet::new();
         for pod in chosen.pods {
-            let node = pod_node_name(pod);
+            let node = podutil::node_name(pod);
             if node_limit_exceeded.contains(node) || !self.selects(&*evictor, pod) {
                 continue;
             }
@@ -571,7 +569,7 @@ fn sort_domains(domains: &mut [Domain<'_>], evictor: &dyn PodEvictor) {
             (
                 evictor.filter(pod),
                 !has_selector_or_affinity(pod),
-                pod_priority(pod),
+                podutil::priority(pod),
             )
         });
     }
@@ -624,7 +622,7 @@ impl FirstFits {
         let Some(first) = first else {
             return false;
         };
-        let own = pod_node_name(pod);
+        let own = podutil::node_name(pod);
         if nodes[first].metadata.name.as_deref() != Some(own) {
             return true;
         }
