@@ -4,6 +4,7 @@
 //! `PodFitsAnyNode`, `NodeUtilization`), plus the pod facts the balance
 //! plugins order by (QoS class, priority, the soft no-eviction annotation).
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
@@ -11,9 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use k8s_openapi::api::core::v1::{Node, Pod, PodAffinityTerm};
 use ksim_core::node_affinity::RequiredNodeAffinity;
 use ksim_core::quantity::{Quantity, parse_or_zero};
-use ksim_core::resources::{
-    PodResourcesOptions, RESOURCE_CPU, RESOURCE_MEMORY, RESOURCE_PODS, ResourceList, pod_requests,
-};
+use ksim_core::resources::{RESOURCE_CPU, RESOURCE_MEMORY, RESOURCE_PODS, ResourceList};
 use ksim_core::selector::LabelSelectorRequirements;
 use ksim_core::toleration::{find_matching_untolerated_taint, is_do_not_schedule_taint};
 
@@ -124,22 +123,16 @@ pub fn resource_amount(name: &str, quantity: Quantity) -> i64 {
     }
 }
 
-/// A pod's requests as upstream's `PodRequestsAndLimits` computes them
-/// (containers, init containers, sidecars and overhead; no defaults for
-/// containers that request nothing).
-pub fn pod_resource_requests(pod: &Pod) -> ResourceList {
-    pod_requests(pod, &PodResourcesOptions::default())
-}
-
 /// What `pods` request of each of `resource_names`, in [`resource_amount`]
 /// units; `pods` counts the pods (upstream `NodeUtilization`).
 pub fn node_utilization<'a>(
+    snapshot: &ClusterSnapshot,
     pods: impl IntoIterator<Item = &'a Pod>,
     resource_names: &[String],
 ) -> Vec<i64> {
     let mut usage = vec![0i64; resource_names.len()];
     for pod in pods {
-        let requests = pod_resource_requests(pod);
+        let requests = snapshot.pod_requests(pod);
         for (slot, name) in usage.iter_mut().zip(resource_names) {
             if name == RESOURCE_PODS {
                 *slot += 1;
@@ -290,7 +283,7 @@ pub enum NodeFitError {
 struct PreparedPod<'p> {
     pod: &'p Pod,
     affinity: RequiredNodeAffinity,
-    requests: ResourceList,
+    requests: Cow<'p, ResourceList>,
     anti_affinity: Vec<AntiAffinityTerm>,
     /// Check resources even on the node the pod runs on.
     check_own_node_resources: bool,
@@ -304,7 +297,7 @@ struct AntiAffinityTerm {
 }
 
 impl<'p> PreparedPod<'p> {
-    fn new(pod: &'p Pod) -> Self {
+    fn new(snapshot: &'p ClusterSnapshot, pod: &'p Pod) -> Self {
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let anti_affinity = pod
             .spec
@@ -322,7 +315,7 @@ impl<'p> PreparedPod<'p> {
         PreparedPod {
             pod,
             affinity: RequiredNodeAffinity::from_pod(pod),
-            requests: pod_resource_requests(pod),
+            requests: snapshot.pod_requests(pod),
             anti_affinity,
             check_own_node_resources: false,
         }
@@ -377,19 +370,24 @@ impl<'a> NodeFitChecker<'a> {
         }
     }
 
+    /// The snapshot the checker reads.
+    pub fn snapshot(&self) -> &'a ClusterSnapshot {
+        self.snapshot
+    }
+
     /// Whether `pod` could be scheduled onto `node` (upstream `NodeFit`):
     /// the node is schedulable, matches the pod's nodeSelector and required
     /// node affinity, has no untolerated NoSchedule/NoExecute taint, holds
     /// no pod the pod's anti-affinity repels, and (unless the pod already
     /// runs there) has room for the pod's requests and one more pod.
     pub fn node_fit(&self, pod: &Pod, node: &Node) -> Result<(), NodeFitError> {
-        self.prepared_fit(&PreparedPod::new(pod), node)
+        self.prepared_fit(&PreparedPod::new(self.snapshot, pod), node)
     }
 
     /// [`Self::node_fit`] as if the pod ran nowhere yet: resources are
     /// checked on its own node too.
     pub fn node_fit_ignoring_own_node(&self, pod: &Pod, node: &Node) -> Result<(), NodeFitError> {
-        let mut prepared = PreparedPod::new(pod);
+        let mut prepared = PreparedPod::new(self.snapshot, pod);
         prepared.check_own_node_resources = true;
         self.prepared_fit(&prepared, node)
     }
@@ -406,7 +404,7 @@ impl<'a> NodeFitChecker<'a> {
         pod: &Pod,
         mut nodes: impl Iterator<Item = &'n Node>,
     ) -> bool {
-        let prepared = PreparedPod::new(pod);
+        let prepared = PreparedPod::new(self.snapshot, pod);
         let current = crate::podutil::node_name(pod);
         nodes.any(|node| {
             node.metadata.name.as_deref() != Some(current)
@@ -416,7 +414,7 @@ impl<'a> NodeFitChecker<'a> {
 
     /// Whether `pod` fits one of `nodes` (its own node included).
     pub fn pod_fits_any_node(&self, pod: &Pod, nodes: &[&Node]) -> bool {
-        let prepared = PreparedPod::new(pod);
+        let prepared = PreparedPod::new(self.snapshot, pod);
         nodes
             .iter()
             .any(|node| self.prepared_fit(&prepared, node).is_ok())
@@ -482,7 +480,7 @@ impl<'a> NodeFitChecker<'a> {
             .map(|quantity| quantity.value())
             .unwrap_or(0);
         let free_pods = allocatable_pods - requested.pods;
-        for (name, quantity) in &pod.requests {
+        for (name, quantity) in pod.requests.iter() {
             let free = if name == RESOURCE_PODS {
                 i128::from(free_pods) * 1_000_000_000
             } else {
@@ -511,8 +509,8 @@ fn requested_on_node(snapshot: &ClusterSnapshot, node: &Node) -> NodeRequested {
     };
     for pod in active_pods_on_node(snapshot, node_name) {
         requested.pods += 1;
-        for (name, quantity) in pod_resource_requests(pod) {
-            *requested.requests.entry(name).or_default() += quantity.nanos();
+        for (name, quantity) in snapshot.pod_requests(pod).iter() {
+            *requested.requests.entry(name.clone()).or_default() += quantity.nanos();
         }
     }
     requested

@@ -182,6 +182,7 @@ impl BalancePlugin for HighNodeUtilization {
             .map(|ns| ns.exclude.as_slice())
             .unwrap_or_default();
         let pass = EvictionPass {
+            snapshot,
             strategy: PLUGIN_NAME,
             resource_names: names,
             pod_filter: &pod_filter,

@@ -301,6 +301,7 @@ impl BalancePlugin for LowNodeUtilization {
             .unwrap_or_default();
         let pod_filter = |evictor: &dyn PodEvictor, pod: &Pod| evictor.filter(pod);
         let pass = EvictionPass {
+            snapshot,
             strategy: PLUGIN_NAME,
             resource_names: names,
             pod_filter: &pod_filter,

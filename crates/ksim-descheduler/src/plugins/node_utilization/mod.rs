@@ -16,7 +16,7 @@ use ksim_core::toleration::tolerations_tolerate_taint;
 
 use crate::framework::{ArgsError, ClusterSnapshot, EvictionError, EvictionRequest, PodEvictor};
 use crate::nodeutil::{
-    active_pods_on_node, node_allocatable, node_taints, pod_resource_requests, resource_amount,
+    active_pods_on_node, node_allocatable, node_taints, resource_amount,
     sort_pods_by_priority_low_to_high,
 };
 
@@ -112,7 +112,8 @@ pub fn node_usages<'a>(
         .map(|node| {
             let name = node.metadata.name.as_deref().unwrap_or_default();
             let pods: Vec<&Pod> = active_pods_on_node(snapshot, name).collect();
-            let usage = crate::nodeutil::node_utilization(pods.iter().copied(), resource_names);
+            let usage =
+                crate::nodeutil::node_utilization(snapshot, pods.iter().copied(), resource_names);
             let allocatable = node_allocatable(node);
             let capacity = resource_names
                 .iter()
@@ -236,6 +237,8 @@ pub type ContinueEviction<'f> = &'f dyn Fn(&NodeInfo<'_, '_>, &[i64]) -> bool;
 
 /// Everything [`evict_pods_from_source_nodes`] needs besides the nodes.
 pub struct EvictionPass<'f> {
+    /// The cycle's snapshot (the pods' requests are cached there).
+    pub snapshot: &'f ClusterSnapshot,
     /// The plugin's name (logged as `strategy`).
     pub strategy: &'static str,
     /// The tracked resource names.
@@ -368,7 +371,7 @@ fn evict_pods(
             }
         }
         evicted += 1;
-        let requests = pod_resource_requests(pod);
+        let requests = pass.snapshot.pod_requests(pod);
         for (index, name) in pass.resource_names.iter().enumerate() {
             let amount = if name == RESOURCE_PODS {
                 1

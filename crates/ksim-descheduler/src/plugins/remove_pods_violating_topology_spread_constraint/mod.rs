@@ -581,20 +581,20 @@ fn sort_domains(domains: &mut [Domain<'_>], evictor: &dyn PodEvictor) {
 /// fitting node is remembered per signature, and a pod fits another node
 /// when that first node is not its own (else the search goes on past it).
 #[derive(Default)]
-struct FirstFits {
-    by_signature: Vec<(FitSignature, Option<usize>)>,
+struct FirstFits<'s> {
+    by_signature: Vec<(FitSignature<'s>, Option<usize>)>,
 }
 
 /// What decides whether a pod without inter-pod anti-affinity fits a node.
 #[derive(PartialEq)]
-struct FitSignature {
-    requests: ksim_core::resources::ResourceList,
+struct FitSignature<'s> {
+    requests: std::borrow::Cow<'s, ksim_core::resources::ResourceList>,
     affinity: RequiredNodeAffinity,
     tolerations: Vec<Toleration>,
 }
 
-impl FirstFits {
-    fn fits_other_node(&mut self, fit: &NodeFitChecker<'_>, pod: &Pod, nodes: &[&Node]) -> bool {
+impl<'s> FirstFits<'s> {
+    fn fits_other_node(&mut self, fit: &NodeFitChecker<'s>, pod: &Pod, nodes: &[&Node]) -> bool {
         let spec = pod.spec.as_ref();
         let has_anti_affinity = spec
             .and_then(|spec| spec.affinity.as_ref())
@@ -603,7 +603,7 @@ impl FirstFits {
             return fit.pod_fits_any_other_node(pod, nodes);
         }
         let signature = FitSignature {
-            requests: crate::nodeutil::pod_resource_requests(pod),
+            requests: fit.snapshot().pod_requests(pod),
             affinity: RequiredNodeAffinity::from_pod(pod),
             tolerations: spec
                 .and_then(|spec| spec.tolerations.clone())
