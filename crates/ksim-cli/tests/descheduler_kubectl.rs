@@ -2,8 +2,9 @@
 //! simulator, controllers and scheduler running), driven and checked with
 //! the real kubectl: a node tainted NoSchedule after its pods started loses
 //! them, the ReplicaSet recreates them and the scheduler places them on the
-//! other node; `--dry-run -o json` lists without evicting; a bad policy is
-//! one line and exit 1.
+//! other node; a Deployment with ScheduleAnyway spread skewed 3/1 is
+//! rebalanced to 2/2; `--dry-run -o json` lists without evicting; a bad
+//! policy is one line and exit 1.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -179,6 +180,97 @@ fn pods_on_a_node_tainted_after_they_started_are_moved_by_ksim_deschedule() {
         assert!(Instant::now() < deadline, "no Descheduled event: {events}");
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+const SPREAD_POLICY: &str = r#"
+apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+- name: spread
+  pluginConfig:
+  - name: DefaultEvictor
+  - name: RemovePodsViolatingTopologySpreadConstraint
+    args:
+      constraints: [DoNotSchedule, ScheduleAnyway]
+  plugins:
+    balance:
+      enabled: [RemovePodsViolatingTopologySpreadConstraint]
+"#;
+
+const SPREAD_DEPLOYMENT: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: spread
+spec:
+  replicas: 3
+  selector:
+    matchLabels: {app: spread}
+  template:
+    metadata:
+      labels: {app: spread}
+    spec:
+      containers:
+      - name: c
+        image: nginx
+        resources:
+          requests: {cpu: 100m, memory: 64Mi}
+      topologySpreadConstraints:
+      - maxSkew: 1
+        topologyKey: kubernetes.io/hostname
+        whenUnsatisfiable: ScheduleAnyway
+        labelSelector:
+          matchLabels: {app: spread}
+"#;
+
+#[test]
+fn a_deployment_skewed_3_to_1_with_schedule_anyway_spread_is_rebalanced_to_2_to_2() {
+    let cluster = TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")));
+    let scaled = cluster.ksim(&["scale", "node", "--replicas", "2", "--name", cluster.name()]);
+    assert!(scaled.status.success(), "{scaled:?}");
+    let on = |rows: &[(String, String, String)], node: &str| {
+        rows.iter().filter(|(_, _, n)| n == node).count()
+    };
+    // Three replicas while node-000001 is cordoned, then a fourth once it
+    // is back: the scheduler puts it on the empty node, 3/1.
+    cluster.kubectl(&["cordon", "node-000001"]).success();
+    cluster
+        .kubectl_stdin(&["apply", "-f", "-"], SPREAD_DEPLOYMENT)
+        .success();
+    pods_until(&cluster, "3 running pods on node-000000", |rows| {
+        all_running(rows, 3) && on(rows, "node-000000") == 3
+    });
+    cluster.kubectl(&["uncordon", "node-000001"]).success();
+    cluster
+        .kubectl(&["scale", "deployment", "spread", "--replicas=4"])
+        .success();
+    let skewed = pods_until(&cluster, "4 running pods", |rows| all_running(rows, 4));
+    assert_eq!(
+        (on(&skewed, "node-000000"), on(&skewed, "node-000001")),
+        (3, 1),
+        "{skewed:?}"
+    );
+
+    let policy = write_policy(&cluster, SPREAD_POLICY);
+    let run = cluster.ksim(&["deschedule", "--policy", policy.to_str().expect("utf-8")]);
+    assert!(run.status.success(), "{run:?}");
+    let logs = String::from_utf8_lossy(&run.stderr).to_string();
+    let evicted: Vec<&str> = logs.lines().filter(|l| l.contains("Evicted pod")).collect();
+    assert_eq!(evicted.len(), 1, "one pod moves: {logs}");
+    assert!(
+        evicted[0].contains("strategy=\"RemovePodsViolatingTopologySpreadConstraint\"")
+            && evicted[0].contains("node=\"node-000000\"")
+            && evicted[0].contains("profile=\"spread\""),
+        "{logs}"
+    );
+    assert!(logs.contains("totalEvicted=1"), "{logs}");
+
+    // The ReplicaSet recreates the pod, the scheduler places it on
+    // node-000001, and `kubectl get pods -o wide` shows 2/2.
+    let balanced = pods_until(&cluster, "2 running pods on each node", |rows| {
+        all_running(rows, 4) && on(rows, "node-000000") == 2 && on(rows, "node-000001") == 2
+    });
+    assert_eq!(balanced.len(), 4);
 }
 
 #[test]

@@ -4,6 +4,7 @@
 //! `PodFitsAnyNode`, `NodeUtilization`), plus the pod facts the balance
 //! plugins order by (QoS class, priority, the soft no-eviction annotation).
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
@@ -11,9 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use k8s_openapi::api::core::v1::{Node, Pod, PodAffinityTerm};
 use ksim_core::node_affinity::RequiredNodeAffinity;
 use ksim_core::quantity::{Quantity, parse_or_zero};
-use ksim_core::resources::{
-    PodResourcesOptions, RESOURCE_CPU, RESOURCE_MEMORY, RESOURCE_PODS, ResourceList, pod_requests,
-};
+use ksim_core::resources::{RESOURCE_CPU, RESOURCE_MEMORY, RESOURCE_PODS, ResourceList};
 use ksim_core::selector::LabelSelectorRequirements;
 use ksim_core::toleration::{find_matching_untolerated_taint, is_do_not_schedule_taint};
 
@@ -72,14 +71,6 @@ pub fn node_taints(node: &Node) -> &[k8s_openapi::api::core::v1::Taint] {
         .unwrap_or_default()
 }
 
-/// The name of the node a pod is bound to (empty when unbound).
-pub fn pod_node_name(pod: &Pod) -> &str {
-    pod.spec
-        .as_ref()
-        .and_then(|spec| spec.node_name.as_deref())
-        .unwrap_or_default()
-}
-
 /// Whether the pod has finished (phase Succeeded or Failed): such pods hold
 /// no resources and are left out of node listings, as upstream's
 /// `ListPodsOnANode`.
@@ -90,11 +81,6 @@ pub fn is_pod_terminal(pod: &Pod) -> bool {
             .and_then(|status| status.phase.as_deref()),
         Some("Succeeded" | "Failed")
     )
-}
-
-/// Whether the pod is being deleted (`metadata.deletionTimestamp` set).
-pub fn is_pod_terminating(pod: &Pod) -> bool {
-    pod.metadata.deletion_timestamp.is_some()
 }
 
 /// The non-terminal pods bound to `node_name` (upstream `ListPodsOnANode`
@@ -137,22 +123,16 @@ pub fn resource_amount(name: &str, quantity: Quantity) -> i64 {
     }
 }
 
-/// A pod's requests as upstream's `PodRequestsAndLimits` computes them
-/// (containers, init containers, sidecars and overhead; no defaults for
-/// containers that request nothing).
-pub fn pod_resource_requests(pod: &Pod) -> ResourceList {
-    pod_requests(pod, &PodResourcesOptions::default())
-}
-
 /// What `pods` request of each of `resource_names`, in [`resource_amount`]
 /// units; `pods` counts the pods (upstream `NodeUtilization`).
 pub fn node_utilization<'a>(
+    snapshot: &ClusterSnapshot,
     pods: impl IntoIterator<Item = &'a Pod>,
     resource_names: &[String],
 ) -> Vec<i64> {
     let mut usage = vec![0i64; resource_names.len()];
     for pod in pods {
-        let requests = pod_resource_requests(pod);
+        let requests = snapshot.pod_requests(pod);
         for (slot, name) in usage.iter_mut().zip(resource_names) {
             if name == RESOURCE_PODS {
                 *slot += 1;
@@ -246,11 +226,6 @@ pub fn pod_qos(pod: &Pod) -> QosClass {
     }
 }
 
-/// The pod's `spec.priority` (None when unset).
-pub fn pod_priority(pod: &Pod) -> Option<i32> {
-    pod.spec.as_ref().and_then(|spec| spec.priority)
-}
-
 /// Whether the pod carries the soft no-eviction annotation.
 pub fn has_prefer_no_eviction_annotation(pod: &Pod) -> bool {
     pod.metadata
@@ -264,8 +239,8 @@ pub fn has_prefer_no_eviction_annotation(pod: &Pod) -> bool {
 /// priority BestEffort before Burstable before Guaranteed, and within a QoS
 /// class pods without the soft no-eviction annotation first.
 pub fn compare_pods_for_eviction(a: &Pod, b: &Pod) -> Ordering {
-    pod_priority(a)
-        .cmp(&pod_priority(b))
+    crate::podutil::priority(a)
+        .cmp(&crate::podutil::priority(b))
         .then_with(|| pod_qos(a).cmp(&pod_qos(b)))
         .then_with(|| {
             has_prefer_no_eviction_annotation(a).cmp(&has_prefer_no_eviction_annotation(b))
@@ -277,41 +252,11 @@ pub fn compare_pods_for_eviction(a: &Pod, b: &Pod) -> Ordering {
 pub fn sort_pods_by_priority_low_to_high(pods: &mut [&Pod]) {
     pods.sort_by_cached_key(|pod| {
         (
-            pod_priority(pod),
+            crate::podutil::priority(pod),
             pod_qos(pod),
             has_prefer_no_eviction_annotation(pod),
         )
     });
-}
-
-/// The `namespaces` argument of several plugins: at most one of `include`
-/// and `exclude` (upstream `api.Namespaces`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct Namespaces {
-    /// Only pods in these namespaces are considered.
-    pub include: Vec<String>,
-    /// Pods in these namespaces are not considered.
-    pub exclude: Vec<String>,
-}
-
-impl Namespaces {
-    /// Upstream's validation: only one of include and exclude may be set.
-    pub fn validate(&self, field: &str) -> Result<(), crate::framework::ArgsError> {
-        if !self.include.is_empty() && !self.exclude.is_empty() {
-            return Err(crate::framework::ArgsError::new(
-                field,
-                "only one of Include/Exclude namespaces can be set",
-            ));
-        }
-        Ok(())
-    }
-
-    /// Whether a pod in `namespace` passes the include and exclude lists.
-    pub fn admits(&self, namespace: &str) -> bool {
-        (self.include.is_empty() || self.include.iter().any(|ns| ns == namespace))
-            && !self.exclude.iter().any(|ns| ns == namespace)
-    }
 }
 
 /// Why a pod would not fit a node (upstream `NodeFit`'s errors, word for word).
@@ -338,7 +283,7 @@ pub enum NodeFitError {
 struct PreparedPod<'p> {
     pod: &'p Pod,
     affinity: RequiredNodeAffinity,
-    requests: ResourceList,
+    requests: Cow<'p, ResourceList>,
     anti_affinity: Vec<AntiAffinityTerm>,
     /// Check resources even on the node the pod runs on.
     check_own_node_resources: bool,
@@ -352,7 +297,7 @@ struct AntiAffinityTerm {
 }
 
 impl<'p> PreparedPod<'p> {
-    fn new(pod: &'p Pod) -> Self {
+    fn new(snapshot: &'p ClusterSnapshot, pod: &'p Pod) -> Self {
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let anti_affinity = pod
             .spec
@@ -370,7 +315,7 @@ impl<'p> PreparedPod<'p> {
         PreparedPod {
             pod,
             affinity: RequiredNodeAffinity::from_pod(pod),
-            requests: pod_resource_requests(pod),
+            requests: snapshot.pod_requests(pod),
             anti_affinity,
             check_own_node_resources: false,
         }
@@ -425,28 +370,43 @@ impl<'a> NodeFitChecker<'a> {
         }
     }
 
+    /// The snapshot the checker reads.
+    pub fn snapshot(&self) -> &'a ClusterSnapshot {
+        self.snapshot
+    }
+
     /// Whether `pod` could be scheduled onto `node` (upstream `NodeFit`):
     /// the node is schedulable, matches the pod's nodeSelector and required
     /// node affinity, has no untolerated NoSchedule/NoExecute taint, holds
     /// no pod the pod's anti-affinity repels, and (unless the pod already
     /// runs there) has room for the pod's requests and one more pod.
     pub fn node_fit(&self, pod: &Pod, node: &Node) -> Result<(), NodeFitError> {
-        self.prepared_fit(&PreparedPod::new(pod), node)
+        self.prepared_fit(&PreparedPod::new(self.snapshot, pod), node)
     }
 
     /// [`Self::node_fit`] as if the pod ran nowhere yet: resources are
     /// checked on its own node too.
     pub fn node_fit_ignoring_own_node(&self, pod: &Pod, node: &Node) -> Result<(), NodeFitError> {
-        let mut prepared = PreparedPod::new(pod);
+        let mut prepared = PreparedPod::new(self.snapshot, pod);
         prepared.check_own_node_resources = true;
         self.prepared_fit(&prepared, node)
     }
 
     /// Whether `pod` fits one of `nodes` other than the one it runs on.
     pub fn pod_fits_any_other_node(&self, pod: &Pod, nodes: &[&Node]) -> bool {
-        let prepared = PreparedPod::new(pod);
-        let current = pod_node_name(pod);
-        nodes.iter().any(|node| {
+        self.pod_fits_any_other_node_of(pod, nodes.iter().copied())
+    }
+
+    /// [`Self::pod_fits_any_other_node`] over nodes chosen on the fly (no
+    /// list to build per pod).
+    pub fn pod_fits_any_other_node_of<'n>(
+        &self,
+        pod: &Pod,
+        mut nodes: impl Iterator<Item = &'n Node>,
+    ) -> bool {
+        let prepared = PreparedPod::new(self.snapshot, pod);
+        let current = crate::podutil::node_name(pod);
+        nodes.any(|node| {
             node.metadata.name.as_deref() != Some(current)
                 && self.prepared_fit(&prepared, node).is_ok()
         })
@@ -454,7 +414,7 @@ impl<'a> NodeFitChecker<'a> {
 
     /// Whether `pod` fits one of `nodes` (its own node included).
     pub fn pod_fits_any_node(&self, pod: &Pod, nodes: &[&Node]) -> bool {
-        let prepared = PreparedPod::new(pod);
+        let prepared = PreparedPod::new(self.snapshot, pod);
         nodes
             .iter()
             .any(|node| self.prepared_fit(&prepared, node).is_ok())
@@ -474,7 +434,7 @@ impl<'a> NodeFitChecker<'a> {
         if self.matches_anti_affinity(pod, node, node_name) {
             return Err(NodeFitError::InterPodAntiAffinity);
         }
-        if pod.check_own_node_resources || pod_node_name(pod.pod) != node_name {
+        if pod.check_own_node_resources || crate::podutil::node_name(pod.pod) != node_name {
             self.fits_request(pod, node)?;
         }
         Ok(())
@@ -520,7 +480,7 @@ impl<'a> NodeFitChecker<'a> {
             .map(|quantity| quantity.value())
             .unwrap_or(0);
         let free_pods = allocatable_pods - requested.pods;
-        for (name, quantity) in &pod.requests {
+        for (name, quantity) in pod.requests.iter() {
             let free = if name == RESOURCE_PODS {
                 i128::from(free_pods) * 1_000_000_000
             } else {
@@ -549,8 +509,8 @@ fn requested_on_node(snapshot: &ClusterSnapshot, node: &Node) -> NodeRequested {
     };
     for pod in active_pods_on_node(snapshot, node_name) {
         requested.pods += 1;
-        for (name, quantity) in pod_resource_requests(pod) {
-            *requested.requests.entry(name).or_default() += quantity.nanos();
+        for (name, quantity) in snapshot.pod_requests(pod).iter() {
+            *requested.requests.entry(name.clone()).or_default() += quantity.nanos();
         }
     }
     requested
@@ -763,20 +723,5 @@ mod tests {
             ]
         );
         assert_eq!(compare_pods_for_eviction(refs[0], refs[4]), Ordering::Less);
-    }
-
-    #[test]
-    fn namespaces_admit_by_include_or_exclude() {
-        let include = Namespaces {
-            include: vec!["a".into()],
-            exclude: vec![],
-        };
-        assert!(include.admits("a") && !include.admits("b"));
-        let exclude = Namespaces {
-            include: vec![],
-            exclude: vec!["a".into()],
-        };
-        assert!(!exclude.admits("a") && exclude.admits("b"));
-        assert!(Namespaces::default().admits("x"));
     }
 }

@@ -3,7 +3,6 @@
 //! `labelSelector` args most plugins take, owner and storage checks, and the
 //! orders pods are evicted in.
 
-use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
@@ -21,7 +20,8 @@ pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 /// The annotation telling where a pod's spec came from (`api` or a file).
 pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
 
-/// The `namespaces` arg: include or exclude (only one of them).
+/// The `namespaces` arg of several plugins (upstream `api.Namespaces`):
+/// include or exclude, only one of them.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Namespaces {
@@ -29,6 +29,25 @@ pub struct Namespaces {
     pub include: Vec<String>,
     /// No pods in these namespaces.
     pub exclude: Vec<String>,
+}
+
+impl Namespaces {
+    /// Upstream's validation: only one of include and exclude may be set.
+    pub fn validate(&self, field: &str) -> Result<(), ArgsError> {
+        if !self.include.is_empty() && !self.exclude.is_empty() {
+            return Err(ArgsError::new(
+                field,
+                "only one of Include/Exclude namespaces can be set",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether a pod in `namespace` passes the include and exclude lists.
+    pub fn admits(&self, namespace: &str) -> bool {
+        (self.include.is_empty() || self.include.iter().any(|ns| ns == namespace))
+            && !self.exclude.iter().any(|ns| ns == namespace)
+    }
 }
 
 /// Which pods a plugin looks at: its `namespaces` and `labelSelector` args
@@ -48,12 +67,7 @@ impl PodSelection {
     ) -> Result<Self, ArgsError> {
         let (include, exclude) = match namespaces {
             Some(namespaces) => {
-                if !namespaces.include.is_empty() && !namespaces.exclude.is_empty() {
-                    return Err(ArgsError::new(
-                        "namespaces",
-                        "only one of Include/Exclude namespaces can be set",
-                    ));
-                }
+                namespaces.validate("namespaces")?;
                 (namespaces.include.clone(), namespaces.exclude.clone())
             }
             None => (Vec::new(), Vec::new()),
@@ -244,62 +258,11 @@ pub fn has_terminated_reason(statuses: &[ContainerStatus], states: &[String]) ->
     })
 }
 
-/// The pod's QoS class, from its status or computed from its containers.
-fn qos_rank(pod: &Pod) -> u8 {
-    let class = pod
-        .status
-        .as_ref()
-        .and_then(|status| status.qos_class.as_deref())
-        .map(str::to_string)
-        .unwrap_or_else(|| computed_qos(pod));
-    match class.as_str() {
-        "BestEffort" => 0,
-        "Burstable" => 1,
-        _ => 2,
-    }
-}
-
-fn computed_qos(pod: &Pod) -> String {
-    let containers = pod
-        .spec
-        .as_ref()
-        .map(|spec| spec.containers.as_slice())
-        .unwrap_or_default();
-    let mut any = false;
-    let mut guaranteed = true;
-    for container in containers {
-        let resources = container.resources.as_ref();
-        let requests = resources.and_then(|r| r.requests.as_ref());
-        let limits = resources.and_then(|r| r.limits.as_ref());
-        if requests.is_some_and(|r| !r.is_empty()) || limits.is_some_and(|l| !l.is_empty()) {
-            any = true;
-        }
-        for resource in ["cpu", "memory"] {
-            let limit = limits.and_then(|l| l.get(resource));
-            let request = requests.and_then(|r| r.get(resource)).or(limit);
-            if limit.is_none() || request != limit {
-                guaranteed = false;
-            }
-        }
-    }
-    match (any, guaranteed) {
-        (false, _) => "BestEffort",
-        (true, true) => "Guaranteed",
-        (true, false) => "Burstable",
-    }
-    .to_string()
-}
-
 /// Upstream's `SortPodsBasedOnPriorityLowToHigh`: no priority first, then
 /// by priority; equal priorities by QoS (BestEffort, Burstable, Guaranteed).
 /// Stable, so listing order breaks the remaining ties.
 pub fn sort_by_priority_low_to_high(pods: &mut [&Pod]) {
-    pods.sort_by(|a, b| match (priority(a), priority(b)) {
-        (None, Some(_)) => Ordering::Less,
-        (Some(_), None) => Ordering::Greater,
-        (pa, pb) if pa == pb => qos_rank(a).cmp(&qos_rank(b)),
-        (pa, pb) => pa.cmp(&pb),
-    });
+    pods.sort_by_cached_key(|pod| (priority(pod), crate::nodeutil::pod_qos(pod)));
 }
 
 /// Oldest first (upstream `SortPodsBasedOnAge`).
@@ -434,6 +397,14 @@ pub(crate) mod testing {
                     status: "True".into(),
                     ..Default::default()
                 }]),
+                allocatable: Some(
+                    [(
+                        "pods".to_string(),
+                        k8s_openapi::apimachinery::pkg::api::resource::Quantity("110".into()),
+                    )]
+                    .into_iter()
+                    .collect(),
+                ),
                 ..Default::default()
             }),
         }
@@ -530,5 +501,20 @@ mod tests {
             .filter_map(|p| p.metadata.name.as_deref())
             .collect();
         assert_eq!(names, ["none", "low", "high"]);
+    }
+
+    #[test]
+    fn namespaces_admit_by_include_or_exclude() {
+        let include = Namespaces {
+            include: vec!["a".into()],
+            exclude: vec![],
+        };
+        assert!(include.admits("a") && !include.admits("b"));
+        let exclude = Namespaces {
+            include: vec![],
+            exclude: vec!["a".into()],
+        };
+        assert!(!exclude.admits("a") && exclude.admits("b"));
+        assert!(Namespaces::default().admits("x"));
     }
 }

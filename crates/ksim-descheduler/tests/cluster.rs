@@ -1,11 +1,15 @@
 //! In-process cluster tests: the descheduler against ksim's API server
-//! through the in-process client (no controllers: pods are owned by a
-//! ReplicaSet that does not exist, so evicted pods simply go away).
+//! through the in-process client. Most run the API server alone (pods are
+//! owned by a ReplicaSet that does not exist, so evicted pods simply go
+//! away); the topology-spread rebalancing runs the whole cluster in process
+//! (kubelet simulator, controllers, scheduler) so that evicted pods come
+//! back and are placed again.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -70,6 +74,33 @@ impl Cluster {
         }
     }
 
+    /// A cluster whose kubelet simulator, controllers and scheduler run in
+    /// process as clients of the API server, as `ksim serve` wires them.
+    async fn start_with_components() -> Self {
+        let cluster = Self::start().await;
+        let kubelet = ksim_kubelet::KubeletSimulator::new(
+            ksim_runtime::client::in_process(&cluster._server),
+            ksim_kubelet::KubeletOptions::default(),
+        );
+        tokio::spawn(async move {
+            if let Err(error) = kubelet.run().await {
+                tracing::error!(%error, "the kubelet simulator stopped");
+            }
+        });
+        tokio::spawn(ksim_controllers::run_controllers(
+            ksim_runtime::client::in_process(&cluster._server),
+            ksim_controllers::ALL_CONTROLLERS,
+        ));
+        let client = ksim_runtime::client::in_process(&cluster._server);
+        tokio::spawn(async move {
+            let options = ksim_scheduler::scheduler::SchedulerOptions::default();
+            if let Err(error) = ksim_scheduler::scheduler::run(client, options).await {
+                tracing::error!(%error, "the scheduler stopped");
+            }
+        });
+        cluster
+    }
+
     async fn node(&self, name: &str, labels: serde_json::Value, taints: serde_json::Value) {
         let api: Api<Node> = Api::all(self.client.clone());
         let node: Node = serde_json::from_value(json!({
@@ -129,6 +160,42 @@ impl Cluster {
         )
         .await
         .expect("pod status");
+    }
+
+    /// The nodes of the live (not terminating) Running pods labelled
+    /// `app=<app>`, polled until `done` holds (60 s: loaded machines).
+    async fn running_pod_nodes_until(
+        &self,
+        app: &str,
+        what: &str,
+        done: impl Fn(&[String]) -> bool,
+    ) -> Vec<String> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), "default");
+        let params = ListParams::default().labels(&format!("app={app}"));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let mut nodes: Vec<String> = api
+                .list(&params)
+                .await
+                .expect("list pods")
+                .items
+                .into_iter()
+                .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+                .filter(|pod| {
+                    pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                })
+                .filter_map(|pod| pod.spec.and_then(|spec| spec.node_name))
+                .collect();
+            nodes.sort();
+            if done(&nodes) {
+                return nodes;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for {what}: {nodes:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     async fn pod_names(&self) -> Vec<String> {
@@ -394,4 +461,114 @@ async fn a_cycle_with_one_ready_node_is_skipped_with_upstreams_message() {
     assert_eq!(cluster.pod_names().await, ["lonely-web"]);
     let lines = log_lines_with("Skipping descheduling cycle: requires >=2 nodes");
     assert!(!lines.is_empty());
+}
+
+const SPREAD_POLICY: &str = r#"
+apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+- name: spread
+  pluginConfig:
+  - name: RemovePodsViolatingTopologySpreadConstraint
+    args:
+      constraints: [DoNotSchedule, ScheduleAnyway]
+  plugins:
+    balance:
+      enabled: [RemovePodsViolatingTopologySpreadConstraint]
+"#;
+
+fn count_on(nodes: &[String], node: &str) -> usize {
+    nodes.iter().filter(|n| *n == node).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_skewed_3_to_1_with_schedule_anyway_spread_ends_2_to_2_after_one_cycle() {
+    let cluster = Cluster::start_with_components().await;
+    for name in ["spread-a", "spread-b"] {
+        cluster
+            .node(name, json!({"kubernetes.io/hostname": name}), json!([]))
+            .await;
+    }
+    // Pods can only start on spread-a while spread-b is cordoned.
+    cluster
+        .patch_node("spread-b", json!({"spec": {"unschedulable": true}}))
+        .await;
+    let deployments: Api<Deployment> = Api::namespaced(cluster.client.clone(), "default");
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "spread"},
+        "spec": {
+            "replicas": 3,
+            "selector": {"matchLabels": {"app": "spread"}},
+            "template": {
+                "metadata": {"labels": {"app": "spread"}},
+                "spec": {
+                    "containers": [{"name": "c", "image": "nginx",
+                        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}],
+                    "topologySpreadConstraints": [{
+                        "maxSkew": 1,
+                        "topologyKey": "kubernetes.io/hostname",
+                        "whenUnsatisfiable": "ScheduleAnyway",
+                        "labelSelector": {"matchLabels": {"app": "spread"}},
+                    }],
+                },
+            },
+        },
+    }))
+    .expect("deployment");
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .expect("create deployment");
+    cluster
+        .running_pod_nodes_until("spread", "3 running pods on spread-a", |nodes| {
+            nodes.len() == 3 && count_on(nodes, "spread-a") == 3
+        })
+        .await;
+    // Uncordoned, the fourth replica goes to the empty node: 3/1.
+    cluster
+        .patch_node("spread-b", json!({"spec": {"unschedulable": false}}))
+        .await;
+    deployments
+        .patch(
+            "spread",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 4}})),
+        )
+        .await
+        .expect("scale to 4");
+    let skewed = cluster
+        .running_pod_nodes_until("spread", "4 running pods", |nodes| nodes.len() == 4)
+        .await;
+    assert_eq!(
+        (count_on(&skewed, "spread-a"), count_on(&skewed, "spread-b")),
+        (3, 1),
+        "{skewed:?}"
+    );
+
+    let report = cluster.deschedule(SPREAD_POLICY).await;
+
+    assert_eq!(report.total_evicted, 1, "{report:?}");
+    let record = &report.evictions[0];
+    assert_eq!(record.result, EvictionResult::Evicted);
+    assert_eq!(record.node, "spread-a");
+    assert_eq!(record.profile, "spread");
+    assert_eq!(record.plugin, "RemovePodsViolatingTopologySpreadConstraint");
+    let lines = log_lines_with(&record.pod);
+    assert!(
+        lines.iter().any(|l| l.contains("Evicted pod")
+            && l.contains("strategy=\"RemovePodsViolatingTopologySpreadConstraint\"")
+            && l.contains("node=\"spread-a\"")
+            && l.contains("profile=\"spread\"")),
+        "{lines:?}"
+    );
+    // The ReplicaSet recreates the pod and the scheduler places it on the
+    // node with fewer replicas: within maxSkew.
+    let balanced = cluster
+        .running_pod_nodes_until("spread", "2 running pods on each node", |nodes| {
+            nodes.len() == 4 && count_on(nodes, "spread-a") == 2 && count_on(nodes, "spread-b") == 2
+        })
+        .await;
+    assert_eq!(balanced.len(), 4);
+    // Balanced now: a second cycle evicts nothing.
+    assert_eq!(cluster.deschedule(SPREAD_POLICY).await.total_evicted, 0);
 }

@@ -48,7 +48,7 @@ impl KubeEvictionApi {
 }
 
 impl EvictionApi for KubeEvictionApi {
-    fn evict(&self, pod: &Pod, request: &EvictionRequest<'_>) -> Result<(), String> {
+    fn evict(&self, pod: &Pod, profile: &str, request: &EvictionRequest<'_>) -> Result<(), String> {
         let name = pod.metadata.name.clone().unwrap_or_default();
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let eviction = Eviction {
@@ -60,7 +60,7 @@ impl EvictionApi for KubeEvictionApi {
                         "reason".to_string(),
                         format!(
                             "triggered by {}/{}: {}",
-                            request.profile, request.strategy, request.reason
+                            profile, request.strategy, request.reason
                         ),
                     ),
                     ("requested-by".to_string(), DESCHEDULER_NAME.to_string()),

@@ -7,19 +7,15 @@ use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use ksim_core::resources::{
-    PodResourcesOptions, RESOURCE_PODS, ResourceList, add_resource_list, pod_requests,
-    resource_list,
-};
 use ksim_core::selector::LabelSelectorRequirements;
 use serde::Deserialize;
 
 use crate::duration::parse_go_duration;
 use crate::framework::{ArgsError, ClusterSnapshot, decode_args};
-use crate::nodeutil::{is_node_ready, is_node_unschedulable, pod_matches_node_constraints};
+use crate::nodeutil::{NodeFitChecker, is_node_ready};
 use crate::podutil::{self, SYSTEM_CRITICAL_PRIORITY, parse_label_selector};
 
 /// The plugin's name in a policy.
@@ -454,55 +450,19 @@ impl DefaultEvictor {
         Ok(())
     }
 
-    /// Whether the pod fits a ready node (of the args' nodeSelector) other
-    /// than its own: node selector and affinity, taints, cordons, and the
-    /// requests left on the node.
+    /// Upstream's nodeFit: whether the pod fits a ready node (of the
+    /// args' nodeSelector) other than its own, by nodeutil's shared check
+    /// (selector and affinity, taints, cordons, anti-affinity, room left).
     fn fits_any_other_node(&self, pod: &Pod, context: &EvictorContext<'_>) -> bool {
-        let own = podutil::node_name(pod);
-        let requests = pod_requests(pod, &PodResourcesOptions::default());
-        context.snapshot.nodes().iter().any(|node| {
-            node.metadata.name.as_deref() != Some(own)
-                && is_node_ready(node)
+        let empty = BTreeMap::new();
+        let candidates = context.snapshot.nodes().iter().filter(|node| {
+            is_node_ready(node)
                 && self.node_selector.as_ref().is_none_or(|selector| {
-                    selector.matches(node.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()))
+                    selector.matches(node.metadata.labels.as_ref().unwrap_or(&empty))
                 })
-                && !is_node_unschedulable(node)
-                && pod_matches_node_constraints(pod, node)
-                && fits_requests(&requests, node, context)
-        })
+        });
+        context.node_fit.pod_fits_any_other_node_of(pod, candidates)
     }
-}
-
-fn fits_requests(requests: &ResourceList, node: &Node, context: &EvictorContext<'_>) -> bool {
-    let name = node.metadata.name.as_deref().unwrap_or_default();
-    let Some(usage) = context.node_usage(name) else {
-        return false;
-    };
-    if let Some(pods) = usage.allocatable.get(RESOURCE_PODS)
-        && usage.pods + 1 > pods.value()
-    {
-        return false;
-    }
-    requests.iter().all(|(resource, request)| {
-        if request.is_zero() {
-            return true;
-        }
-        let free = usage
-            .allocatable
-            .get(resource)
-            .copied()
-            .unwrap_or_default()
-            .saturating_sub(usage.requested.get(resource).copied().unwrap_or_default());
-        *request <= free
-    })
-}
-
-/// A node's allocatable resources and what its running pods request.
-#[derive(Debug, Default)]
-struct NodeUsage {
-    allocatable: ResourceList,
-    requested: ResourceList,
-    pods: i64,
 }
 
 /// What the DefaultEvictor reads about the cluster during one cycle,
@@ -512,7 +472,7 @@ pub struct EvictorContext<'a> {
     pdbs: &'a [PodDisruptionBudget],
     owner_counts: OnceCell<HashMap<&'a str, usize>>,
     namespace_labels: OnceCell<HashMap<&'a str, &'a BTreeMap<String, String>>>,
-    node_usage: OnceCell<HashMap<&'a str, NodeUsage>>,
+    node_fit: NodeFitChecker<'a>,
     pdb_selectors: OnceCell<Vec<(&'a str, Option<LabelSelectorRequirements>)>>,
 }
 
@@ -525,7 +485,7 @@ impl<'a> EvictorContext<'a> {
             pdbs,
             owner_counts: OnceCell::new(),
             namespace_labels: OnceCell::new(),
-            node_usage: OnceCell::new(),
+            node_fit: NodeFitChecker::new(snapshot),
             pdb_selectors: OnceCell::new(),
         }
     }
@@ -565,46 +525,6 @@ impl<'a> EvictorContext<'a> {
             })
             .get(namespace)
             .copied()
-    }
-
-    fn node_usage(&self, node: &str) -> Option<&NodeUsage> {
-        self.node_usage
-            .get_or_init(|| {
-                let mut usage: HashMap<&str, NodeUsage> = self
-                    .snapshot
-                    .nodes()
-                    .iter()
-                    .filter_map(|node| {
-                        let allocatable = node
-                            .status
-                            .as_ref()
-                            .and_then(|status| status.allocatable.as_ref())
-                            .map(resource_list)
-                            .unwrap_or_default();
-                        Some((
-                            node.metadata.name.as_deref()?,
-                            NodeUsage {
-                                allocatable,
-                                ..Default::default()
-                            },
-                        ))
-                    })
-                    .collect();
-                for pod in self.snapshot.pods() {
-                    let phase = podutil::phase(pod);
-                    if phase == "Succeeded" || phase == "Failed" {
-                        continue;
-                    }
-                    let Some(entry) = usage.get_mut(podutil::node_name(pod)) else {
-                        continue;
-                    };
-                    let requests = pod_requests(pod, &PodResourcesOptions::default());
-                    add_resource_list(&mut entry.requested, &requests);
-                    entry.pods += 1;
-                }
-                usage
-            })
-            .get(node)
     }
 
     fn covered_by_pdb(&self, pod: &Pod) -> bool {
@@ -834,8 +754,10 @@ mod tests {
             p
         };
         let mut full = node("c", &[]);
-        full.status.as_mut().expect("status").allocatable =
-            Some(BTreeMap::from([("cpu".to_string(), Quantity("1".into()))]));
+        full.status.as_mut().expect("status").allocatable = Some(BTreeMap::from([
+            ("cpu".to_string(), Quantity("1".into())),
+            ("pods".to_string(), Quantity("110".into())),
+        ]));
         let candidate = requesting("p", "a", "500m");
         let snapshot = ClusterSnapshot::new(
             vec![node("a", &[]), full],

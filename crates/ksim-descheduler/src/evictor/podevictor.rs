@@ -26,8 +26,9 @@ pub struct EvictionLimits {
 
 /// Performs an eviction: the eviction API in a cluster, a fake in tests.
 pub trait EvictionApi {
-    /// Evicts the pod (synchronously); `Err` carries the message to log.
-    fn evict(&self, pod: &Pod, request: &EvictionRequest<'_>) -> Result<(), String>;
+    /// Evicts the pod for `profile` (synchronously); `Err` carries the
+    /// message to log.
+    fn evict(&self, pod: &Pod, profile: &str, request: &EvictionRequest<'_>) -> Result<(), String>;
     /// Records an event on the pod (`Normal` when `warning` is false).
     fn event(&self, pod: &Pod, warning: bool, reason: &str, note: String);
 }
@@ -121,12 +122,13 @@ impl<'a> CycleEvictor<'a> {
     fn record(
         &mut self,
         pod: &Pod,
+        profile: &str,
         request: &EvictionRequest<'_>,
         result: EvictionResult,
         error: Option<String>,
     ) {
         self.records.push(EvictionRecord {
-            profile: request.profile.to_string(),
+            profile: profile.to_string(),
             plugin: request.strategy.to_string(),
             namespace: pod.metadata.namespace.clone().unwrap_or_default(),
             pod: pod.metadata.name.clone().unwrap_or_default(),
@@ -139,6 +141,7 @@ impl<'a> CycleEvictor<'a> {
     fn limit_error(
         &mut self,
         pod: &Pod,
+        profile: &str,
         request: &EvictionRequest<'_>,
         error: EvictionError,
         limit: u32,
@@ -169,6 +172,7 @@ impl<'a> CycleEvictor<'a> {
         }
         self.record(
             pod,
+            profile,
             request,
             EvictionResult::Failed,
             Some(error.to_string()),
@@ -176,8 +180,14 @@ impl<'a> CycleEvictor<'a> {
         Err(error)
     }
 
-    /// Upstream's `EvictPod`: limits, the call, the log line and the event.
-    pub fn evict(&mut self, pod: &Pod, request: EvictionRequest<'_>) -> Result<(), EvictionError> {
+    /// Upstream's `EvictPod` for a plugin of `profile`: limits, the call,
+    /// the log line and the event.
+    pub fn evict(
+        &mut self,
+        pod: &Pod,
+        profile: &str,
+        request: EvictionRequest<'_>,
+    ) -> Result<(), EvictionError> {
         let node = podutil::node_name(pod).to_string();
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         if let Some(limit) = self.limits.total
@@ -185,6 +195,7 @@ impl<'a> CycleEvictor<'a> {
         {
             return self.limit_error(
                 pod,
+                profile,
                 &request,
                 EvictionError::TotalLimitReached,
                 limit,
@@ -197,6 +208,7 @@ impl<'a> CycleEvictor<'a> {
         {
             return self.limit_error(
                 pod,
+                profile,
                 &request,
                 EvictionError::NodeLimitReached,
                 limit,
@@ -214,6 +226,7 @@ impl<'a> CycleEvictor<'a> {
         {
             return self.limit_error(
                 pod,
+                profile,
                 &request,
                 EvictionError::NamespaceLimitReached,
                 limit,
@@ -230,7 +243,7 @@ impl<'a> CycleEvictor<'a> {
             return Err(EvictionError::Refused(message));
         }
         if let Some(api) = self.api
-            && let Err(message) = api.evict(pod, &request)
+            && let Err(message) = api.evict(pod, profile, &request)
         {
             tracing::error!(
                 err = %message,
@@ -248,7 +261,13 @@ impl<'a> CycleEvictor<'a> {
                     ),
                 );
             }
-            self.record(pod, &request, EvictionResult::Failed, Some(message.clone()));
+            self.record(
+                pod,
+                profile,
+                &request,
+                EvictionResult::Failed,
+                Some(message.clone()),
+            );
             return Err(EvictionError::Refused(message));
         }
         if !node.is_empty() {
@@ -263,10 +282,10 @@ impl<'a> CycleEvictor<'a> {
                     reason = request.reason,
                     strategy = request.strategy,
                     node = node.as_str(),
-                    profile = request.profile,
+                    profile,
                     "Evicted pod in dry run mode"
                 );
-                self.record(pod, &request, EvictionResult::DryRun, None);
+                self.record(pod, profile, &request, EvictionResult::DryRun, None);
             }
             Some(api) => {
                 tracing::info!(
@@ -274,7 +293,7 @@ impl<'a> CycleEvictor<'a> {
                     reason = request.reason,
                     strategy = request.strategy,
                     node = node.as_str(),
-                    profile = request.profile,
+                    profile,
                     "Evicted pod"
                 );
                 let reason = if !request.reason.is_empty() {
@@ -290,7 +309,7 @@ impl<'a> CycleEvictor<'a> {
                     reason,
                     format!("pod eviction from {node} node by sigs.k8s.io/descheduler"),
                 );
-                self.record(pod, &request, EvictionResult::Evicted, None);
+                self.record(pod, profile, &request, EvictionResult::Evicted, None);
             }
         }
         Ok(())
@@ -387,11 +406,7 @@ impl PodEvictor for ProfileEvictor<'_, '_, '_> {
     }
 
     fn evict(&mut self, pod: &Pod, request: EvictionRequest<'_>) -> Result<(), EvictionError> {
-        let request = EvictionRequest {
-            profile: self.profile,
-            ..request
-        };
-        self.cycle.evict(pod, request)
+        self.cycle.evict(pod, self.profile, request)
     }
 
     fn node_limit_exceeded(&self, node_name: &str) -> bool {
@@ -417,7 +432,12 @@ mod tests {
     }
 
     impl EvictionApi for FakeApi {
-        fn evict(&self, pod: &Pod, _request: &EvictionRequest<'_>) -> Result<(), String> {
+        fn evict(
+            &self,
+            pod: &Pod,
+            _profile: &str,
+            _request: &EvictionRequest<'_>,
+        ) -> Result<(), String> {
             let name = pod.metadata.name.clone().unwrap_or_default();
             if name.starts_with("blocked") {
                 return Err(
@@ -438,7 +458,6 @@ mod tests {
     fn request() -> EvictionRequest<'static> {
         EvictionRequest {
             strategy: "PodLifeTime",
-            profile: "p",
             reason: "",
         }
     }
@@ -460,7 +479,7 @@ mod tests {
             ("b2", "b"),
         ]
         .iter()
-        .map(|(name, node)| evictor.evict(&pod(name, node), request()))
+        .map(|(name, node)| evictor.evict(&pod(name, node), "p", request()))
         .collect();
         assert_eq!(
             results,
@@ -483,11 +502,11 @@ mod tests {
         let api = FakeApi::default();
         let mut evictor = CycleEvictor::new(Some(&api), EvictionLimits::default(), true);
         let blocked = pod("blocked", "a");
-        let first = evictor.evict(&blocked, request());
+        let first = evictor.evict(&blocked, "p", request());
         assert!(
             matches!(first, Err(EvictionError::Refused(ref m)) if m.contains("disruption budget"))
         );
-        let second = evictor.evict(&blocked, request());
+        let second = evictor.evict(&blocked, "p", request());
         assert!(
             matches!(second, Err(EvictionError::Refused(ref m)) if m.contains("already processed"))
         );
@@ -505,7 +524,7 @@ mod tests {
         let api = FakeApi::default();
         let mut evictor = CycleEvictor::new(Some(&api), EvictionLimits::default(), false);
         evictor
-            .evict(&pod("p", "node-1"), request())
+            .evict(&pod("p", "node-1"), "p", request())
             .expect("evicted");
         assert_eq!(
             *api.events.borrow(),
@@ -518,9 +537,30 @@ mod tests {
     }
 
     #[test]
+    fn a_profiles_evictor_puts_the_profile_on_every_eviction() {
+        use crate::framework::ClusterSnapshot;
+        use k8s_openapi::jiff::Timestamp;
+        let snapshot = ClusterSnapshot::new(vec![], vec![], vec![], Timestamp::UNIX_EPOCH);
+        let context = EvictorContext::new(&snapshot, &[]);
+        let mut cycle = CycleEvictor::new(None, EvictionLimits::default(), false);
+        for (profile, name) in [("first", "p1"), ("second", "p2")] {
+            let mut evictor = ProfileEvictor::new(&mut cycle, &context, None, None, profile);
+            evictor.evict(&pod(name, "a"), request()).expect("dry run");
+        }
+        let profiles: Vec<_> = cycle
+            .records()
+            .iter()
+            .map(|r| (r.profile.as_str(), r.pod.as_str()))
+            .collect();
+        assert_eq!(profiles, [("first", "p1"), ("second", "p2")]);
+    }
+
+    #[test]
     fn dry_run_counts_without_calling_the_api() {
         let mut evictor = CycleEvictor::new(None, EvictionLimits::default(), false);
-        evictor.evict(&pod("p", "a"), request()).expect("dry run");
+        evictor
+            .evict(&pod("p", "a"), "p", request())
+            .expect("dry run");
         assert_eq!(evictor.total_evicted(), 1);
         assert_eq!(evictor.records()[0].result, EvictionResult::DryRun);
     }

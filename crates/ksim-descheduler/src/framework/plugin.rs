@@ -64,13 +64,13 @@ pub enum EvictionError {
     Refused(String),
 }
 
-/// Who asks for an eviction, for the log line and the event.
+/// Who asks for an eviction, for the log line and the event. The profile
+/// is not the plugin's to say: the evictor a profile's plugins talk to
+/// knows it and adds it to every log line, event and record.
 #[derive(Debug, Clone, Copy)]
 pub struct EvictionRequest<'a> {
     /// The plugin's name (upstream logs it as `strategy`).
     pub strategy: &'a str,
-    /// The profile's name.
-    pub profile: &'a str,
     /// Why, in a few words (upstream's `reason`, often empty).
     pub reason: &'a str,
 }

@@ -1,10 +1,14 @@
 //! One consistent view of the cluster for a descheduling cycle, listed once
-//! and indexed so that plugins never scan all pods per node.
+//! and indexed so that plugins never scan all pods per node; each pod's
+//! resource requests are computed once per snapshot, on first use.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::jiff::Timestamp;
+use ksim_core::resources::{PodResourcesOptions, ResourceList, pod_requests};
 
 /// The nodes, pods and namespaces of the cluster at the start of a cycle,
 /// with pods indexed by the node they are bound to.
@@ -16,6 +20,8 @@ pub struct ClusterSnapshot {
     pods_by_node: HashMap<String, Vec<usize>>,
     node_index: HashMap<String, usize>,
     now: Timestamp,
+    /// Every pod's requests, in listing order, computed on first use.
+    pod_requests: OnceLock<Vec<ResourceList>>,
 }
 
 impl ClusterSnapshot {
@@ -48,6 +54,7 @@ impl ClusterSnapshot {
             pods_by_node,
             node_index,
             now,
+            pod_requests: OnceLock::new(),
         }
     }
 
@@ -79,6 +86,36 @@ impl ClusterSnapshot {
             .unwrap_or_default()
             .iter()
             .map(|&index| &self.pods[index])
+    }
+
+    /// The pod's requests as upstream's `PodRequests` computes them
+    /// (containers, init containers, sidecars, overhead; no defaults for
+    /// containers that request nothing). Computed once per snapshot for
+    /// every pod of it; a pod from elsewhere is computed on the spot.
+    pub fn pod_requests<'s>(&'s self, pod: &Pod) -> Cow<'s, ResourceList> {
+        match self.pod_index(pod) {
+            Some(index) => Cow::Borrowed(&self.all_pod_requests()[index]),
+            None => Cow::Owned(pod_requests(pod, &PodResourcesOptions::default())),
+        }
+    }
+
+    fn all_pod_requests(&self) -> &[ResourceList] {
+        self.pod_requests.get_or_init(|| {
+            let options = PodResourcesOptions::default();
+            self.pods
+                .iter()
+                .map(|pod| pod_requests(pod, &options))
+                .collect()
+        })
+    }
+
+    /// The position of `pod` in [`Self::pods`] when it is one of them
+    /// (found by address: plugins hold references into the snapshot).
+    fn pod_index(&self, pod: &Pod) -> Option<usize> {
+        let size = std::mem::size_of::<Pod>();
+        let offset = (pod as *const Pod as usize).checked_sub(self.pods.as_ptr() as usize)?;
+        let index = offset / size;
+        (offset % size == 0 && index < self.pods.len()).then_some(index)
     }
 
     /// The time the cycle started (pod ages are measured against it).
@@ -134,5 +171,37 @@ mod tests {
         assert_eq!(snapshot.pods().len(), 3);
         assert!(snapshot.node("b").is_some());
         assert!(snapshot.node("c").is_none());
+    }
+
+    #[test]
+    fn requests_are_cached_for_the_snapshots_pods_and_computed_for_others() {
+        use k8s_openapi::api::core::v1::{Container, ResourceRequirements};
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        let requesting = |name: &str, cpu: &str| {
+            let mut p = pod(name, Some("a"));
+            p.spec.as_mut().expect("spec").containers = vec![Container {
+                name: "c".into(),
+                resources: Some(ResourceRequirements {
+                    requests: Some([("cpu".to_string(), Quantity(cpu.into()))].into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }];
+            p
+        };
+        let snapshot = ClusterSnapshot::new(
+            vec![node("a")],
+            vec![requesting("p1", "100m"), requesting("p2", "2")],
+            vec![],
+            Timestamp::UNIX_EPOCH,
+        );
+        let cpu = |requests: &ResourceList| requests.get("cpu").map(|q| q.milli_value());
+        let p2 = &snapshot.pods()[1];
+        assert!(matches!(snapshot.pod_requests(p2), Cow::Borrowed(_)));
+        assert_eq!(cpu(&snapshot.pod_requests(p2)), Some(2000));
+        assert_eq!(cpu(&snapshot.pod_requests(&snapshot.pods()[0])), Some(100));
+        let outside = requesting("p3", "300m");
+        assert!(matches!(snapshot.pod_requests(&outside), Cow::Owned(_)));
+        assert_eq!(cpu(&snapshot.pod_requests(&outside)), Some(300));
     }
 }

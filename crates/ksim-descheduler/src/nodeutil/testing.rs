@@ -125,7 +125,7 @@ impl PodEvictor for RecordingEvictor {
     }
 
     fn evict(&mut self, pod: &Pod, request: EvictionRequest<'_>) -> Result<(), EvictionError> {
-        let node = crate::nodeutil::pod_node_name(pod).to_string();
+        let node = crate::podutil::node_name(pod).to_string();
         if self
             .max_per_node
             .is_some_and(|max| self.per_node.get(&node).copied().unwrap_or(0) >= max)

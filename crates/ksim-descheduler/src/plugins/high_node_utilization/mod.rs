@@ -10,12 +10,13 @@ use serde::Deserialize;
 use crate::framework::{
     ArgsError, BalancePlugin, ClusterSnapshot, PluginStatus, PodEvictor, decode_args,
 };
-use crate::nodeutil::{Namespaces, is_node_unschedulable};
+use crate::nodeutil::is_node_unschedulable;
 use crate::plugins::node_utilization::{
     EvictionPass, MAX_RESOURCE_PERCENTAGE, NodeInfo, ResourceThresholds, align_thresholds,
     cap_capacity_to_threshold, evict_pods_from_source_nodes, is_below_threshold, log_classified,
     node_usages, requests_any_of, sort_nodes_by_usage, tracked_resource_names, validate_thresholds,
 };
+use crate::podutil::Namespaces;
 
 /// The plugin's name in the policy.
 pub const PLUGIN_NAME: &str = "HighNodeUtilization";
@@ -181,6 +182,7 @@ impl BalancePlugin for HighNodeUtilization {
             .map(|ns| ns.exclude.as_slice())
             .unwrap_or_default();
         let pass = EvictionPass {
+            snapshot,
             strategy: PLUGIN_NAME,
             resource_names: names,
             pod_filter: &pod_filter,

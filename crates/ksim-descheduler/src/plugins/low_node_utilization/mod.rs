@@ -14,13 +14,14 @@ use serde::Deserialize;
 use crate::framework::{
     ArgsError, BalancePlugin, ClusterSnapshot, PluginStatus, PodEvictor, decode_args,
 };
-use crate::nodeutil::{Namespaces, is_node_unschedulable};
+use crate::nodeutil::is_node_unschedulable;
 use crate::plugins::node_utilization::{
     EvictionPass, NodeInfo, ResourceThresholds, align_thresholds, cap_capacity_to_threshold,
     deviation_thresholds, evict_pods_from_source_nodes, is_above_threshold, is_below_threshold,
     log_classified, node_usages, rounded_percentages, sort_nodes_by_usage, tracked_resource_names,
     usage_fields, validate_thresholds,
 };
+use crate::podutil::Namespaces;
 
 /// The plugin's name in the policy.
 pub const PLUGIN_NAME: &str = "LowNodeUtilization";
@@ -300,6 +301,7 @@ impl BalancePlugin for LowNodeUtilization {
             .unwrap_or_default();
         let pod_filter = |evictor: &dyn PodEvictor, pod: &Pod| evictor.filter(pod);
         let pass = EvictionPass {
+            snapshot,
             strategy: PLUGIN_NAME,
             resource_names: names,
             pod_filter: &pod_filter,

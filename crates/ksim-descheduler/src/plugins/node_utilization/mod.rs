@@ -16,7 +16,7 @@ use ksim_core::toleration::tolerations_tolerate_taint;
 
 use crate::framework::{ArgsError, ClusterSnapshot, EvictionError, EvictionRequest, PodEvictor};
 use crate::nodeutil::{
-    active_pods_on_node, node_allocatable, node_taints, pod_resource_requests, resource_amount,
+    active_pods_on_node, node_allocatable, node_taints, resource_amount,
     sort_pods_by_priority_low_to_high,
 };
 
@@ -112,7 +112,8 @@ pub fn node_usages<'a>(
         .map(|node| {
             let name = node.metadata.name.as_deref().unwrap_or_default();
             let pods: Vec<&Pod> = active_pods_on_node(snapshot, name).collect();
-            let usage = crate::nodeutil::node_utilization(pods.iter().copied(), resource_names);
+            let usage =
+                crate::nodeutil::node_utilization(snapshot, pods.iter().copied(), resource_names);
             let allocatable = node_allocatable(node);
             let capacity = resource_names
                 .iter()
@@ -236,6 +237,8 @@ pub type ContinueEviction<'f> = &'f dyn Fn(&NodeInfo<'_, '_>, &[i64]) -> bool;
 
 /// Everything [`evict_pods_from_source_nodes`] needs besides the nodes.
 pub struct EvictionPass<'f> {
+    /// The cycle's snapshot (the pods' requests are cached there).
+    pub snapshot: &'f ClusterSnapshot,
     /// The plugin's name (logged as `strategy`).
     pub strategy: &'static str,
     /// The tracked resource names.
@@ -342,7 +345,7 @@ fn evict_pods(
         }
         if !pod_tolerates_some_taints(pod, destination_taints) {
             tracing::debug!(
-                pod = %pod_key(pod),
+                pod = %crate::podutil::pod_key(pod),
                 "Skipping eviction for pod, doesn't tolerate node taint"
             );
             continue;
@@ -355,7 +358,6 @@ fn evict_pods(
         }
         let request = EvictionRequest {
             strategy: pass.strategy,
-            profile: "",
             reason: "",
         };
         match evictor.evict(pod, request) {
@@ -364,12 +366,12 @@ fn evict_pods(
                 return Err(error);
             }
             Err(error) => {
-                tracing::warn!(pod = %pod_key(pod), error = %error, "eviction failed");
+                tracing::warn!(pod = %crate::podutil::pod_key(pod), error = %error, "eviction failed");
                 continue;
             }
         }
         evicted += 1;
-        let requests = pod_resource_requests(pod);
+        let requests = pass.snapshot.pod_requests(pod);
         for (index, name) in pass.resource_names.iter().enumerate() {
             let amount = if name == RESOURCE_PODS {
                 1
@@ -404,15 +406,6 @@ fn pod_tolerates_some_taints(pod: &Pod, taint_sets: &[&[Taint]]) -> bool {
                 .iter()
                 .all(|taint| tolerations_tolerate_taint(tolerations, taint))
     })
-}
-
-/// `namespace/name` of a pod, for logs.
-pub fn pod_key(pod: &Pod) -> String {
-    format!(
-        "{}/{}",
-        pod.metadata.namespace.as_deref().unwrap_or_default(),
-        pod.metadata.name.as_deref().unwrap_or_default()
-    )
 }
 
 /// A pod filter that keeps pods requesting any of `names` in a container

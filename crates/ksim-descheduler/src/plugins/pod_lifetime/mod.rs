@@ -262,7 +262,6 @@ impl DeschedulePlugin for PodLifeTime {
         for pod in pods {
             let request = EvictionRequest {
                 strategy: PLUGIN_NAME,
-                profile: "",
                 reason: "",
             };
             if after_eviction(evictor.evict(pod, request), PLUGIN_NAME) == AfterEviction::Stop {

@@ -12,8 +12,9 @@ use crate::framework::{
     ArgsError, BalancePlugin, ClusterSnapshot, EvictionError, EvictionRequest, PluginStatus,
     PodEvictor, decode_args,
 };
-use crate::nodeutil::{Namespaces, active_pods_on_node, pod_matches_node_constraints};
-use crate::plugins::node_utilization::pod_key;
+use crate::nodeutil::{active_pods_on_node, pod_matches_node_constraints};
+use crate::podutil::Namespaces;
+use crate::podutil::pod_key;
 
 /// The plugin's name in the policy.
 pub const PLUGIN_NAME: &str = "RemoveDuplicates";
@@ -282,7 +283,6 @@ impl BalancePlugin for RemoveDuplicates {
                 for pod in &pods[upper_avg.saturating_sub(1)..] {
                     let request = EvictionRequest {
                         strategy: PLUGIN_NAME,
-                        profile: "",
                         reason: "",
                     };
                     match evictor.evict(pod, request) {

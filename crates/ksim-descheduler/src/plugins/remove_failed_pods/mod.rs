@@ -150,7 +150,6 @@ impl DeschedulePlugin for RemoveFailedPods {
                 }
                 let request = EvictionRequest {
                     strategy: PLUGIN_NAME,
-                    profile: "",
                     reason: "",
                 };
                 match after_eviction(evictor.evict(pod, request), PLUGIN_NAME) {

@@ -118,7 +118,6 @@ impl DeschedulePlugin for RemovePodsHavingTooManyRestarts {
             for (_, pod) in pods {
                 let request = EvictionRequest {
                     strategy: PLUGIN_NAME,
-                    profile: "",
                     reason: "",
                 };
                 match after_eviction(evictor.evict(pod, request), PLUGIN_NAME) {

@@ -210,7 +210,6 @@ impl DeschedulePlugin for RemovePodsViolatingInterPodAntiAffinity {
                 }
                 let request = EvictionRequest {
                     strategy: PLUGIN_NAME,
-                    profile: "",
                     reason: "",
                 };
                 let result = evictor.evict(pod, request);

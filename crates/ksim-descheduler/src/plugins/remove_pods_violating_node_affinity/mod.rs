@@ -12,7 +12,7 @@ use crate::framework::{
     ArgsError, ClusterSnapshot, DeschedulePlugin, EvictionRequest, PluginStatus, PodEvictor,
     decode_args,
 };
-use crate::nodeutil::{is_node_unschedulable, pod_matches_node_constraints};
+use crate::nodeutil::{NodeFitChecker, pod_matches_node_constraints};
 use crate::podutil::{self, AfterEviction, Namespaces, PodSelection, after_eviction};
 
 /// The plugin's name.
@@ -56,33 +56,35 @@ pub fn factory(args: Option<&serde_json::Value>) -> Result<Box<dyn DeschedulePlu
     }))
 }
 
-/// Whether the pod could run on one of `nodes` (its node selector and
-/// affinity, taints, cordons). Resources are not checked here.
-fn fits_any_node(pod: &Pod, nodes: &[&Node]) -> bool {
-    nodes
-        .iter()
-        .any(|node| !is_node_unschedulable(node) && pod_matches_node_constraints(pod, node))
-}
-
 fn node_affinity(pod: &Pod) -> Option<&k8s_openapi::api::core::v1::NodeAffinity> {
     pod.spec.as_ref()?.affinity.as_ref()?.node_affinity.as_ref()
 }
 
 impl RemovePodsViolatingNodeAffinity {
-    fn violates(&self, kind: &str, pod: &Pod, node: &Node, nodes: &[&Node]) -> bool {
+    /// Whether the pod violates its `kind` of node affinity on `node` and
+    /// fits one of `nodes` (upstream `PodFitsAnyNode`: selector, affinity,
+    /// taints, cordons, inter-pod anti-affinity and the room left).
+    fn violates(
+        &self,
+        kind: &str,
+        pod: &Pod,
+        node: &Node,
+        nodes: &[&Node],
+        fit: &NodeFitChecker<'_>,
+    ) -> bool {
         match kind {
             REQUIRED => {
                 node_affinity(pod).is_some_and(|a| {
                     a.required_during_scheduling_ignored_during_execution
                         .is_some()
                 }) && !RequiredNodeAffinity::from_pod(pod).matches(node)
-                    && fits_any_node(pod, nodes)
+                    && fit.pod_fits_any_node(pod, nodes)
             }
             PREFERRED => {
                 let Some(terms) = PreferredSchedulingTerms::from_pod(pod) else {
                     return false;
                 };
-                if terms.terms.is_empty() || !fits_any_node(pod, nodes) {
+                if terms.terms.is_empty() || !fit.pod_fits_any_node(pod, nodes) {
                     return false;
                 }
                 let current = terms.score(node);
@@ -107,6 +109,7 @@ impl DeschedulePlugin for RemovePodsViolatingNodeAffinity {
         nodes: &[&Node],
         evictor: &mut dyn PodEvictor,
     ) -> PluginStatus {
+        let fit = NodeFitChecker::new(snapshot);
         for kind in &self.args.node_affinity_type {
             if kind != REQUIRED && kind != PREFERRED {
                 tracing::error!(nodeAffinity = %kind, plugin = PLUGIN_NAME, "Invalid nodeAffinityType");
@@ -120,7 +123,7 @@ impl DeschedulePlugin for RemovePodsViolatingNodeAffinity {
                     if phase == "Succeeded" || phase == "Failed" || !self.selection.matches(pod) {
                         continue;
                     }
-                    if !self.violates(kind, pod, node, nodes)
+                    if !self.violates(kind, pod, node, nodes, &fit)
                         || !evictor.filter(pod)
                         || !evictor.pre_eviction_filter(pod)
                     {
@@ -128,7 +131,6 @@ impl DeschedulePlugin for RemovePodsViolatingNodeAffinity {
                     }
                     let request = EvictionRequest {
                         strategy: PLUGIN_NAME,
-                        profile: "",
                         reason: "",
                     };
                     match after_eviction(evictor.evict(pod, request), PLUGIN_NAME) {
@@ -215,6 +217,26 @@ mod tests {
             pod("plain", "b"),
         ];
         assert_eq!(run(REQUIRED, nodes, pods), ["moves"]);
+    }
+
+    #[test]
+    fn a_pod_is_not_evicted_when_the_matching_node_has_no_room_left() {
+        use k8s_openapi::api::core::v1::ResourceRequirements;
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        let mut full = node("a", &[("zone", "x")]);
+        full.status.as_mut().expect("status").allocatable = Some(
+            [("cpu", "1"), ("pods", "110")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), Quantity(v.into())))
+                .collect(),
+        );
+        let mut moves = requiring("moves", "b", "x");
+        moves.spec.as_mut().expect("spec").containers[0].resources = Some(ResourceRequirements {
+            requests: Some([("cpu".to_string(), Quantity("2".into()))].into()),
+            ..Default::default()
+        });
+        let nodes = vec![full, node("b", &[("zone", "y")])];
+        assert!(run(REQUIRED, nodes, vec![moves]).is_empty());
     }
 
     #[test]

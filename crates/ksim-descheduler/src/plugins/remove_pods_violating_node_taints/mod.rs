@@ -135,7 +135,6 @@ impl DeschedulePlugin for RemovePodsViolatingNodeTaints {
                 );
                 let request = EvictionRequest {
                     strategy: PLUGIN_NAME,
-                    profile: "",
                     reason: "",
                 };
                 match after_eviction(evictor.evict(pod, request), PLUGIN_NAME) {

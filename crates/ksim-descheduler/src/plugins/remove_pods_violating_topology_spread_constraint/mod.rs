@@ -20,11 +20,8 @@ use crate::framework::{
     ArgsError, BalancePlugin, ClusterSnapshot, EvictionError, EvictionRequest, PluginStatus,
     PodEvictor, decode_args,
 };
-use crate::nodeutil::{
-    Namespaces, NodeFitChecker, active_pods_on_node, is_pod_terminating, node_taints,
-    pod_node_name, pod_priority,
-};
-use crate::plugins::node_utilization::pod_key;
+use crate::nodeutil::{NodeFitChecker, active_pods_on_node, node_taints};
+use crate::podutil::{self, Namespaces, pod_key};
 
 /// The plugin's name in the policy.
 pub const PLUGIN_NAME: &str = "RemovePodsViolatingTopologySpreadConstraint";
@@ -400,10 +397,10 @@ impl BalancePlugin for RemovePodsViolatingTopologySpreadConstraint {
                 }
                 let mut sum_pods = 0usize;
                 for pod in label_index.candidates(pods, constraint) {
-                    if is_pod_terminating(pod) || !constraint.selects(pod) {
+                    if podutil::is_terminating(pod) || !constraint.selects(pod) {
                         continue;
                     }
-                    let Some(node) = node_map.get(pod_node_name(pod)) else {
+                    let Some(node) = node_map.get(podutil::node_name(pod)) else {
                         continue;
                     };
                     let Some(value) = node_label(node, &constraint.topology_key) else {
@@ -442,7 +439,7 @@ impl BalancePlugin for RemovePodsViolatingTopologySpreadConstraint {
 
         let mut node_limit_exceeded: HashSet<&str> = HashSet::new();
         for pod in chosen.pods {
-            let node = pod_node_name(pod);
+            let node = podutil::node_name(pod);
             if node_limit_exceeded.contains(node) || !self.selects(&*evictor, pod) {
                 continue;
             }
@@ -451,7 +448,6 @@ impl BalancePlugin for RemovePodsViolatingTopologySpreadConstraint {
             }
             let request = EvictionRequest {
                 strategy: PLUGIN_NAME,
-                profile: "",
                 reason: "",
             };
             match evictor.evict(pod, request) {
@@ -573,7 +569,7 @@ fn sort_domains(domains: &mut [Domain<'_>], evictor: &dyn PodEvictor) {
             (
                 evictor.filter(pod),
                 !has_selector_or_affinity(pod),
-                pod_priority(pod),
+                podutil::priority(pod),
             )
         });
     }
@@ -585,20 +581,20 @@ fn sort_domains(domains: &mut [Domain<'_>], evictor: &dyn PodEvictor) {
 /// fitting node is remembered per signature, and a pod fits another node
 /// when that first node is not its own (else the search goes on past it).
 #[derive(Default)]
-struct FirstFits {
-    by_signature: Vec<(FitSignature, Option<usize>)>,
+struct FirstFits<'s> {
+    by_signature: Vec<(FitSignature<'s>, Option<usize>)>,
 }
 
 /// What decides whether a pod without inter-pod anti-affinity fits a node.
 #[derive(PartialEq)]
-struct FitSignature {
-    requests: ksim_core::resources::ResourceList,
+struct FitSignature<'s> {
+    requests: std::borrow::Cow<'s, ksim_core::resources::ResourceList>,
     affinity: RequiredNodeAffinity,
     tolerations: Vec<Toleration>,
 }
 
-impl FirstFits {
-    fn fits_other_node(&mut self, fit: &NodeFitChecker<'_>, pod: &Pod, nodes: &[&Node]) -> bool {
+impl<'s> FirstFits<'s> {
+    fn fits_other_node(&mut self, fit: &NodeFitChecker<'s>, pod: &Pod, nodes: &[&Node]) -> bool {
         let spec = pod.spec.as_ref();
         let has_anti_affinity = spec
             .and_then(|spec| spec.affinity.as_ref())
@@ -607,7 +603,7 @@ impl FirstFits {
             return fit.pod_fits_any_other_node(pod, nodes);
         }
         let signature = FitSignature {
-            requests: crate::nodeutil::pod_resource_requests(pod),
+            requests: fit.snapshot().pod_requests(pod),
             affinity: RequiredNodeAffinity::from_pod(pod),
             tolerations: spec
                 .and_then(|spec| spec.tolerations.clone())
@@ -626,7 +622,7 @@ impl FirstFits {
         let Some(first) = first else {
             return false;
         };
-        let own = pod_node_name(pod);
+        let own = podutil::node_name(pod);
         if nodes[first].metadata.name.as_deref() != Some(own) {
             return true;
         }
