@@ -88,6 +88,17 @@ impl Resource for RawObject {
     }
 }
 
+/// The watch configuration of the simulator's informers: one unpaged list, so that the
+/// watch resumes from the revision every listed object was read at. (A paged list whose
+/// pages are read at different revisions resumes from the last page's, and would miss
+/// what changed meanwhile on earlier pages: a deletion started then would never be seen.)
+pub fn informer_config() -> watcher::Config {
+    watcher::Config {
+        page_size: None,
+        ..watcher::Config::default()
+    }
+}
+
 /// Feeds Node or Pod events into the engine until the stream ends.
 pub async fn watch_objects(engine: Arc<Engine>, kind: SimulatedKind) -> Result<(), KubeletError> {
     let resource = match kind {
@@ -95,7 +106,7 @@ pub async fn watch_objects(engine: Arc<Engine>, kind: SimulatedKind) -> Result<(
         SimulatedKind::Pod => resource("", "v1", "Pod", "pods"),
     };
     let api: Api<RawObject> = Api::all_with(engine.client.clone(), &resource);
-    let mut stream = std::pin::pin!(changes(api, watcher::Config::default()));
+    let mut stream = std::pin::pin!(changes(api, informer_config()));
     while let Some(change) = stream.next().await {
         match change {
             Change::Listed(object) | Change::Applied(object) => match kind {
@@ -134,7 +145,7 @@ fn decode_stage(object: &RawObject) -> Option<Stage> {
 pub async fn watch_stages(engine: Arc<Engine>) -> Result<(), KubeletError> {
     let resource = resource("kwok.x-k8s.io", "v1alpha1", "Stage", "stages");
     let api: Api<RawObject> = Api::all_with(engine.client.clone(), &resource);
-    let mut stream = std::pin::pin!(changes(api, watcher::Config::default()));
+    let mut stream = std::pin::pin!(changes(api, informer_config()));
     let mut stages: HashMap<String, Stage> = HashMap::new();
     let publish = |stages: &HashMap<String, Stage>| {
         let mut all: Vec<Stage> = stages.values().cloned().collect();

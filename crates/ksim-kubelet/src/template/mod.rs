@@ -1,5 +1,6 @@
 //! Go text/template rendering of Stage templates with KWOK's functions.
 
+mod block_yaml;
 mod convert;
 mod env;
 mod funcs;

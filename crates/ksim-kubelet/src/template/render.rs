@@ -79,6 +79,10 @@ pub fn yaml_to_json(text: &str) -> Result<serde_json::Value, KubeletError> {
     if text.trim().is_empty() {
         return Ok(serde_json::Value::Object(serde_json::Map::new()));
     }
+    // The usual output shape is read by the fast subset reader; the rest by saphyr.
+    if let Some(value) = super::block_yaml::parse(text) {
+        return Ok(value);
+    }
     let value: serde_json::Value =
         serde_saphyr::from_str(text).map_err(|e| KubeletError::RenderedYaml {
             reason: e.to_string(),

@@ -239,7 +239,12 @@ impl Tracker {
                 // is complete (objects deleted while the watch was down are then gone).
                 let mut relisted: Option<HashSet<String>> = None;
                 let mut listed = Some(listed_tx);
-                let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()));
+                // Unpaged lists: a re-list is one snapshot, so its watch misses no deletion.
+                let config = watcher::Config {
+                    page_size: None,
+                    ..watcher::Config::default()
+                };
+                let mut stream = std::pin::pin!(watcher(api, config));
                 while let Some(event) = stream.next().await {
                     match event {
                         Ok(watcher::Event::InitApply(object)) => {
