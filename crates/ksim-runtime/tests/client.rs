@@ -198,3 +198,55 @@ async fn http_watcher_with_streaming_lists() {
     let server = ApiServer::new();
     watcher_uses_streaming_lists(http_client(&server).await).await;
 }
+
+/// A client that lists in pages and then watches from the list's
+/// resourceVersion (kube-rs's watcher does) must see a change made to an
+/// already-read page while it paged: every page carries the first page's
+/// revision, as kube-apiserver's snapshot lists do.
+#[tokio::test]
+async fn paged_list_then_watch_sees_changes_made_while_paging() {
+    let server = ApiServer::new();
+    let client = ksim_runtime::client::in_process(&server);
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    for name in ["a", "b", "c", "d"] {
+        pods.create(&PostParams::default(), &pod(name, "web"))
+            .await
+            .expect("create");
+    }
+    let first = pods
+        .list(&ListParams::default().limit(2))
+        .await
+        .expect("first page");
+    let token = first.metadata.continue_.clone().expect("more pages");
+    // Changed after its page was read, before the last page is.
+    pods.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"changed": "yes"}}})),
+    )
+    .await
+    .expect("patch a");
+    let last = pods
+        .list(&ListParams::default().limit(2).continue_token(&token))
+        .await
+        .expect("last page");
+    let revision = last.metadata.resource_version.clone().expect("revision");
+    assert_eq!(Some(revision.clone()), first.metadata.resource_version);
+
+    let mut events = pods
+        .watch(&kube::api::WatchParams::default(), &revision)
+        .await
+        .expect("watch")
+        .boxed();
+    let event = tokio::time::timeout(Duration::from_secs(30), events.next())
+        .await
+        .expect("an event for the change")
+        .expect("stream open")
+        .expect("event");
+    match event {
+        kube::api::WatchEvent::Modified(pod) => {
+            assert_eq!(pod.metadata.name.as_deref(), Some("a"));
+        }
+        other => panic!("expected a's modification, got {other:?}"),
+    }
+}

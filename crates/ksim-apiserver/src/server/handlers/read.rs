@@ -34,17 +34,28 @@ impl ResourceRequest {
             .query
             .get("limit")
             .and_then(|l| l.parse::<usize>().ok());
-        let continue_after = match self.query.get("continue") {
-            Some(token) => Some(decode_continue(token)?),
-            None => None,
+        let (continue_after, first_page_revision) = match self.query.get("continue") {
+            Some(token) => {
+                let (key, revision) = decode_continue(token)?;
+                (Some(key), revision)
+            }
+            None => (None, None),
         };
-        let page = self.state.store.list(
+        let mut page = self.state.store.list(
             &self.collection(),
             self.target.namespace.as_deref(),
             continue_after.as_ref(),
             limit,
             |object| filter.matches(object),
         );
+        // Every page is read from the current state but carries the first
+        // page's revision (kept in the continue token), so a client that
+        // watches from the list's resourceVersion sees every change made
+        // while it paged, as it would after kube-apiserver's snapshot list
+        // (a change may be seen twice: in a later page and as an event).
+        if let Some(revision) = first_page_revision {
+            page.revision = page.revision.min(revision);
+        }
         Ok(self.respond_list(output, &page))
     }
 
@@ -151,7 +162,9 @@ pub(crate) fn encode_continue(key: &(String, String), revision: u64) -> String {
     base64_encode(&serde_json::to_vec(&token).unwrap_or_default())
 }
 
-pub(crate) fn decode_continue(token: &str) -> Result<(String, String), ApiError> {
+/// The start key of a continue token, and the revision of the list's first
+/// page when the token carries one.
+pub(crate) fn decode_continue(token: &str) -> Result<((String, String), Option<u64>), ApiError> {
     let invalid = || {
         ApiError::bad_request(
             "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
@@ -162,7 +175,10 @@ pub(crate) fn decode_continue(token: &str) -> Result<(String, String), ApiError>
     let start = value["start"].as_str().ok_or_else(invalid)?;
     let start = start.strip_suffix('\u{0}').unwrap_or(start);
     let (namespace, name) = start.split_once('/').ok_or_else(invalid)?;
-    Ok((namespace.to_string(), name.to_string()))
+    Ok((
+        (namespace.to_string(), name.to_string()),
+        value["rv"].as_u64(),
+    ))
 }
 
 pub(super) const BASE64: &[u8; 64] =
@@ -213,7 +229,7 @@ mod tests {
     fn continue_tokens_round_trip() {
         let key = ("default".to_string(), "web-1".to_string());
         let token = encode_continue(&key, 42);
-        assert_eq!(decode_continue(&token).expect("valid"), key);
+        assert_eq!(decode_continue(&token).expect("valid"), (key, Some(42)));
         assert_eq!(decode_continue("!!!").expect_err("invalid").code, 400);
     }
 
