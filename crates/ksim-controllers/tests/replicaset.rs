@@ -205,3 +205,38 @@ async fn scale_down_deletes_unscheduled_then_pending_then_not_ready_pods_first()
         assert_eq!(names, survivors);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_replica_set_creates_exactly_its_replicas_while_its_pods_change() {
+    let cluster = Cluster::start(&[ControllerName::ReplicaSet]);
+    let api: Api<ReplicaSet> = Api::namespaced(cluster.client.clone(), "default");
+    api.create(&PostParams::default(), &replica_set("many", 300))
+        .await
+        .expect("create rs");
+    // Pod events (readiness changes) arrive while creations are in flight:
+    // each triggers a sync, and none may create beyond the replicas.
+    let created = eventually("300 pods", || async {
+        let p = pods(&cluster.client, "default", "app=many").await;
+        for pod in p.iter().take(20) {
+            make_ready(
+                &cluster.client,
+                "default",
+                pod.metadata.name.as_deref().expect("name"),
+            )
+            .await;
+        }
+        (p.len() >= 300).then_some(p)
+    })
+    .await;
+    assert_eq!(created.len(), 300);
+    eventually("status of 300 replicas", || async {
+        let s = api.get("many").await.ok()?.status?;
+        (s.replicas == 300).then_some(())
+    })
+    .await;
+    assert_eq!(
+        pods(&cluster.client, "default", "app=many").await.len(),
+        300,
+        "no pod beyond the replicas"
+    );
+}

@@ -3,29 +3,35 @@
 //! active ones number `spec.replicas`, and write the status.
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
-use futures::StreamExt;
+use futures::channel::mpsc;
 use futures::future::join_all;
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, ObjectMeta, OwnerReference, Time,
+};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::controller::{self, Action};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
+use super::expectations::{Expectations, PodKey};
 use super::ranking::pods_to_delete;
 use crate::Error;
 use crate::common::{
     controller_of, controller_reference, is_pod_active, is_pod_available, is_pod_ready, key_of,
-    parse_selector, selector_matches, selector_query, update_status,
+    parse_selector, selector_matches, update_status,
 };
 use crate::deployment::nonzero;
+use crate::disruption::cache::PodIndex;
 use crate::events::Events;
 
 /// At most this many pods are created or deleted in one sync (upstream's `BurstReplicas`).
@@ -37,40 +43,212 @@ const RETRY: Duration = Duration::from_millis(500);
 struct Context {
     client: Client,
     events: Events,
+    /// Every pod, indexed by namespace and labels (fed by one watch).
+    pods: Arc<RwLock<PodIndex>>,
+    /// Whether the pod cache has listed once.
+    pods_synced: tokio::sync::watch::Receiver<bool>,
+    replica_sets: Store<ReplicaSet>,
+    expectations: Arc<Expectations>,
     /// ReplicaSets owning pods that stopped matching their selector.
-    release_hints: Mutex<HashSet<(String, String)>>,
+    release_hints: Arc<Mutex<HashSet<(String, String)>>>,
 }
 
 /// Runs the ReplicaSet controller until the watch streams end.
 pub async fn run(client: Client) {
-    let replica_sets: Api<ReplicaSet> = Api::all(client.clone());
-    let pods: Api<Pod> = Api::all(client.clone());
-    let controller = Controller::new(replica_sets, watcher::Config::default());
-    let store = controller.store();
+    let (rs_store, rs_writer) = reflector::store::<ReplicaSet>();
+    let pods = Arc::new(RwLock::new(PodIndex::default()));
+    let expectations = Arc::new(Expectations::default());
+    let release_hints = Arc::new(Mutex::new(HashSet::new()));
+    let (queue, requests) = mpsc::unbounded::<ObjectRef<ReplicaSet>>();
+    let (pods_synced_tx, pods_synced) = tokio::sync::watch::channel(false);
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(follow_replica_sets(
+        reflector::reflector(rs_writer, watch(Api::<ReplicaSet>::all(client.clone()))),
+        Arc::clone(&expectations),
+        queue.clone(),
+    ));
+    tasks.spawn(follow_pods(
+        watch(Api::<Pod>::all(client.clone())),
+        PodFollower {
+            pods: Arc::clone(&pods),
+            replica_sets: rs_store.clone(),
+            expectations: Arc::clone(&expectations),
+            release_hints: Arc::clone(&release_hints),
+            queue,
+            synced: pods_synced_tx,
+        },
+    ));
+    if rs_store.wait_until_ready().await.is_err() {
+        tracing::warn!("replicaset controller cache never synced");
+        return;
+    }
     let context = Arc::new(Context {
         events: Events::new(client.clone(), "replicaset-controller"),
         client,
-        release_hints: Mutex::new(HashSet::new()),
+        pods,
+        pods_synced,
+        replica_sets: rs_store.clone(),
+        expectations,
+        release_hints,
     });
-    let mapper_context = context.clone();
-    controller
-        .watches(pods, watcher::Config::default(), move |pod| {
-            replica_sets_of_pod(&store, &mapper_context, &pod)
-        })
-        .run(reconcile, error_policy, context)
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "replicaset sync failed");
+    controller::applier(
+        |rs, context| Box::pin(reconcile(rs, context)),
+        error_policy,
+        context,
+        rs_store,
+        requests.map(Ok::<_, std::convert::Infallible>),
+        controller::Config::default(),
+    )
+    .for_each(|result| async move {
+        if let Err(e) = result {
+            tracing::debug!(error = %e, "replicaset sync failed");
+        }
+    })
+    .await;
+    tasks.abort_all();
+}
+
+/// A watch of every object of a kind, restarted with backoff on errors.
+fn watch<K>(api: Api<K>) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send
+where
+    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+    K::DynamicType: Default,
+{
+    watcher::watcher(api, watcher::Config::default()).default_backoff()
+}
+
+/// Keeps the ReplicaSet store (the reflector does) and enqueues every
+/// ReplicaSet that changes; a deleted one's expectations are forgotten.
+async fn follow_replica_sets(
+    stream: impl Stream<Item = Result<Event<ReplicaSet>, watcher::Error>>,
+    expectations: Arc<Expectations>,
+    queue: mpsc::UnboundedSender<ObjectRef<ReplicaSet>>,
+) {
+    let mut stream = std::pin::pin!(stream);
+    while let Some(event) = stream.next().await {
+        let rs = match event {
+            Ok(Event::Apply(rs) | Event::InitApply(rs)) => rs,
+            Ok(Event::Delete(rs)) => {
+                if let Some(uid) = rs.metadata.uid.as_deref() {
+                    expectations.forget(uid);
+                }
+                continue;
             }
-        })
-        .await;
+            Ok(Event::Init | Event::InitDone) => continue,
+            Err(error) => {
+                tracing::debug!(%error, "replicaset watch failed");
+                continue;
+            }
+        };
+        if queue.unbounded_send(ObjectRef::from_obj(&rs)).is_err() {
+            return;
+        }
+    }
+}
+
+/// What the pod watch updates.
+struct PodFollower {
+    pods: Arc<RwLock<PodIndex>>,
+    replica_sets: Store<ReplicaSet>,
+    expectations: Arc<Expectations>,
+    release_hints: Arc<Mutex<HashSet<(String, String)>>>,
+    queue: mpsc::UnboundedSender<ObjectRef<ReplicaSet>>,
+    synced: tokio::sync::watch::Sender<bool>,
+}
+
+/// The uid of the ReplicaSet controlling `pod`, if one does.
+fn replica_set_uid(pod: &Pod) -> Option<&str> {
+    controller_of(&pod.metadata)
+        .filter(|owner| owner.kind == "ReplicaSet" && owner.api_version.starts_with("apps/"))
+        .map(|owner| owner.uid.as_str())
+}
+
+fn pod_key(pod: &Pod) -> PodKey {
+    key_of(&pod.metadata)
+}
+
+/// Keeps the pod index, records observed creations and deletions in the
+/// expectations, and enqueues the ReplicaSets each change concerns.
+async fn follow_pods(
+    stream: impl Stream<Item = Result<Event<Pod>, watcher::Error>>,
+    follower: PodFollower,
+) {
+    let mut stream = std::pin::pin!(stream);
+    while let Some(event) = stream.next().await {
+        let event = match event {
+            Ok(event) => event,
+            Err(error) => {
+                tracing::debug!(%error, "pod watch failed");
+                continue;
+            }
+        };
+        let mut changed: Vec<Arc<Pod>> = Vec::new();
+        {
+            let mut pods = follower.pods.write().expect("pod index lock poisoned");
+            match event {
+                Event::Apply(pod) | Event::InitApply(pod) => {
+                    let pod = Arc::new(pod);
+                    let old = pods.apply(Arc::clone(&pod));
+                    if let Some(uid) = replica_set_uid(&pod) {
+                        let was_deleting = old
+                            .as_ref()
+                            .is_some_and(|o| o.metadata.deletion_timestamp.is_some());
+                        if old.is_none() {
+                            follower.expectations.creations_observed(uid, 1);
+                        }
+                        if pod.metadata.deletion_timestamp.is_some() && !was_deleting {
+                            follower.expectations.deletion_observed(uid, &pod_key(&pod));
+                        }
+                    }
+                    if let Some(old) = old
+                        && (old.metadata.labels != pod.metadata.labels
+                            || old.metadata.owner_references != pod.metadata.owner_references)
+                    {
+                        changed.push(old);
+                    }
+                    changed.push(pod);
+                }
+                Event::Delete(pod) => {
+                    let cached = pods.delete(&pod);
+                    if let Some(uid) = replica_set_uid(&pod) {
+                        follower.expectations.deletion_observed(uid, &pod_key(&pod));
+                    }
+                    changed.extend(cached);
+                    changed.push(Arc::new(pod));
+                }
+                Event::Init => pods.start_relist(),
+                Event::InitDone => {
+                    for pod in pods.finish_relist() {
+                        if let Some(uid) = replica_set_uid(&pod) {
+                            follower.expectations.deletion_observed(uid, &pod_key(&pod));
+                        }
+                        changed.push(pod);
+                    }
+                    tracing::debug!(pods = pods.len(), "replicaset controller pod cache synced");
+                    follower.synced.send_replace(true);
+                }
+            }
+        }
+        let mut seen = HashSet::new();
+        for pod in &changed {
+            for reference in
+                replica_sets_of_pod(&follower.replica_sets, &follower.release_hints, pod)
+            {
+                if seen.insert(reference.clone())
+                    && follower.queue.unbounded_send(reference).is_err()
+                {
+                    return;
+                }
+            }
+        }
+    }
 }
 
 /// The ReplicaSets a pod event concerns: its controller, or every ReplicaSet
 /// of its namespace whose selector matches an orphan.
 fn replica_sets_of_pod(
     store: &Store<ReplicaSet>,
-    context: &Context,
+    release_hints: &Mutex<HashSet<(String, String)>>,
     pod: &Pod,
 ) -> Vec<ObjectRef<ReplicaSet>> {
     let namespace = pod.namespace().unwrap_or_default();
@@ -86,8 +264,7 @@ fn replica_sets_of_pod(
                 .and_then(|s| parse_selector(&s.selector).ok())
                 .is_some_and(|s| selector_matches(&s, pod.metadata.labels.as_ref()));
             if rs.metadata.uid.as_deref() == Some(owner.uid.as_str()) && !matches {
-                let mut hints = context
-                    .release_hints
+                let mut hints = release_hints
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
                 hints.insert((namespace.clone(), owner.name.clone()));
@@ -121,6 +298,16 @@ fn error_policy(_rs: Arc<ReplicaSet>, error: &Error, _context: Arc<Context>) -> 
 
 async fn reconcile(cached: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Action, Error> {
     let (namespace, name) = key_of(&cached.metadata);
+    // As upstream, no sync before the pod cache has listed once.
+    if context
+        .pods_synced
+        .clone()
+        .wait_for(|synced| *synced)
+        .await
+        .is_err()
+    {
+        return Ok(Action::await_change());
+    }
     // The cache may lag (a deleted or rescaled ReplicaSet): act on the
     // object as it is now.
     let replica_sets: Api<ReplicaSet> = Api::namespaced(context.client.clone(), &namespace);
@@ -138,19 +325,27 @@ async fn reconcile(cached: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Act
     let pods_api: Api<Pod> = Api::namespaced(context.client.clone(), &namespace);
     let owner = controller_reference("apps/v1", "ReplicaSet", &rs.metadata);
     let deleting = rs.metadata.deletion_timestamp.is_some();
+    // Read before the cache so that pods observed meanwhile only make the
+    // expectations look less satisfied than they are, never more.
+    let may_manage = context.expectations.satisfied(&owner.uid, Instant::now());
 
-    let listed = pods_api
-        .list(&ListParams::default().labels(&selector_query(&spec.selector)))
-        .await?
-        .items;
-    let mut owned = Vec::with_capacity(listed.len());
+    let listed = if selector.is_empty() {
+        Vec::new()
+    } else {
+        context
+            .pods
+            .read()
+            .expect("pod index lock poisoned")
+            .select(&namespace, &spec.selector, &selector)
+    };
+    let mut owned: Vec<Arc<Pod>> = Vec::with_capacity(listed.len());
     for pod in listed {
         match controller_of(&pod.metadata) {
             Some(reference) if reference.uid == owner.uid => owned.push(pod),
             Some(_) => {}
             None if !deleting && pod.metadata.deletion_timestamp.is_none() => {
                 match adopt(&pods_api, &pod, &owner).await {
-                    Ok(adopted) => owned.push(adopted),
+                    Ok(adopted) => owned.push(Arc::new(adopted)),
                     Err(e) if e.is_not_found() => {}
                     Err(e) => return Err(e),
                 }
@@ -164,16 +359,19 @@ async fn reconcile(cached: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Act
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .remove(&(namespace.clone(), name.clone()));
     if hinted {
-        release_unmatched(&pods_api, &owner.uid, &selector).await?;
+        release_unmatched(&context, &pods_api, &namespace, &owner.uid, &selector).await?;
     }
 
-    let active: Vec<Pod> = owned.into_iter().filter(is_pod_active).collect();
+    let active: Vec<Arc<Pod>> = owned.into_iter().filter(|p| is_pod_active(p)).collect();
     let mut manage_error = None;
-    if !deleting {
+    if !deleting && may_manage {
         let want = usize::try_from(spec.replicas.unwrap_or(1).max(0)).unwrap_or(0);
         if active.len() < want {
             let count = (want - active.len()).min(BURST_REPLICAS);
-            if let Err(e) = create_pods(
+            context
+                .expectations
+                .expect_creations(&owner.uid, count, Instant::now());
+            let (created, result) = create_pods(
                 &pods_api,
                 &rs,
                 &spec.template,
@@ -181,8 +379,12 @@ async fn reconcile(cached: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Act
                 count,
                 &context.events,
             )
-            .await
-            {
+            .await;
+            if let Err(e) = result {
+                // The creations that will not happen are not waited for.
+                context
+                    .expectations
+                    .creations_observed(&owner.uid, count - created);
                 context.events.warning(
                     rs.object_ref(&()),
                     "FailedCreate",
@@ -193,17 +395,23 @@ async fn reconcile(cached: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Act
             }
         } else if active.len() > want {
             let count = (active.len() - want).min(BURST_REPLICAS);
-            let related = indirectly_related_pods(&replica_sets, &pods_api, &rs, &active).await?;
+            let related = indirectly_related_pods(&context, &rs, &active);
             let victims = pods_to_delete(&active, &related, count, Timestamp::now());
+            context.expectations.expect_deletions(
+                &owner.uid,
+                victims.iter().map(|pod| pod_key(pod)).collect(),
+                Instant::now(),
+            );
             let deletions = victims.iter().map(|pod| {
                 let pods_api = pods_api.clone();
-                let pod_name = pod.name_any();
+                let key = pod_key(pod);
                 async move {
-                    let result = pods_api.delete(&pod_name, &DeleteParams::default()).await;
-                    (pod_name, result)
+                    let result = pods_api.delete(&key.1, &DeleteParams::default()).await;
+                    (key, result)
                 }
             });
-            for (pod_name, result) in join_all(deletions).await {
+            for (key, result) in join_all(deletions).await {
+                let pod_name = &key.1;
                 match result.map_err(Error::from) {
                     Ok(_) => context.events.normal(
                         rs.object_ref(&()),
@@ -211,8 +419,11 @@ async fn reconcile(cached: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Act
                         "Delete",
                         format!("Deleted pod: {pod_name}"),
                     ),
-                    Err(e) if e.is_not_found() => {}
+                    Err(e) if e.is_not_found() => {
+                        context.expectations.deletion_observed(&owner.uid, &key);
+                    }
                     Err(e) => {
+                        context.expectations.deletion_observed(&owner.uid, &key);
                         context.events.warning(
                             rs.object_ref(&()),
                             "FailedDelete",
@@ -269,14 +480,14 @@ async fn reconcile(cached: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Act
 /// The status a ReplicaSet reports for its active pods.
 fn compute_status(
     rs: &ReplicaSet,
-    active: &[Pod],
+    active: &[Arc<Pod>],
     template_labels: &BTreeMap<String, String>,
     min_ready_seconds: i32,
     failure: Option<(&str, String)>,
     now: Timestamp,
 ) -> ReplicaSetStatus {
     let count = |f: &dyn Fn(&Pod) -> bool| {
-        i32::try_from(active.iter().filter(|p| f(p)).count()).unwrap_or(i32::MAX)
+        i32::try_from(active.iter().filter(|p| f(p.as_ref())).count()).unwrap_or(i32::MAX)
     };
     let fully_labeled = count(&|p: &Pod| {
         let labels = p.metadata.labels.as_ref();
@@ -313,36 +524,44 @@ fn compute_status(
 
 /// The active pods of every ReplicaSet sharing this one's controller (a
 /// Deployment's old and new ReplicaSets), as upstream ranks with
-/// `getIndirectlyRelatedPods`; just `own` without a controller.
-async fn indirectly_related_pods(
-    replica_sets: &Api<ReplicaSet>,
-    pods: &Api<Pod>,
-    rs: &ReplicaSet,
-    own: &[Pod],
-) -> Result<Vec<Pod>, Error> {
+/// `getIndirectlyRelatedPods`; just `own` without a controller. Read from
+/// the caches.
+fn indirectly_related_pods(context: &Context, rs: &ReplicaSet, own: &[Arc<Pod>]) -> Vec<Arc<Pod>> {
     let Some(controller) = controller_of(&rs.metadata) else {
-        return Ok(own.to_vec());
+        return own.to_vec();
     };
+    let namespace = rs.metadata.namespace.clone().unwrap_or_default();
     let mut related = own.to_vec();
-    for sibling in replica_sets.list(&ListParams::default()).await?.items {
+    let pods = context.pods.read().expect("pod index lock poisoned");
+    for sibling in context.replica_sets.state() {
         let same_controller =
             controller_of(&sibling.metadata).is_some_and(|c| c.uid == controller.uid);
-        if !same_controller || sibling.metadata.uid == rs.metadata.uid {
+        if !same_controller
+            || sibling.metadata.uid == rs.metadata.uid
+            || sibling.metadata.namespace.as_deref() != Some(namespace.as_str())
+        {
             continue;
         }
         let Some(spec) = sibling.spec.as_ref() else {
             continue;
         };
+        let Ok(selector) = parse_selector(&spec.selector) else {
+            continue;
+        };
+        if selector.is_empty() {
+            continue;
+        }
         let sibling_uid = sibling.metadata.uid.clone().unwrap_or_default();
-        let listed = pods
-            .list(&ListParams::default().labels(&selector_query(&spec.selector)))
-            .await?
-            .items;
-        related.extend(listed.into_iter().filter(|p| {
-            is_pod_active(p) && controller_of(&p.metadata).is_some_and(|c| c.uid == sibling_uid)
-        }));
+        related.extend(
+            pods.select(&namespace, &spec.selector, &selector)
+                .into_iter()
+                .filter(|p| {
+                    is_pod_active(p)
+                        && controller_of(&p.metadata).is_some_and(|c| c.uid == sibling_uid)
+                }),
+        );
     }
-    Ok(related)
+    related
 }
 
 /// Makes `owner` the pod's controller.
@@ -362,11 +581,19 @@ async fn adopt(pods: &Api<Pod>, pod: &Pod, owner: &OwnerReference) -> Result<Pod
 /// Removes the controller reference to `owner_uid` from owned pods whose
 /// labels no longer match the selector.
 async fn release_unmatched(
+    context: &Context,
     pods: &Api<Pod>,
+    namespace: &str,
     owner_uid: &str,
     selector: &ksim_core::selector::LabelSelectorRequirements,
 ) -> Result<(), Error> {
-    for pod in pods.list(&ListParams::default()).await?.items {
+    let everything = ksim_core::selector::LabelSelectorRequirements::default();
+    let in_namespace = context
+        .pods
+        .read()
+        .expect("pod index lock poisoned")
+        .select(namespace, &LabelSelector::default(), &everything);
+    for pod in in_namespace {
         let owned = controller_of(&pod.metadata).is_some_and(|r| r.uid == owner_uid);
         if !owned || selector_matches(selector, pod.metadata.labels.as_ref()) {
             continue;
@@ -425,7 +652,7 @@ fn pod_from_template(
 }
 
 /// Creates `count` pods in slow-start batches (1, 2, 4, ...), stopping at
-/// the first batch with a failure.
+/// the first batch with a failure; returns how many were created.
 async fn create_pods(
     pods: &Api<Pod>,
     rs: &ReplicaSet,
@@ -433,9 +660,10 @@ async fn create_pods(
     owner: &OwnerReference,
     count: usize,
     events: &Events,
-) -> Result<(), Error> {
+) -> (usize, Result<(), Error>) {
     let (namespace, name) = key_of(&rs.metadata);
     let pod = pod_from_template(&name, &namespace, template.as_ref(), owner);
+    let mut created = 0;
     let mut remaining = count;
     let mut batch = remaining.min(1);
     while batch > 0 {
@@ -444,22 +672,25 @@ async fn create_pods(
         let mut failure = None;
         for result in join_all(creations).await {
             match result {
-                Ok(pod) => events.normal(
-                    rs.object_ref(&()),
-                    "SuccessfulCreate",
-                    "Create",
-                    format!("Created pod: {}", pod.name_any()),
-                ),
+                Ok(pod) => {
+                    created += 1;
+                    events.normal(
+                        rs.object_ref(&()),
+                        "SuccessfulCreate",
+                        "Create",
+                        format!("Created pod: {}", pod.name_any()),
+                    );
+                }
                 Err(e) => failure = Some(e),
             }
         }
         if let Some(e) = failure {
-            return Err(e.into());
+            return (created, Err(e.into()));
         }
         remaining -= batch;
         batch = (batch * 2).min(remaining);
     }
-    Ok(())
+    (created, Ok(()))
 }
 
 #[cfg(test)]
@@ -484,9 +715,13 @@ mod tests {
         }))
         .expect("rs");
         let pods = [
-            ready_pod("a", true, json!({"app": "web", "tier": "front"})),
-            ready_pod("b", true, json!({"app": "web"})),
-            ready_pod("c", false, json!({"app": "web", "tier": "front"})),
+            Arc::new(ready_pod("a", true, json!({"app": "web", "tier": "front"}))),
+            Arc::new(ready_pod("b", true, json!({"app": "web"}))),
+            Arc::new(ready_pod(
+                "c",
+                false,
+                json!({"app": "web", "tier": "front"}),
+            )),
         ];
         let labels: BTreeMap<String, String> = [
             ("app".to_string(), "web".to_string()),

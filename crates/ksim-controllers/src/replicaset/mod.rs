@@ -5,6 +5,7 @@
 //! and observedGeneration.
 
 mod controller;
+mod expectations;
 mod ranking;
 
 pub use controller::{BURST_REPLICAS, run};

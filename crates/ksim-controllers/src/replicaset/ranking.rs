@@ -2,6 +2,7 @@
 //! upstream's `ActivePodsWithRanks` does (with PodDeletionCost and
 //! LogarithmicScaleDown on, their v1.33 defaults).
 
+use std::borrow::Borrow;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
@@ -17,18 +18,23 @@ pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost"
 /// The `diff` pods of `pods` to delete first. `related` are all pods of the
 /// owner (a superset of `pods`): a pod sharing its node with more of them
 /// goes first.
-pub fn pods_to_delete<'a>(
-    pods: &'a [Pod],
-    related: &[Pod],
+pub fn pods_to_delete<'a, P: Borrow<Pod>>(
+    pods: &'a [P],
+    related: &[P],
     diff: usize,
     now: Timestamp,
 ) -> Vec<&'a Pod> {
     let mut on_node: HashMap<&str, usize> = HashMap::new();
-    for pod in related.iter().filter(|p| is_pod_active(p)) {
+    for pod in related
+        .iter()
+        .map(Borrow::borrow)
+        .filter(|p| is_pod_active(p))
+    {
         *on_node.entry(node_of(pod)).or_default() += 1;
     }
     let mut ranked: Vec<(&Pod, usize)> = pods
         .iter()
+        .map(Borrow::borrow)
         .map(|p| (p, on_node.get(node_of(p)).copied().unwrap_or(0)))
         .collect();
     ranked.sort_by(|(a, ra), (b, rb)| compare_for_deletion(a, *ra, b, *rb, now));

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use super::measure::{per_second, thousands};
+use super::measure::{cpu_detail, cpu_time, per_second, thousands};
 use crate::commands::print_line;
 use crate::commands::scale;
 
@@ -113,7 +113,9 @@ async fn run(bench: &WorkloadsBench) -> anyhow::Result<()> {
             }
         }
     }))?;
+    let pid = std::process::id();
     let created = Instant::now();
+    let cpu_before = cpu_time(pid);
     deployments
         .create(&PostParams::default(), &deployment)
         .await?;
@@ -124,13 +126,17 @@ async fn run(bench: &WorkloadsBench) -> anyhow::Result<()> {
     })
     .await?;
     let to_ready = created.elapsed();
+    let pods = u64::try_from(replicas).unwrap_or(0);
     print_line(format_args!(
-        "Deployment of {} replicas on {} nodes, create to all pods Ready: {:.2} s ({} pods/s; target < 5 s)",
+        "Deployment of {} replicas on {} nodes, create to all pods Ready: {:.2} s ({} pods/s; target < 5 s){}",
         replicas,
         bench.nodes,
         to_ready.as_secs_f64(),
-        thousands(per_second(u64::try_from(replicas).unwrap_or(0), to_ready)),
+        thousands(per_second(pods, to_ready)),
+        cpu_detail("cluster", cpu_spent(pid, cpu_before), pods, "pods"),
     ))?;
+
+    let cpu_before = cpu_time(pid);
 
     let updated = Instant::now();
     deployments
@@ -156,12 +162,18 @@ async fn run(bench: &WorkloadsBench) -> anyhow::Result<()> {
     .await?;
     let rolled = updated.elapsed();
     print_line(format_args!(
-        "rolling update of {} replicas to a new image (maxSurge 25%, maxUnavailable 25%): {:.2} s ({} pods/s replaced)",
+        "rolling update of {} replicas to a new image (maxSurge 25%, maxUnavailable 25%): {:.2} s ({} pods/s replaced){}",
         replicas,
         rolled.as_secs_f64(),
-        thousands(per_second(u64::try_from(replicas).unwrap_or(0), rolled)),
+        thousands(per_second(pods, rolled)),
+        cpu_detail("cluster", cpu_spent(pid, cpu_before), pods, "pods"),
     ))?;
     Ok(())
+}
+
+/// The CPU time this process used since `before`.
+fn cpu_spent(pid: u32, before: Option<Duration>) -> Option<Duration> {
+    Some(cpu_time(pid)?.saturating_sub(before?))
 }
 
 fn node_ready(node: &Node) -> bool {
