@@ -12,13 +12,13 @@ use super::types::{ListType, Shape, TypeRef};
 
 /// How a value is walked, from its type and what it actually holds (a value
 /// that does not fit its schema is a leaf).
-enum Walk {
+pub(super) enum Walk {
     Object(TypeRef, bool),
     List(ListType, TypeRef),
     Leaf,
 }
 
-fn walk_of(ty: &TypeRef, value: &Value) -> Walk {
+pub(super) fn walk_of(ty: &TypeRef, value: &Value) -> Walk {
     match (ty.shape(), value) {
         (Shape::Struct { .. }, Value::Object(_)) => Walk::Object(*ty, false),
         (Shape::Map(_) | Shape::Untyped, Value::Object(_)) => Walk::Object(*ty, true),
@@ -63,7 +63,7 @@ pub fn item_element(
 /// The items of a list with their path elements. Strict: an item without a
 /// key or a duplicate is an error; lenient: the list is treated as atomic
 /// (None).
-fn index_items<'v>(
+pub(super) fn index_items<'v>(
     list_type: ListType,
     items: &TypeRef,
     list: &'v [Value],
@@ -299,14 +299,21 @@ fn compare_at(
             let empty = Map::new();
             let old_fields = old.and_then(Value::as_object).unwrap_or(&empty);
             let new_fields = new.and_then(Value::as_object).unwrap_or(&empty);
+            // metadata.managedFields is never compared: the bookkeeping of
+            // ownership is not a field anybody owns.
+            let in_metadata = matches!(path.as_slice(), [PathElement::Field(m)] if m == "metadata");
+            let skip = |name: &str| in_metadata && name == "managedFields";
             for (name, new_child) in new_fields {
+                if skip(name) {
+                    continue;
+                }
                 let (child_ty, _) = ty.child(name);
                 path.push(PathElement::Field(name.clone()));
                 compare_at(old_fields.get(name), Some(new_child), &child_ty, path, out);
                 path.pop();
             }
             for (name, old_child) in old_fields {
-                if !new_fields.contains_key(name) {
+                if !new_fields.contains_key(name) && !skip(name) {
                     let (child_ty, _) = ty.child(name);
                     path.push(PathElement::Field(name.clone()));
                     compare_at(Some(old_child), None, &child_ty, path, out);
