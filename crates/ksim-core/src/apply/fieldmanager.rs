@@ -12,7 +12,8 @@ use super::managed::{
 };
 use super::types::TypeRef;
 use super::walk::{
-    Comparison, Walk, compare, drop_typed_nulls, index_items, merge, prune, to_field_set, walk_of,
+    Comparison, Walk, compare, compare_skipping, drop_typed_nulls, index_items, merge, prune,
+    to_field_set, walk_of,
 };
 use crate::Error;
 
@@ -129,20 +130,10 @@ fn ignored_fields() -> &'static FieldSet {
 fn build_ignored_fields() -> FieldSet {
     let mut set = FieldSet::new();
     let field = |name: &str| PathElement::Field(name.to_owned());
-    set.insert(&[field("apiVersion")]);
-    set.insert(&[field("kind")]);
-    set.insert(&[field("metadata")]);
-    for name in [
-        "name",
-        "namespace",
-        "creationTimestamp",
-        "selfLink",
-        "uid",
-        "clusterName",
-        "generation",
-        "managedFields",
-        "resourceVersion",
-    ] {
+    for name in IGNORED_TOP_LEVEL {
+        set.insert(&[field(name)]);
+    }
+    for name in IGNORED_METADATA {
         set.insert(&[field("metadata"), field(name)]);
     }
     set
@@ -296,7 +287,7 @@ impl ApplyStep<'_> {
             prune(&mut object, self.ty, &previous.set, &owned);
         }
 
-        let comparison = tracked(compare(self.live, &object, self.ty));
+        let comparison = tracked_comparison(self.live, &object, self.ty);
         let changed = comparison.added.union(&comparison.modified);
         let mut conflicts = Vec::new();
         for entry in &mut others {
@@ -330,13 +321,21 @@ impl ApplyStep<'_> {
     }
 }
 
-/// A comparison without the fields managedFields never tracks.
-fn tracked(comparison: Comparison) -> Comparison {
-    let ignored = ignored_fields();
-    Comparison {
-        added: comparison.added.difference(ignored),
-        modified: comparison.modified.difference(ignored),
-        removed: comparison.removed.difference(ignored),
+/// The comparison of two versions without the fields managedFields never
+/// tracks.
+fn tracked_comparison(old: &Value, new: &Value, ty: &TypeRef) -> Comparison {
+    compare_skipping(old, new, ty, is_ignored)
+}
+
+/// Whether managedFields never tracks the field at `path` (the same paths
+/// as [`ignored_fields`]).
+fn is_ignored(path: &[PathElement]) -> bool {
+    match path {
+        [PathElement::Field(name)] => IGNORED_TOP_LEVEL.contains(&name.as_str()),
+        [PathElement::Field(metadata), PathElement::Field(name)] => {
+            metadata == "metadata" && IGNORED_METADATA.contains(&name.as_str())
+        }
+        _ => false,
     }
 }
 
@@ -467,7 +466,7 @@ pub fn track_subresource_update(
     remove_managed_fields(new);
     let empty = Value::Object(Map::new());
     // compare() skips metadata.managedFields: old needs no copy without it.
-    let comparison = tracked(compare(old.unwrap_or(&empty), new, &ty));
+    let comparison = tracked_comparison(old.unwrap_or(&empty), new, &ty);
     let changed = comparison.added.union(&comparison.modified);
     for entry in &mut entries {
         entry.set = entry

@@ -262,10 +262,50 @@ pub struct Comparison {
 /// Compares `old` with `new`: leaves that appear, change or disappear, and
 /// objects, maps and list items that appear or disappear.
 pub fn compare(old: &Value, new: &Value, ty: &TypeRef) -> Comparison {
-    let mut comparison = Comparison::default();
+    compare_skipping(old, new, ty, |_| false)
+}
+
+/// [`compare`] leaving out the paths `skip` says (they are still walked):
+/// the same as taking them out of each set afterwards, without the copies.
+pub fn compare_skipping(
+    old: &Value,
+    new: &Value,
+    ty: &TypeRef,
+    skip: fn(&[PathElement]) -> bool,
+) -> Comparison {
+    let mut recorder = Recorder {
+        comparison: Comparison::default(),
+        skip,
+    };
     let mut path = Vec::new();
-    compare_at(Some(old), Some(new), ty, &mut path, &mut comparison);
-    comparison
+    compare_at(Some(old), Some(new), ty, &mut path, &mut recorder);
+    recorder.comparison
+}
+
+/// Collects a comparison, leaving out skipped paths.
+struct Recorder {
+    comparison: Comparison,
+    skip: fn(&[PathElement]) -> bool,
+}
+
+impl Recorder {
+    fn added(&mut self, path: &[PathElement]) {
+        if !(self.skip)(path) {
+            self.comparison.added.insert(path);
+        }
+    }
+
+    fn removed(&mut self, path: &[PathElement]) {
+        if !(self.skip)(path) {
+            self.comparison.removed.insert(path);
+        }
+    }
+
+    fn modified(&mut self, path: &[PathElement]) {
+        if !(self.skip)(path) {
+            self.comparison.modified.insert(path);
+        }
+    }
 }
 
 fn compare_at(
@@ -273,7 +313,7 @@ fn compare_at(
     new: Option<&Value>,
     ty: &TypeRef,
     path: &mut FieldPath,
-    out: &mut Comparison,
+    out: &mut Recorder,
 ) {
     let Some(shape_from) = new.or(old) else {
         return;
@@ -290,9 +330,9 @@ fn compare_at(
     };
     match walk {
         Walk::Leaf => match (old, new) {
-            (None, Some(_)) => out.added.insert(path),
-            (Some(_), None) => out.removed.insert(path),
-            (Some(a), Some(b)) if a != b => out.modified.insert(path),
+            (None, Some(_)) => out.added(path),
+            (Some(_), None) => out.removed(path),
+            (Some(a), Some(b)) if a != b => out.modified(path),
             _ => {}
         },
         Walk::Object(ty, _) => {
@@ -333,9 +373,9 @@ fn compare_at(
             let (Ok(Some(old_items)), Ok(Some(new_items))) = indexed else {
                 // Items without keys: the list is compared as a whole.
                 match (old, new) {
-                    (None, Some(_)) => out.added.insert(path),
-                    (Some(_), None) => out.removed.insert(path),
-                    (Some(a), Some(b)) if a != b => out.modified.insert(path),
+                    (None, Some(_)) => out.added(path),
+                    (Some(_), None) => out.removed(path),
+                    (Some(a), Some(b)) if a != b => out.modified(path),
                     _ => {}
                 }
                 return;
@@ -367,13 +407,13 @@ fn compare_at(
     }
 }
 
-fn mark_node(old: Option<&Value>, new: Option<&Value>, path: &FieldPath, out: &mut Comparison) {
+fn mark_node(old: Option<&Value>, new: Option<&Value>, path: &FieldPath, out: &mut Recorder) {
     if path.is_empty() {
         return;
     }
     match (old, new) {
-        (None, Some(_)) => out.added.insert(path),
-        (Some(_), None) => out.removed.insert(path),
+        (None, Some(_)) => out.added(path),
+        (Some(_), None) => out.removed(path),
         _ => {}
     }
 }
