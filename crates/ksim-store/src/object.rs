@@ -36,10 +36,8 @@ impl StoredObject {
             );
         }
         // A version written back from a stored one (a delete, a finalize)
-        // carries the stored form: serve the API form all the same.
-        expand_managed_fields(&mut value);
-        let json = exact_bytes(serde_json::to_vec(&value).unwrap_or_default());
-        compact_managed_fields(&mut value);
+        // carries the stored form: it is served in the API form all the same.
+        let json = exact_bytes(api_json(&mut value));
         StoredObject {
             value,
             json,
@@ -52,9 +50,7 @@ impl StoredObject {
     /// no resourceVersion.
     pub fn dry_run(mut value: Value) -> Self {
         let key = key_of(&value).unwrap_or_default();
-        expand_managed_fields(&mut value);
-        let json = exact_bytes(serde_json::to_vec(&value).unwrap_or_default());
-        compact_managed_fields(&mut value);
+        let json = exact_bytes(api_json(&mut value));
         StoredObject {
             value,
             json,
@@ -92,18 +88,106 @@ impl StoredObject {
 /// Turns `metadata.managedFields` into the stored form: the JSON text of
 /// the whole list (the text of the API form).
 pub fn compact_managed_fields(value: &mut Value) {
+    compact(value);
+}
+
+/// [`compact_managed_fields`]; true when managedFields is in the stored form
+/// now (a text of valid JSON, which the API form embeds as it is).
+fn compact(value: &mut Value) -> bool {
     let Some(managed) = value
         .get_mut("metadata")
         .and_then(|m| m.get_mut("managedFields"))
     else {
-        return;
+        return false;
     };
-    if managed.is_array() {
-        expand_fields_v1(managed);
-        // Kept for the object's life: copied into an allocation of its
-        // length (shrinking in place would keep the growth's spare capacity).
-        let text = String::from(managed.to_string().as_str());
-        *managed = Value::String(text);
+    match managed {
+        Value::Array(_) => {
+            expand_fields_v1(managed);
+            // Kept for the object's life: copied into an allocation of its
+            // length (shrinking in place would keep the growth's spare capacity).
+            let text = String::from(managed.to_string().as_str());
+            *managed = Value::String(text);
+            true
+        }
+        // Already stored (a version written back): its text is used as it
+        // is when it is the text of a list (an older stored form, fieldsV1
+        // texts inside the list, is rewritten first).
+        Value::String(text) => match serde_json::from_str::<Value>(text) {
+            Ok(parsed @ Value::Array(_)) => {
+                let fields_v1_as_text = parsed
+                    .as_array()
+                    .is_some_and(|entries| entries.iter().any(|e| e["fieldsV1"].is_string()));
+                if fields_v1_as_text {
+                    *managed = parsed;
+                    return compact(value);
+                }
+                true
+            }
+            Ok(parsed) => {
+                *managed = parsed;
+                false
+            }
+            Err(_) => false,
+        },
+        _ => false,
+    }
+}
+
+/// Compacts `value`'s managedFields ([`compact_managed_fields`]) and
+/// serializes `value` in the API form, the stored managedFields text
+/// embedded as the list it encodes (one serialization of it, no parse).
+fn api_json(value: &mut Value) -> Vec<u8> {
+    if !compact(value) {
+        return serde_json::to_vec(value).unwrap_or_default();
+    }
+    let Value::Object(fields) = &*value else {
+        return serde_json::to_vec(value).unwrap_or_default();
+    };
+    let mut out = Vec::with_capacity(1024);
+    out.push(b'{');
+    for (n, (name, field)) in fields.iter().enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        write_str(&mut out, name);
+        out.push(b':');
+        match field {
+            Value::Object(metadata) if name == "metadata" => {
+                out.push(b'{');
+                for (m, (name, field)) in metadata.iter().enumerate() {
+                    if m > 0 {
+                        out.push(b',');
+                    }
+                    write_str(&mut out, name);
+                    out.push(b':');
+                    match field {
+                        Value::String(text) if name == "managedFields" => {
+                            out.extend_from_slice(text.as_bytes());
+                        }
+                        other => write_json(&mut out, other),
+                    }
+                }
+                out.push(b'}');
+            }
+            other => write_json(&mut out, other),
+        }
+    }
+    out.push(b'}');
+    out
+}
+
+/// Appends the compact JSON of `value` (serializing a JSON value into a Vec
+/// cannot fail).
+fn write_json(out: &mut Vec<u8>, value: &Value) {
+    if let Err(error) = serde_json::to_writer(&mut *out, value) {
+        tracing::error!(%error, "cannot serialize a JSON value");
+    }
+}
+
+/// Appends a JSON string.
+fn write_str(out: &mut Vec<u8>, text: &str) {
+    if let Err(error) = serde_json::to_writer(&mut *out, text) {
+        tracing::error!(%error, "cannot serialize a JSON string");
     }
 }
 
@@ -273,6 +357,30 @@ mod tests {
             served["metadata"]["managedFields"],
             object["metadata"]["managedFields"]
         );
+    }
+
+    #[test]
+    fn served_json_is_the_plain_serialization_of_the_api_form() {
+        let list = json!([{"manager": "m", "fieldsType": "FieldsV1", "fieldsV1": {"f:a": {"f:b\\\"": {}}}}]);
+        let cases = [
+            json!({"apiVersion": "v1", "metadata": {"labels": {"a": "é<"}, "managedFields": list, "name": "a"}, "spec": {"x": [1, null]}}),
+            json!({"metadata": {"managedFields": list.to_string(), "name": "a"}}),
+            json!({"metadata": {"managedFields": [{"manager": "m", "fieldsV1": "{\"f:a\":{}}"}], "name": "a"}}),
+            json!({"metadata": {"managedFields": "not json", "name": "a"}}),
+            json!({"metadata": {"managedFields": "{}", "name": "a"}}),
+            json!({"metadata": {"name": "a"}}),
+            json!({"metadata": "odd"}),
+        ];
+        for object in cases {
+            let stored = StoredObject::new(object.clone(), 7, ("".into(), "a".into()));
+            let mut expected = stored.value.clone();
+            expand_managed_fields(&mut expected);
+            assert_eq!(
+                stored.json,
+                serde_json::to_vec(&expected).expect("serializable"),
+                "{object}"
+            );
+        }
     }
 
     #[test]

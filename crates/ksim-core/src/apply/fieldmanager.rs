@@ -11,7 +11,10 @@ use super::managed::{
     ManagedEntry, Operation, decode, managed_fields_of, remove_managed_fields, set_managed_fields,
 };
 use super::types::TypeRef;
-use super::walk::{Comparison, compare, drop_typed_nulls, merge, prune, to_field_set};
+use super::walk::{
+    Comparison, Walk, compare, compare_skipping, drop_typed_nulls, index_items, merge, prune,
+    to_field_set, walk_of,
+};
 use crate::Error;
 
 /// The annotation kubectl client-side apply keeps the last configuration in.
@@ -119,23 +122,18 @@ pub fn conflict_message(conflicts: &[FieldConflict]) -> String {
 }
 
 /// Fields never tracked in managedFields.
-fn ignored_fields() -> FieldSet {
+fn ignored_fields() -> &'static FieldSet {
+    static IGNORED: std::sync::LazyLock<FieldSet> = std::sync::LazyLock::new(build_ignored_fields);
+    &IGNORED
+}
+
+fn build_ignored_fields() -> FieldSet {
     let mut set = FieldSet::new();
     let field = |name: &str| PathElement::Field(name.to_owned());
-    set.insert(&[field("apiVersion")]);
-    set.insert(&[field("kind")]);
-    set.insert(&[field("metadata")]);
-    for name in [
-        "name",
-        "namespace",
-        "creationTimestamp",
-        "selfLink",
-        "uid",
-        "clusterName",
-        "generation",
-        "managedFields",
-        "resourceVersion",
-    ] {
+    for name in IGNORED_TOP_LEVEL {
+        set.insert(&[field(name)]);
+    }
+    for name in IGNORED_METADATA {
         set.insert(&[field("metadata"), field(name)]);
     }
     set
@@ -182,7 +180,7 @@ pub fn server_side_apply(request: &ApplyRequest) -> Result<ApplyOutcome, Error> 
         .unwrap_or_default();
     let config_set = to_field_set(applied, &ty)
         .map_err(Error::InvalidPatch)?
-        .difference(&ignored_fields());
+        .difference(ignored_fields());
     let mut merged = merge(&live, applied, &ty)
         .map_err(|e| Error::InvalidPatch(format!("failed to merge config: {e}")))?;
     drop_typed_nulls(&mut merged, &ty);
@@ -289,7 +287,7 @@ impl ApplyStep<'_> {
             prune(&mut object, self.ty, &previous.set, &owned);
         }
 
-        let comparison = tracked(compare(self.live, &object, self.ty));
+        let comparison = tracked_comparison(self.live, &object, self.ty);
         let changed = comparison.added.union(&comparison.modified);
         let mut conflicts = Vec::new();
         for entry in &mut others {
@@ -323,13 +321,21 @@ impl ApplyStep<'_> {
     }
 }
 
-/// A comparison without the fields managedFields never tracks.
-fn tracked(comparison: Comparison) -> Comparison {
-    let ignored = ignored_fields();
-    Comparison {
-        added: comparison.added.difference(&ignored),
-        modified: comparison.modified.difference(&ignored),
-        removed: comparison.removed.difference(&ignored),
+/// The comparison of two versions without the fields managedFields never
+/// tracks.
+fn tracked_comparison(old: &Value, new: &Value, ty: &TypeRef) -> Comparison {
+    compare_skipping(old, new, ty, is_ignored)
+}
+
+/// Whether managedFields never tracks the field at `path` (the same paths
+/// as [`ignored_fields`]).
+fn is_ignored(path: &[PathElement]) -> bool {
+    match path {
+        [PathElement::Field(name)] => IGNORED_TOP_LEVEL.contains(&name.as_str()),
+        [PathElement::Field(metadata), PathElement::Field(name)] => {
+            metadata == "metadata" && IGNORED_METADATA.contains(&name.as_str())
+        }
+        _ => false,
     }
 }
 
@@ -443,6 +449,10 @@ pub fn track_subresource_update(
         return;
     }
     let ty = TypeRef::root(definition);
+    if old.is_none() && managed_fields_of(new).is_none() {
+        track_create(&ty, new, manager, subresource, api_version, now);
+        return;
+    }
     let sent = managed_fields_of(new)
         .and_then(|m| decode(m).ok())
         .filter(|entries| !entries.is_empty());
@@ -454,10 +464,9 @@ pub fn track_subresource_update(
             .unwrap_or_default(),
     };
     remove_managed_fields(new);
-    let old = old
-        .map(without_managed_fields)
-        .unwrap_or_else(|| Value::Object(Map::new()));
-    let comparison = tracked(compare(&old, new, &ty));
+    let empty = Value::Object(Map::new());
+    // compare() skips metadata.managedFields: old needs no copy without it.
+    let comparison = tracked_comparison(old.unwrap_or(&empty), new, &ty);
     let changed = comparison.added.union(&comparison.modified);
     for entry in &mut entries {
         entry.set = entry
@@ -484,6 +493,123 @@ pub fn track_subresource_update(
     }
     entries.retain(|e| !e.set.is_empty());
     set_managed_fields(new, &entries);
+}
+
+/// Top-level fields managedFields never tracks (their children may be).
+const IGNORED_TOP_LEVEL: [&str; 3] = ["apiVersion", "kind", "metadata"];
+
+/// Fields of `metadata` managedFields never tracks.
+const IGNORED_METADATA: [&str; 9] = [
+    "name",
+    "namespace",
+    "creationTimestamp",
+    "selfLink",
+    "uid",
+    "clusterName",
+    "generation",
+    "managedFields",
+    "resourceVersion",
+];
+
+/// The create case of [`track_subresource_update`] (no old object, no
+/// managedFields sent): the writer owns every field of the new object, so
+/// its single entry is encoded straight from the object, with no field sets
+/// and no comparison against an empty object. Gives exactly what the general
+/// path gives.
+fn track_create(
+    ty: &TypeRef,
+    new: &mut Value,
+    manager: &str,
+    subresource: &str,
+    api_version: &str,
+    now: &str,
+) {
+    let Value::Object(fields) = &*new else {
+        return;
+    };
+    let mut encoded = Map::new();
+    for (name, child) in fields {
+        let (child_ty, _) = ty.child(name);
+        let member = !IGNORED_TOP_LEVEL.contains(&name.as_str());
+        let ignored: &[&str] = if name == "metadata" {
+            &IGNORED_METADATA
+        } else {
+            &[]
+        };
+        if let Some(child) = created_fields_v1(child, &child_ty, member, ignored) {
+            encoded.insert(format!("f:{name}"), child);
+        }
+    }
+    let Some(object) = new.as_object_mut() else {
+        return;
+    };
+    let metadata = object
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Some(metadata) = metadata.as_object_mut() else {
+        return;
+    };
+    if encoded.is_empty() {
+        metadata.remove("managedFields");
+        return;
+    }
+    let mut entry = Map::new();
+    entry.insert("manager".into(), Value::String(manager.to_owned()));
+    entry.insert(
+        "operation".into(),
+        Value::String(Operation::Update.as_str().into()),
+    );
+    entry.insert("apiVersion".into(), Value::String(api_version.to_owned()));
+    entry.insert("time".into(), Value::String(now.to_owned()));
+    entry.insert("fieldsType".into(), Value::String("FieldsV1".into()));
+    entry.insert("fieldsV1".into(), Value::Object(encoded));
+    if !subresource.is_empty() {
+        entry.insert("subresource".into(), Value::String(subresource.to_owned()));
+    }
+    metadata.insert(
+        "managedFields".into(),
+        Value::Array(vec![Value::Object(entry)]),
+    );
+}
+
+/// The FieldsV1 encoding of a node a create adds with everything below it
+/// (None when nothing in it is tracked). `member`: whether the node itself
+/// is tracked; `ignored`: names of its fields that are not (their own
+/// fields are).
+fn created_fields_v1(value: &Value, ty: &TypeRef, member: bool, ignored: &[&str]) -> Option<Value> {
+    let mut children = Map::new();
+    match walk_of(ty, value) {
+        Walk::Object(ty, _) => {
+            if let Value::Object(fields) = value {
+                for (name, child) in fields {
+                    let (child_ty, _) = ty.child(name);
+                    let child_member = !ignored.contains(&name.as_str());
+                    if let Some(child) = created_fields_v1(child, &child_ty, child_member, &[]) {
+                        children.insert(format!("f:{name}"), child);
+                    }
+                }
+            }
+        }
+        Walk::List(list_type, items) => {
+            if let Value::Array(list) = value
+                && let Ok(Some(indexed)) = index_items(list_type, &items, list, &Vec::new(), false)
+            {
+                for (element, item) in indexed {
+                    if let Some(child) = created_fields_v1(item, &items, true, &[]) {
+                        children.insert(element.to_fields_v1_key(), child);
+                    }
+                }
+            }
+        }
+        Walk::Leaf => {}
+    }
+    if children.is_empty() {
+        return member.then(|| Value::Object(Map::new()));
+    }
+    if member {
+        children.insert(".".to_owned(), Value::Object(Map::new()));
+    }
+    Some(Value::Object(children))
 }
 
 #[cfg(test)]
@@ -754,6 +880,56 @@ mod tests {
             json!({".": {}, "f:image": {}, "f:name": {}})
         );
         assert_eq!(fields["f:metadata"], Value::Null);
+    }
+
+    #[test]
+    fn create_entry_is_what_comparing_with_an_empty_object_gives() {
+        let pod = Some("io.k8s.api.core.v1.Pod");
+        let cases = [
+            (DEPLOYMENT, deployment(2, json!({"paused": null}))),
+            (
+                pod,
+                json!({"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "p", "namespace": "d", "uid": "u",
+                        "labels": {"a": "1"}, "annotations": {}, "finalizers": ["x", "y", "x"],
+                        "ownerReferences": [{"uid": "o", "name": "rs", "kind": "ReplicaSet", "apiVersion": "apps/v1"}]},
+                    "spec": {"containers": [
+                            {"name": "a", "image": "i", "ports": [{"containerPort": 80}], "env": []},
+                            {"name": "a", "image": "dup"}],
+                        "tolerations": [{"key": "k", "operator": "Exists"}],
+                        "volumes": [{"noname": 1}],
+                        "nodeSelector": {"n": "1"}},
+                    "status": {"phase": "Pending", "conditions": [{"type": "Ready", "status": "False"}]}}),
+            ),
+            (
+                pod,
+                json!({"metadata": {"name": "only-ignored", "generation": 3}}),
+            ),
+            (pod, json!({})),
+            (pod, json!({"metadata": "odd", "spec": 3, "status": []})),
+            (
+                None,
+                json!({"apiVersion": "x/v1", "kind": "X", "metadata": {"name": "x", "name2": {"a": 1}},
+                    "spec": {"items": [1, 2], "nested": {"m": {}}}}),
+            ),
+        ];
+        for (definition, object) in cases {
+            for subresource in ["", "status"] {
+                let mut fast = object.clone();
+                track_subresource_update(definition, None, &mut fast, "m", subresource, "v1", "t1");
+                let mut general = object.clone();
+                track_subresource_update(
+                    definition,
+                    Some(&json!({})),
+                    &mut general,
+                    "m",
+                    subresource,
+                    "v1",
+                    "t1",
+                );
+                assert_eq!(fast, general, "{object}");
+            }
+        }
     }
 
     #[test]

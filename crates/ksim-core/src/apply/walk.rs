@@ -12,13 +12,13 @@ use super::types::{ListType, Shape, TypeRef};
 
 /// How a value is walked, from its type and what it actually holds (a value
 /// that does not fit its schema is a leaf).
-enum Walk {
+pub(super) enum Walk {
     Object(TypeRef, bool),
     List(ListType, TypeRef),
     Leaf,
 }
 
-fn walk_of(ty: &TypeRef, value: &Value) -> Walk {
+pub(super) fn walk_of(ty: &TypeRef, value: &Value) -> Walk {
     match (ty.shape(), value) {
         (Shape::Struct { .. }, Value::Object(_)) => Walk::Object(*ty, false),
         (Shape::Map(_) | Shape::Untyped, Value::Object(_)) => Walk::Object(*ty, true),
@@ -63,7 +63,7 @@ pub fn item_element(
 /// The items of a list with their path elements. Strict: an item without a
 /// key or a duplicate is an error; lenient: the list is treated as atomic
 /// (None).
-fn index_items<'v>(
+pub(super) fn index_items<'v>(
     list_type: ListType,
     items: &TypeRef,
     list: &'v [Value],
@@ -262,10 +262,50 @@ pub struct Comparison {
 /// Compares `old` with `new`: leaves that appear, change or disappear, and
 /// objects, maps and list items that appear or disappear.
 pub fn compare(old: &Value, new: &Value, ty: &TypeRef) -> Comparison {
-    let mut comparison = Comparison::default();
+    compare_skipping(old, new, ty, |_| false)
+}
+
+/// [`compare`] leaving out the paths `skip` says (they are still walked):
+/// the same as taking them out of each set afterwards, without the copies.
+pub fn compare_skipping(
+    old: &Value,
+    new: &Value,
+    ty: &TypeRef,
+    skip: fn(&[PathElement]) -> bool,
+) -> Comparison {
+    let mut recorder = Recorder {
+        comparison: Comparison::default(),
+        skip,
+    };
     let mut path = Vec::new();
-    compare_at(Some(old), Some(new), ty, &mut path, &mut comparison);
-    comparison
+    compare_at(Some(old), Some(new), ty, &mut path, &mut recorder);
+    recorder.comparison
+}
+
+/// Collects a comparison, leaving out skipped paths.
+struct Recorder {
+    comparison: Comparison,
+    skip: fn(&[PathElement]) -> bool,
+}
+
+impl Recorder {
+    fn added(&mut self, path: &[PathElement]) {
+        if !(self.skip)(path) {
+            self.comparison.added.insert(path);
+        }
+    }
+
+    fn removed(&mut self, path: &[PathElement]) {
+        if !(self.skip)(path) {
+            self.comparison.removed.insert(path);
+        }
+    }
+
+    fn modified(&mut self, path: &[PathElement]) {
+        if !(self.skip)(path) {
+            self.comparison.modified.insert(path);
+        }
+    }
 }
 
 fn compare_at(
@@ -273,7 +313,7 @@ fn compare_at(
     new: Option<&Value>,
     ty: &TypeRef,
     path: &mut FieldPath,
-    out: &mut Comparison,
+    out: &mut Recorder,
 ) {
     let Some(shape_from) = new.or(old) else {
         return;
@@ -290,23 +330,30 @@ fn compare_at(
     };
     match walk {
         Walk::Leaf => match (old, new) {
-            (None, Some(_)) => out.added.insert(path),
-            (Some(_), None) => out.removed.insert(path),
-            (Some(a), Some(b)) if a != b => out.modified.insert(path),
+            (None, Some(_)) => out.added(path),
+            (Some(_), None) => out.removed(path),
+            (Some(a), Some(b)) if a != b => out.modified(path),
             _ => {}
         },
         Walk::Object(ty, _) => {
             let empty = Map::new();
             let old_fields = old.and_then(Value::as_object).unwrap_or(&empty);
             let new_fields = new.and_then(Value::as_object).unwrap_or(&empty);
+            // metadata.managedFields is never compared: the bookkeeping of
+            // ownership is not a field anybody owns.
+            let in_metadata = matches!(path.as_slice(), [PathElement::Field(m)] if m == "metadata");
+            let skip = |name: &str| in_metadata && name == "managedFields";
             for (name, new_child) in new_fields {
+                if skip(name) {
+                    continue;
+                }
                 let (child_ty, _) = ty.child(name);
                 path.push(PathElement::Field(name.clone()));
                 compare_at(old_fields.get(name), Some(new_child), &child_ty, path, out);
                 path.pop();
             }
             for (name, old_child) in old_fields {
-                if !new_fields.contains_key(name) {
+                if !new_fields.contains_key(name) && !skip(name) {
                     let (child_ty, _) = ty.child(name);
                     path.push(PathElement::Field(name.clone()));
                     compare_at(Some(old_child), None, &child_ty, path, out);
@@ -326,9 +373,9 @@ fn compare_at(
             let (Ok(Some(old_items)), Ok(Some(new_items))) = indexed else {
                 // Items without keys: the list is compared as a whole.
                 match (old, new) {
-                    (None, Some(_)) => out.added.insert(path),
-                    (Some(_), None) => out.removed.insert(path),
-                    (Some(a), Some(b)) if a != b => out.modified.insert(path),
+                    (None, Some(_)) => out.added(path),
+                    (Some(_), None) => out.removed(path),
+                    (Some(a), Some(b)) if a != b => out.modified(path),
                     _ => {}
                 }
                 return;
@@ -360,13 +407,13 @@ fn compare_at(
     }
 }
 
-fn mark_node(old: Option<&Value>, new: Option<&Value>, path: &FieldPath, out: &mut Comparison) {
+fn mark_node(old: Option<&Value>, new: Option<&Value>, path: &FieldPath, out: &mut Recorder) {
     if path.is_empty() {
         return;
     }
     match (old, new) {
-        (None, Some(_)) => out.added.insert(path),
-        (Some(_), None) => out.removed.insert(path),
+        (None, Some(_)) => out.added(path),
+        (Some(_), None) => out.removed(path),
         _ => {}
     }
 }

@@ -247,12 +247,20 @@ pub(crate) fn create_object_tracked(
         .is_none_or(str::is_empty)
         && object["metadata"]["generateName"].is_string();
     let collection = collection_of(resource);
+    let mut object = object;
     for _attempt in 0..8 {
+        // Only a generated name is tried again: otherwise the object is
+        // used once and needs no copy.
+        let attempt = if generate {
+            object.clone()
+        } else {
+            std::mem::take(&mut object)
+        };
         let prepared = match manager {
-            Some(manager) => prepare_new_object(state, resource, object.clone(), Some(manager))?,
+            Some(manager) => prepare_new_object(state, resource, attempt, Some(manager))?,
             None => {
-                let managed = object["metadata"]["managedFields"].clone();
-                let mut prepared = prepare_new_object(state, resource, object.clone(), None)?;
+                let managed = attempt["metadata"]["managedFields"].clone();
+                let mut prepared = prepare_new_object(state, resource, attempt, None)?;
                 if !managed.is_null() {
                     prepared["metadata"]["managedFields"] = managed;
                 }
