@@ -1,21 +1,25 @@
 //! What several controllers share: pod readiness and availability as
 //! `podutil` defines them, label selectors (matching and their query-string
-//! form), controller references, intOrString scaling, and status updates
-//! with optimistic concurrency.
+//! form), controller references, intOrString scaling, status updates
+//! with optimistic concurrency, and creating or deleting a controller's pods
+//! with upstream's events (`RealPodControl`).
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use ksim_core::selector::LabelSelectorRequirements;
-use kube::api::{Api, PostParams};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, PostParams};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::Error;
+use crate::events::Events;
 
 /// Whether the pod has the Ready condition True.
 pub(crate) fn is_pod_ready(pod: &Pod) -> bool {
@@ -173,6 +177,63 @@ pub(crate) fn key_of(meta: &ObjectMeta) -> (String, String) {
         meta.namespace.clone().unwrap_or_default(),
         meta.name.clone().unwrap_or_default(),
     )
+}
+
+/// Creates one of `owner`'s pods, with upstream's `SuccessfulCreate` event,
+/// or its `FailedCreate` warning and the error.
+pub(crate) async fn create_pod(
+    pods: &Api<Pod>,
+    events: &Events,
+    owner: ObjectReference,
+    pod: &Pod,
+) -> Result<Pod, Error> {
+    match pods.create(&PostParams::default(), pod).await {
+        Ok(created) => {
+            let note = format!("Created pod: {}", created.name_any());
+            events.normal(owner, "SuccessfulCreate", "Create", note);
+            Ok(created)
+        }
+        Err(e) => {
+            let e = Error::from(e);
+            events.warning(
+                owner,
+                "FailedCreate",
+                "Create",
+                format!("Error creating: {e}"),
+            );
+            Err(e)
+        }
+    }
+}
+
+/// Deletes one of `owner`'s pods, with upstream's `SuccessfulDelete` event,
+/// or (unless the pod is already gone) its `FailedDelete` warning; returns
+/// the error either way.
+pub(crate) async fn delete_pod(
+    pods: &Api<Pod>,
+    events: &Events,
+    owner: ObjectReference,
+    name: &str,
+) -> Result<(), Error> {
+    match pods.delete(name, &DeleteParams::default()).await {
+        Ok(_) => {
+            let note = format!("Deleted pod: {name}");
+            events.normal(owner, "SuccessfulDelete", "Delete", note);
+            Ok(())
+        }
+        Err(e) => {
+            let e = Error::from(e);
+            if !e.is_not_found() {
+                events.warning(
+                    owner,
+                    "FailedDelete",
+                    "Delete",
+                    format!("Error deleting: {e}"),
+                );
+            }
+            Err(e)
+        }
+    }
 }
 
 #[cfg(test)]

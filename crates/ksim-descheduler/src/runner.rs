@@ -49,6 +49,24 @@ struct RunnableProfile {
     evictor: DefaultEvictor,
 }
 
+impl RunnableProfile {
+    /// The evictor this profile's plugins talk to in `cycle`: its
+    /// DefaultEvictor where enabled as filter / preEvictionFilter.
+    fn evictor_in<'c, 'a, 's>(
+        &'c self,
+        cycle: &'c mut CycleEvictor<'a>,
+        context: &'c EvictorContext<'s>,
+    ) -> ProfileEvictor<'c, 'a, 's> {
+        ProfileEvictor::new(
+            cycle,
+            context,
+            self.built.filter.then_some(&self.evictor),
+            self.built.pre_eviction_filter.then_some(&self.evictor),
+            &self.built.name,
+        )
+    }
+}
+
 /// A descheduler for one policy against one cluster.
 pub struct Descheduler {
     client: Client,
@@ -252,16 +270,7 @@ fn run_profiles(
     let mut cycle = CycleEvictor::new(api, limits, failure_events);
     let before = cycle.total_evicted();
     for profile in profiles {
-        let mut evictor = ProfileEvictor::new(
-            &mut cycle,
-            &context,
-            profile.built.filter.then_some(&profile.evictor),
-            profile
-                .built
-                .pre_eviction_filter
-                .then_some(&profile.evictor),
-            &profile.built.name,
-        );
+        let mut evictor = profile.evictor_in(&mut cycle, &context);
         for plugin in &profile.built.deschedule {
             if let PluginStatus::Error(error) = plugin.deschedule(snapshot, &nodes, &mut evictor) {
                 tracing::error!(
@@ -280,16 +289,7 @@ fn run_profiles(
     );
     let before = cycle.total_evicted();
     for profile in profiles {
-        let mut evictor = ProfileEvictor::new(
-            &mut cycle,
-            &context,
-            profile.built.filter.then_some(&profile.evictor),
-            profile
-                .built
-                .pre_eviction_filter
-                .then_some(&profile.evictor),
-            &profile.built.name,
-        );
+        let mut evictor = profile.evictor_in(&mut cycle, &context);
         for plugin in &profile.built.balance {
             if let PluginStatus::Error(error) = plugin.balance(snapshot, &nodes, &mut evictor) {
                 tracing::error!(

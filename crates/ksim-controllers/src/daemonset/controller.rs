@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, ListParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
@@ -25,6 +25,7 @@ use crate::common::{
     controller_of, controller_reference, is_pod_available, is_pod_ready, key_of, parse_selector,
     pod_phase, scaled_value, selector_matches, selector_query, update_status,
 };
+use crate::common::{create_pod, delete_pod};
 use crate::deployment::compute_hash;
 use crate::events::Events;
 use crate::statefulset::REVISION_LABEL;
@@ -248,40 +249,16 @@ async fn reconcile(cached: Arc<DaemonSet>, context: Arc<Context>) -> Result<Acti
     let mut failure = None;
     for node_name in &creations {
         let pod = daemon_pod(&set, &owner, node_name, &hash);
-        match pods_api.create(&PostParams::default(), &pod).await {
-            Ok(created) => context.events.normal(
-                set.object_ref(&()),
-                "SuccessfulCreate",
-                "Create",
-                format!("Created pod: {}", created.name_any()),
-            ),
-            Err(e) => {
-                let e = Error::from(e);
-                context.events.warning(
-                    set.object_ref(&()),
-                    "FailedCreate",
-                    "Create",
-                    format!("Error creating: {e}"),
-                );
-                failure = Some(e);
-                break;
-            }
+        if let Err(e) = create_pod(&pods_api, &context.events, set.object_ref(&()), &pod).await {
+            failure = Some(e);
+            break;
         }
     }
     for pod_name in &deletions {
-        match pods_api.delete(pod_name, &DeleteParams::default()).await {
-            Ok(_) => context.events.normal(
-                set.object_ref(&()),
-                "SuccessfulDelete",
-                "Delete",
-                format!("Deleted pod: {pod_name}"),
-            ),
-            Err(e) => {
-                let e = Error::from(e);
-                if !e.is_not_found() {
-                    failure = Some(e);
-                }
-            }
+        let owner = set.object_ref(&());
+        match delete_pod(&pods_api, &context.events, owner, pod_name).await {
+            Err(e) if !e.is_not_found() => failure = Some(e),
+            _ => {}
         }
     }
 

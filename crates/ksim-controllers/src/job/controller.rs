@@ -10,7 +10,7 @@ use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, ListParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
@@ -21,6 +21,7 @@ use crate::common::{
     controller_of, controller_reference, is_pod_active, is_pod_ready, key_of, parse_selector,
     pod_phase, selector_matches, selector_query, update_status,
 };
+use crate::common::{create_pod, delete_pod};
 use crate::events::Events;
 
 /// The annotation (and label) carrying an Indexed Job pod's index.
@@ -235,40 +236,16 @@ async fn reconcile(cached: Arc<Job>, context: Arc<Context>) -> Result<Action, Er
     let mut failure = None;
     for index in creations {
         let pod = job_pod(&job, &owner, index);
-        match pods_api.create(&PostParams::default(), &pod).await {
-            Ok(created) => context.events.normal(
-                job.object_ref(&()),
-                "SuccessfulCreate",
-                "Create",
-                format!("Created pod: {}", created.name_any()),
-            ),
-            Err(e) => {
-                let e = Error::from(e);
-                context.events.warning(
-                    job.object_ref(&()),
-                    "FailedCreate",
-                    "Create",
-                    format!("Error creating: {e}"),
-                );
-                failure = Some(e);
-                break;
-            }
+        if let Err(e) = create_pod(&pods_api, &context.events, job.object_ref(&()), &pod).await {
+            failure = Some(e);
+            break;
         }
     }
     for pod_name in &deletions {
-        match pods_api.delete(pod_name, &DeleteParams::default()).await {
-            Ok(_) => context.events.normal(
-                job.object_ref(&()),
-                "SuccessfulDelete",
-                "Delete",
-                format!("Deleted pod: {pod_name}"),
-            ),
-            Err(e) => {
-                let e = Error::from(e);
-                if !e.is_not_found() {
-                    failure = Some(e);
-                }
-            }
+        let owner = job.object_ref(&());
+        match delete_pod(&pods_api, &context.events, owner, pod_name).await {
+            Err(e) if !e.is_not_found() => failure = Some(e),
+            _ => {}
         }
     }
 

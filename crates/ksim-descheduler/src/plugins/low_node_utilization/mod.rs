@@ -17,9 +17,9 @@ use crate::framework::{
 use crate::nodeutil::is_node_unschedulable;
 use crate::plugins::node_utilization::{
     EvictionPass, NodeInfo, ResourceThresholds, align_thresholds, cap_capacity_to_threshold,
-    deviation_thresholds, evict_pods_from_source_nodes, is_above_threshold, is_below_threshold,
-    log_classified, node_usages, rounded_percentages, sort_nodes_by_usage, tracked_resource_names,
-    usage_fields, validate_thresholds,
+    deviation_thresholds, enough_underutilized_nodes, evict_pods_from_source_nodes,
+    is_above_threshold, is_below_threshold, log_classified, node_usages, rounded_percentages,
+    sort_nodes_by_usage, tracked_resource_names, usage_fields, validate_thresholds,
 };
 use crate::podutil::Namespaces;
 
@@ -259,22 +259,7 @@ impl BalancePlugin for LowNodeUtilization {
             "Number of overutilized nodes"
         );
 
-        if low_nodes.is_empty() {
-            tracing::debug!(
-                "No node is underutilized, nothing to do here, you might tune your thresholds further"
-            );
-            return PluginStatus::Success;
-        }
-        if i64::try_from(low_nodes.len()).unwrap_or(i64::MAX) <= self.args.number_of_nodes {
-            tracing::debug!(
-                underutilized_nodes = low_nodes.len(),
-                number_of_nodes = self.args.number_of_nodes,
-                "Number of nodes underutilized is less or equal than NumberOfNodes, nothing to do here"
-            );
-            return PluginStatus::Success;
-        }
-        if low_nodes.len() == nodes.len() {
-            tracing::debug!("All nodes are underutilized, nothing to do here");
+        if !enough_underutilized_nodes(low_nodes.len(), nodes.len(), self.args.number_of_nodes) {
             return PluginStatus::Success;
         }
         if high_nodes.is_empty() {

@@ -194,6 +194,31 @@ pub fn is_above_threshold(percentages: &[Option<f64>], threshold: &Thresholds) -
         .any(|(usage, limit)| limit.is_some_and(|limit| usage.unwrap_or(0.0) > limit))
 }
 
+/// Whether the underutilized nodes warrant a pass, as both utilization
+/// plugins check (logging why not): some exist, more than `numberOfNodes`,
+/// and not every node is one.
+pub fn enough_underutilized_nodes(underutilized: usize, all: usize, number_of_nodes: i64) -> bool {
+    if underutilized == 0 {
+        tracing::debug!(
+            "No node is underutilized, nothing to do here, you might tune your thresholds further"
+        );
+        return false;
+    }
+    if i64::try_from(underutilized).unwrap_or(i64::MAX) <= number_of_nodes {
+        tracing::debug!(
+            underutilized_nodes = underutilized,
+            number_of_nodes,
+            "Number of nodes underutilized is less or equal than NumberOfNodes, nothing to do here"
+        );
+        return false;
+    }
+    if underutilized == all {
+        tracing::debug!("All nodes are underutilized, nothing to do here");
+        return false;
+    }
+    true
+}
+
 /// Upstream `capNodeCapacitiesToThreshold`: per tracked resource, the
 /// node's capacity (0 if it does not report it) capped to the threshold
 /// percentage when one is set.
