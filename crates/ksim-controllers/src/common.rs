@@ -236,6 +236,21 @@ pub(crate) async fn delete_pod(
     }
 }
 
+/// A watch of every object of a kind (an informer's event stream),
+/// restarted with backoff on errors.
+pub(crate) fn watch_all<K>(
+    api: Api<K>,
+) -> impl futures::Stream<Item = Result<kube::runtime::watcher::Event<K>, kube::runtime::watcher::Error>>
++ Send
+where
+    K: kube::Resource + Clone + Debug + DeserializeOwned + Send + 'static,
+    K::DynamicType: Default,
+{
+    use kube::runtime::WatchStreamExt;
+    kube::runtime::watcher::watcher(api, kube::runtime::watcher::Config::default())
+        .default_backoff()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

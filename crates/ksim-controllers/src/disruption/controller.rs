@@ -20,7 +20,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DynamicObject, GroupVersionKind, PostParams};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{self, Action};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
@@ -32,6 +31,7 @@ use super::status::{
     failed_status, go_selector_string,
 };
 use crate::Error;
+use crate::common::watch_all;
 use crate::common::{controller_of, key_of, parse_selector, update_status};
 use crate::events::Events;
 
@@ -79,24 +79,24 @@ pub async fn run(client: Client) {
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(drive(reflector::reflector(
         rc_writer,
-        watch(Api::<ReplicationController>::all(client.clone())),
+        watch_all(Api::<ReplicationController>::all(client.clone())),
     )));
     tasks.spawn(drive(reflector::reflector(
         rs_writer,
-        watch(Api::<ReplicaSet>::all(client.clone())),
+        watch_all(Api::<ReplicaSet>::all(client.clone())),
     )));
     tasks.spawn(drive(reflector::reflector(
         deployment_writer,
-        watch(Api::<Deployment>::all(client.clone())),
+        watch_all(Api::<Deployment>::all(client.clone())),
     )));
     tasks.spawn(drive(reflector::reflector(
         sts_writer,
-        watch(Api::<StatefulSet>::all(client.clone())),
+        watch_all(Api::<StatefulSet>::all(client.clone())),
     )));
     let (queue, requests) = mpsc::unbounded::<ObjectRef<PodDisruptionBudget>>();
     let budget_events = reflector::reflector(
         pdb_writer,
-        watch(Api::<PodDisruptionBudget>::all(client.clone())),
+        watch_all(Api::<PodDisruptionBudget>::all(client.clone())),
     );
     tasks.spawn(follow_budgets(
         budget_events,
@@ -106,7 +106,7 @@ pub async fn run(client: Client) {
     let (pods_synced, mut pods_ready) = tokio::sync::watch::channel(false);
     let stale = StaleCleanup::new(client.clone());
     tasks.spawn(follow_pods(
-        watch(Api::<Pod>::all(client.clone())),
+        watch_all(Api::<Pod>::all(client.clone())),
         Arc::clone(&caches),
         queue,
         pods_synced,
@@ -148,15 +148,6 @@ pub async fn run(client: Client) {
     })
     .await;
     tasks.abort_all();
-}
-
-/// A watch of every object of a kind, restarted with backoff on errors.
-fn watch<K>(api: Api<K>) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send
-where
-    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
-    K::DynamicType: Default,
-{
-    watcher::watcher(api, watcher::Config::default()).default_backoff()
 }
 
 /// Polls a reflector's stream so its store stays current.

@@ -16,7 +16,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 };
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{self, Action};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
@@ -26,6 +25,7 @@ use serde_json::json;
 use super::expectations::{Expectations, PodKey};
 use super::ranking::pods_to_delete;
 use crate::Error;
+use crate::common::watch_all;
 use crate::common::{
     controller_of, controller_reference, is_pod_active, is_pod_available, is_pod_ready, key_of,
     parse_selector, selector_matches, update_status,
@@ -63,12 +63,12 @@ pub async fn run(client: Client) {
     let (pods_synced_tx, pods_synced) = tokio::sync::watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(follow_replica_sets(
-        reflector::reflector(rs_writer, watch(Api::<ReplicaSet>::all(client.clone()))),
+        reflector::reflector(rs_writer, watch_all(Api::<ReplicaSet>::all(client.clone()))),
         Arc::clone(&expectations),
         queue.clone(),
     ));
     tasks.spawn(follow_pods(
-        watch(Api::<Pod>::all(client.clone())),
+        watch_all(Api::<Pod>::all(client.clone())),
         PodFollower {
             pods: Arc::clone(&pods),
             replica_sets: rs_store.clone(),
@@ -106,15 +106,6 @@ pub async fn run(client: Client) {
     })
     .await;
     tasks.abort_all();
-}
-
-/// A watch of every object of a kind, restarted with backoff on errors.
-fn watch<K>(api: Api<K>) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send
-where
-    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
-    K::DynamicType: Default,
-{
-    watcher::watcher(api, watcher::Config::default()).default_backoff()
 }
 
 /// Keeps the ReplicaSet store (the reflector does) and enqueues every
