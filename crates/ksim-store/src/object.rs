@@ -24,25 +24,95 @@ pub struct StoredObject {
     pub revision: u64,
     /// Its key.
     pub key: ObjectKey,
+    /// Where in `json` the resourceVersion's string starts (its opening
+    /// quote), when it has one: a deletion restamps the last version there.
+    version_at: Option<usize>,
+}
+
+/// An object prepared for the store but not yet given its revision: compacted
+/// and serialized with an empty resourceVersion, so that the store's lock is
+/// held only to splice the revision in ([`Self::stamp`]).
+#[derive(Debug)]
+pub(crate) struct UnstampedObject {
+    value: Value,
+    json: Vec<u8>,
+    version_at: Option<usize>,
+}
+
+impl UnstampedObject {
+    /// Compacts and serializes `value` (the expensive part of a write).
+    pub(crate) fn new(mut value: Value) -> Self {
+        if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+            metadata.insert("resourceVersion".to_string(), Value::String(String::new()));
+        }
+        let (json, version_at) = api_json(&mut value);
+        UnstampedObject {
+            value,
+            json,
+            version_at,
+        }
+    }
+
+    /// The value as it will be stored (its resourceVersion still empty).
+    pub(crate) fn value(&self) -> &Value {
+        &self.value
+    }
+
+    /// Gives the object its revision.
+    pub(crate) fn stamp(self, revision: u64, key: ObjectKey) -> StoredObject {
+        let UnstampedObject {
+            mut value,
+            json,
+            version_at,
+        } = self;
+        let version = revision.to_string();
+        let json = match version_at {
+            Some(at) => {
+                // The empty string `""` at `at` becomes `"<revision>"`.
+                let mut stamped = Vec::with_capacity(json.len() + version.len());
+                stamped.extend_from_slice(&json[..at]);
+                stamped.push(b'"');
+                stamped.extend_from_slice(version.as_bytes());
+                stamped.extend_from_slice(&json[at + 1..]);
+                stamped
+            }
+            None => json,
+        };
+        if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+            metadata.insert("resourceVersion".to_string(), Value::String(version));
+        }
+        StoredObject {
+            value,
+            json: exact_bytes(json),
+            revision,
+            key,
+            version_at,
+        }
+    }
 }
 
 impl StoredObject {
     /// Stamps `value` with `revision` and serializes it.
-    pub(crate) fn new(mut value: Value, revision: u64, key: ObjectKey) -> Self {
-        if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
-            metadata.insert(
-                "resourceVersion".to_string(),
-                Value::String(revision.to_string()),
-            );
-        }
-        // A version written back from a stored one (a delete, a finalize)
-        // carries the stored form: it is served in the API form all the same.
-        let json = exact_bytes(api_json(&mut value));
-        StoredObject {
-            value,
+    #[cfg(test)]
+    pub(crate) fn new(value: Value, revision: u64, key: ObjectKey) -> Self {
+        UnstampedObject::new(value).stamp(revision, key)
+    }
+
+    /// This version, to be stamped with another revision (a deletion's):
+    /// the value is copied and the JSON spliced, nothing is serialized again.
+    pub(crate) fn unstamped(&self) -> UnstampedObject {
+        let Some(at) = self.version_at else {
+            return UnstampedObject::new(self.value.clone());
+        };
+        let old_len = self.revision.to_string().len() + 2;
+        let mut json = Vec::with_capacity(self.json.len());
+        json.extend_from_slice(&self.json[..at]);
+        json.extend_from_slice(b"\"\"");
+        json.extend_from_slice(&self.json[at + old_len..]);
+        UnstampedObject {
+            value: self.value.clone(),
             json,
-            revision,
-            key,
+            version_at: Some(at),
         }
     }
 
@@ -50,12 +120,13 @@ impl StoredObject {
     /// no resourceVersion.
     pub fn dry_run(mut value: Value) -> Self {
         let key = key_of(&value).unwrap_or_default();
-        let json = exact_bytes(api_json(&mut value));
+        let (json, _) = api_json(&mut value);
         StoredObject {
             value,
-            json,
+            json: exact_bytes(json),
             revision: 0,
             key,
+            version_at: None,
         }
     }
 
@@ -136,14 +207,14 @@ fn compact(value: &mut Value) -> bool {
 /// Compacts `value`'s managedFields ([`compact_managed_fields`]) and
 /// serializes `value` in the API form, the stored managedFields text
 /// embedded as the list it encodes (one serialization of it, no parse).
-fn api_json(value: &mut Value) -> Vec<u8> {
-    if !compact(value) {
-        return serde_json::to_vec(value).unwrap_or_default();
-    }
+/// Also says where `metadata.resourceVersion`'s string starts, if it is one.
+fn api_json(value: &mut Value) -> (Vec<u8>, Option<usize>) {
+    let embed_managed_fields = compact(value);
     let Value::Object(fields) = &*value else {
-        return serde_json::to_vec(value).unwrap_or_default();
+        return (serde_json::to_vec(value).unwrap_or_default(), None);
     };
     let mut out = Vec::with_capacity(1024);
+    let mut version_at = None;
     out.push(b'{');
     for (n, (name, field)) in fields.iter().enumerate() {
         if n > 0 {
@@ -161,8 +232,12 @@ fn api_json(value: &mut Value) -> Vec<u8> {
                     write_str(&mut out, name);
                     out.push(b':');
                     match field {
-                        Value::String(text) if name == "managedFields" => {
+                        Value::String(text) if name == "managedFields" && embed_managed_fields => {
                             out.extend_from_slice(text.as_bytes());
+                        }
+                        Value::String(_) if name == "resourceVersion" => {
+                            version_at = Some(out.len());
+                            write_json(&mut out, field);
                         }
                         other => write_json(&mut out, other),
                     }
@@ -173,7 +248,7 @@ fn api_json(value: &mut Value) -> Vec<u8> {
         }
     }
     out.push(b'}');
-    out
+    (out, version_at)
 }
 
 /// Appends the compact JSON of `value` (serializing a JSON value into a Vec
@@ -247,9 +322,11 @@ pub(crate) fn key_of(value: &Value) -> Option<ObjectKey> {
 }
 
 /// Whether two managedFields lists are the same, whichever form (stored
-/// text or API list) each is in.
+/// text or API list) each is in. Stored texts are the compact serialization
+/// of the API-form list (keys sorted), so two lists are the same exactly when
+/// their texts are: the list side is serialized once, nothing is parsed.
 fn same_managed_fields(a: &Value, b: &Value) -> bool {
-    if a.is_string() || b.is_string() || has_fields_v1_text(a) || has_fields_v1_text(b) {
+    if has_fields_v1_text(a) || has_fields_v1_text(b) {
         let api_form = |managed: &Value| {
             let mut value = serde_json::json!({"metadata": {"managedFields": managed}});
             expand_managed_fields(&mut value);
@@ -257,7 +334,36 @@ fn same_managed_fields(a: &Value, b: &Value) -> bool {
         };
         return api_form(a) == api_form(b);
     }
-    a == b
+    match (a, b) {
+        (Value::String(a), Value::String(b)) => a == b,
+        (Value::String(text), list @ Value::Array(_))
+        | (list @ Value::Array(_), Value::String(text)) => serializes_to(list, text.as_bytes()),
+        _ => a == b,
+    }
+}
+
+/// Whether `value`'s compact JSON is exactly `expected`, found by serializing
+/// it into a comparison rather than into a buffer.
+fn serializes_to(value: &Value, expected: &[u8]) -> bool {
+    struct Compare<'a> {
+        rest: &'a [u8],
+    }
+    impl std::io::Write for Compare<'_> {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            match self.rest.strip_prefix(bytes) {
+                Some(rest) => {
+                    self.rest = rest;
+                    Ok(bytes.len())
+                }
+                None => Err(std::io::Error::other("differs")),
+            }
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut compare = Compare { rest: expected };
+    serde_json::to_writer(&mut compare, value).is_ok() && compare.rest.is_empty()
 }
 
 /// Whether a managedFields list keeps some `fieldsV1` as text.
@@ -276,29 +382,34 @@ pub(crate) fn same_content(a: &Value, b: &Value) -> bool {
     if a.len() != b.len() {
         return false;
     }
-    a.iter().all(|(key, value)| {
-        let Some(other) = b.get(key) else {
-            return false;
-        };
-        if key != "metadata" {
-            return value == other;
+    // Everything but metadata first: a write usually changes spec or status,
+    // and those compare without touching managedFields.
+    let rest_same = a.iter().all(|(key, value)| match b.get(key) {
+        None => false,
+        Some(_) if key == "metadata" => true,
+        Some(other) => value == other,
+    });
+    if !rest_same {
+        return false;
+    }
+    let (Some(value), Some(other)) = (a.get("metadata"), b.get("metadata")) else {
+        return true;
+    };
+    let (Some(ma), Some(mb)) = (value.as_object(), other.as_object()) else {
+        return value == other;
+    };
+    let significant =
+        |m: &serde_json::Map<String, Value>| m.keys().filter(|k| *k != "resourceVersion").count();
+    significant(ma) == significant(mb)
+        && ma
+            .iter()
+            .filter(|(k, _)| *k != "resourceVersion" && *k != "managedFields")
+            .all(|(k, v)| mb.get(k) == Some(v))
+        && match (ma.get("managedFields"), mb.get("managedFields")) {
+            (Some(x), Some(y)) => same_managed_fields(x, y),
+            (None, None) => true,
+            _ => false,
         }
-        let (Some(ma), Some(mb)) = (value.as_object(), other.as_object()) else {
-            return value == other;
-        };
-        let significant = |m: &serde_json::Map<String, Value>| {
-            m.iter().filter(|(k, _)| *k != "resourceVersion").count()
-        };
-        significant(ma) == significant(mb)
-            && ma
-                .iter()
-                .filter(|(k, _)| *k != "resourceVersion")
-                .all(|(k, v)| match mb.get(k) {
-                    Some(other) if k == "managedFields" => same_managed_fields(v, other),
-                    Some(other) => v == other,
-                    None => false,
-                })
-    })
 }
 
 #[cfg(test)]
@@ -381,6 +492,26 @@ mod tests {
                 "{object}"
             );
         }
+    }
+
+    #[test]
+    fn a_restamped_version_serves_its_new_resource_version() {
+        let object = json!({"apiVersion": "v1", "metadata": {"name": "a", "managedFields": [
+            {"manager": "m", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}
+        ], "uid": "u"}, "spec": {"x": 1}});
+        let first = StoredObject::new(object.clone(), 9, ("".into(), "a".into()));
+        let deleted = first.unstamped().stamp(12345, first.key.clone());
+        let served: Value = serde_json::from_slice(&deleted.json).expect("json");
+        assert_eq!(served["metadata"]["resourceVersion"], "12345");
+        assert_eq!(deleted.value["metadata"]["resourceVersion"], "12345");
+        let mut expected = deleted.value.clone();
+        expand_managed_fields(&mut expected);
+        assert_eq!(deleted.json, serde_json::to_vec(&expected).expect("json"));
+        // And again, from a version whose revision has more digits.
+        let again = deleted.unstamped().stamp(7, first.key.clone());
+        let served: Value = serde_json::from_slice(&again.json).expect("json");
+        assert_eq!(served["metadata"]["resourceVersion"], "7");
+        assert_eq!(served["spec"], json!({"x": 1}));
     }
 
     #[test]

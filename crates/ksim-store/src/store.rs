@@ -2,8 +2,9 @@
 //! bounded watch histories, and the reads and writes on them.
 //!
 //! One `std::sync::Mutex` guards everything; it is held only for map
-//! operations (never across an `.await`, never while serializing more than
-//! the one object being written).
+//! operations (never across an `.await`). A write compares and serializes
+//! its object before taking the lock and only splices its revision in under
+//! it; versions that fall out of a history are freed after it is released.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
@@ -13,7 +14,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::StoreError;
-use crate::object::{ObjectKey, StoredObject, key_of, same_content};
+use crate::object::{ObjectKey, StoredObject, UnstampedObject, key_of, same_content};
 
 /// How many events each collection keeps for watches to resume from.
 pub const DEFAULT_HISTORY_LIMIT: usize = 20_000;
@@ -187,12 +188,20 @@ impl Store {
         self.lock().revision
     }
 
-    fn record(&self, collection: &mut Collection, event: WatchEvent) {
+    /// Appends `event` to the collection's history; the events that fall
+    /// out of it go to `dropped`, to be freed once the lock is released.
+    fn record(
+        &self,
+        collection: &mut Collection,
+        event: WatchEvent,
+        dropped: &mut Vec<WatchEvent>,
+    ) {
         let revision = event.revision();
         collection.history.push_back(event);
         while collection.history.len() > self.history_limit {
-            if let Some(dropped) = collection.history.pop_front() {
-                collection.oldest_resumable = dropped.revision();
+            if let Some(old) = collection.history.pop_front() {
+                collection.oldest_resumable = old.revision();
+                dropped.push(old);
             }
         }
         collection.changes.send_replace(revision);
@@ -203,6 +212,8 @@ impl Store {
     pub fn create(&self, collection: &str, value: Value) -> Result<Arc<StoredObject>, StoreError> {
         let key = key_of(&value)
             .ok_or_else(|| StoreError::InvalidObject("metadata.name is required".into()))?;
+        let prepared = UnstampedObject::new(value);
+        let mut dropped = Vec::new();
         let mut inner = self.lock();
         if inner
             .collections
@@ -212,7 +223,7 @@ impl Store {
             return Err(StoreError::AlreadyExists);
         }
         inner.revision += 1;
-        let stored = Arc::new(StoredObject::new(value, inner.revision, key.clone()));
+        let stored = Arc::new(prepared.stamp(inner.revision, key.clone()));
         let target = inner.collection(collection);
         target.objects.insert(key, stored.clone());
         let event = WatchEvent {
@@ -220,7 +231,9 @@ impl Store {
             object: stored.clone(),
             previous: None,
         };
-        self.record(inner.collection(collection), event);
+        self.record(inner.collection(collection), event, &mut dropped);
+        drop(inner);
+        drop(dropped);
         Ok(stored)
     }
 
@@ -235,8 +248,22 @@ impl Store {
             .cloned()
     }
 
+    /// The stored version of an object.
+    fn current(&self, collection: &str, key: &ObjectKey) -> Result<Arc<StoredObject>, StoreError> {
+        self.lock()
+            .collections
+            .get(collection)
+            .and_then(|c| c.objects.get(key))
+            .cloned()
+            .ok_or(StoreError::NotFound)
+    }
+
     /// Replaces an object. With `expected_revision`, fails with `Conflict`
     /// unless the stored version has exactly that revision.
+    ///
+    /// The new version is compared with the stored one and serialized
+    /// without the lock; if another write lands meanwhile, an update with
+    /// `expected_revision` is a conflict and one without starts over.
     pub fn update(
         &self,
         collection: &str,
@@ -245,46 +272,57 @@ impl Store {
     ) -> Result<UpdateOutcome, StoreError> {
         let key = key_of(&value)
             .ok_or_else(|| StoreError::InvalidObject("metadata.name is required".into()))?;
-        let mut inner = self.lock();
-        let current = inner
-            .collections
-            .get(collection)
-            .and_then(|c| c.objects.get(&key))
-            .cloned()
-            .ok_or(StoreError::NotFound)?;
-        if let Some(expected) = expected_revision
-            && expected != current.revision
-        {
-            return Err(StoreError::Conflict(
-                "the object has been modified; please apply your changes to the latest version and try again".into(),
-            ));
-        }
-        if same_content(&current.value, &value) {
-            return Ok(UpdateOutcome::Unchanged(current));
-        }
-        inner.revision += 1;
-        let revision = inner.revision;
         let finished = is_finished_terminating(&value);
-        let stored = Arc::new(StoredObject::new(value, revision, key.clone()));
-        let target = inner.collection(collection);
-        let kind = if finished {
-            target.objects.remove(&key);
-            EventKind::Deleted
-        } else {
-            target.objects.insert(key, stored.clone());
-            EventKind::Modified
-        };
-        let event = WatchEvent {
-            kind,
-            object: stored.clone(),
-            previous: Some(current),
-        };
-        self.record(inner.collection(collection), event);
-        Ok(if finished {
-            UpdateOutcome::Deleted(stored)
-        } else {
-            UpdateOutcome::Updated(stored)
-        })
+        let prepared = UnstampedObject::new(value);
+        let mut current = self.current(collection, &key)?;
+        loop {
+            if let Some(expected) = expected_revision
+                && expected != current.revision
+            {
+                return Err(conflict());
+            }
+            if same_content(&current.value, prepared.value()) {
+                return Ok(UpdateOutcome::Unchanged(current));
+            }
+            let mut dropped = Vec::new();
+            let mut inner = self.lock();
+            let now = inner
+                .collections
+                .get(collection)
+                .and_then(|c| c.objects.get(&key))
+                .cloned()
+                .ok_or(StoreError::NotFound)?;
+            if now.revision != current.revision {
+                // Written meanwhile: compare with that version instead.
+                drop(inner);
+                current = now;
+                continue;
+            }
+            inner.revision += 1;
+            let revision = inner.revision;
+            let stored = Arc::new(prepared.stamp(revision, key.clone()));
+            let target = inner.collection(collection);
+            let kind = if finished {
+                target.objects.remove(&key);
+                EventKind::Deleted
+            } else {
+                target.objects.insert(key, stored.clone());
+                EventKind::Modified
+            };
+            let event = WatchEvent {
+                kind,
+                object: stored.clone(),
+                previous: Some(current),
+            };
+            self.record(inner.collection(collection), event, &mut dropped);
+            drop(inner);
+            drop(dropped);
+            return Ok(if finished {
+                UpdateOutcome::Deleted(stored)
+            } else {
+                UpdateOutcome::Updated(stored)
+            });
+        }
     }
 
     /// Removes an object now (the API server decides beforehand whether a
@@ -297,29 +335,38 @@ impl Store {
         preconditions: &Preconditions,
     ) -> Result<Arc<StoredObject>, StoreError> {
         let key = (namespace.to_string(), name.to_string());
-        let mut inner = self.lock();
-        let current = inner
-            .collections
-            .get(collection)
-            .and_then(|c| c.objects.get(&key))
-            .cloned()
-            .ok_or(StoreError::NotFound)?;
-        check_preconditions(&current, preconditions)?;
-        inner.revision += 1;
-        let stored = Arc::new(StoredObject::new(
-            current.value.clone(),
-            inner.revision,
-            key.clone(),
-        ));
-        let target = inner.collection(collection);
-        target.objects.remove(&key);
-        let event = WatchEvent {
-            kind: EventKind::Deleted,
-            object: stored.clone(),
-            previous: Some(current),
-        };
-        self.record(inner.collection(collection), event);
-        Ok(stored)
+        let mut current = self.current(collection, &key)?;
+        loop {
+            check_preconditions(&current, preconditions)?;
+            // The last version, stamped with the deletion's revision below.
+            let last = current.unstamped();
+            let mut dropped = Vec::new();
+            let mut inner = self.lock();
+            let now = inner
+                .collections
+                .get(collection)
+                .and_then(|c| c.objects.get(&key))
+                .cloned()
+                .ok_or(StoreError::NotFound)?;
+            if now.revision != current.revision {
+                drop(inner);
+                current = now;
+                continue;
+            }
+            inner.revision += 1;
+            let stored = Arc::new(last.stamp(inner.revision, key.clone()));
+            let target = inner.collection(collection);
+            target.objects.remove(&key);
+            let event = WatchEvent {
+                kind: EventKind::Deleted,
+                object: stored.clone(),
+                previous: Some(current),
+            };
+            self.record(inner.collection(collection), event, &mut dropped);
+            drop(inner);
+            drop(dropped);
+            return Ok(stored);
+        }
     }
 
     /// Lists objects in key order: all of them, or those of one namespace,
@@ -444,6 +491,14 @@ impl Store {
     }
 }
 
+/// The conflict of a write against a version it did not expect.
+fn conflict() -> StoreError {
+    StoreError::Conflict(
+        "the object has been modified; please apply your changes to the latest version and try again"
+            .into(),
+    )
+}
+
 fn check_preconditions(
     current: &StoredObject,
     preconditions: &Preconditions,
@@ -540,6 +595,47 @@ mod tests {
         changed["metadata"]["labels"] = json!({"x": "2"});
         let stale = store.update("/pods", changed, Some(a.revision));
         assert!(matches!(stale, Err(StoreError::Conflict(_))));
+    }
+
+    #[test]
+    fn concurrent_read_modify_writes_lose_no_increment() {
+        let store = Arc::new(Store::default());
+        store
+            .create(
+                "pods",
+                json!({"metadata": {"name": "a"}, "spec": {"count": 0}}),
+            )
+            .expect("created");
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let store = store.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..100 {
+                        loop {
+                            let current = store.get("pods", "", "a").expect("exists");
+                            let mut next = current.value.clone();
+                            next["spec"]["count"] =
+                                json!(current.value["spec"]["count"].as_i64().expect("count") + 1);
+                            match store.update("pods", next, Some(current.revision)) {
+                                Ok(_) => break,
+                                Err(StoreError::Conflict(_)) => continue,
+                                Err(other) => panic!("unexpected {other}"),
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().expect("no panic");
+        }
+        let last = store.get("pods", "", "a").expect("exists");
+        assert_eq!(last.value["spec"]["count"], 400);
+        let served: Value = serde_json::from_slice(&last.json).expect("json");
+        assert_eq!(
+            served["metadata"]["resourceVersion"],
+            last.revision.to_string()
+        );
     }
 
     #[test]

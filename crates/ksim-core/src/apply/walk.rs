@@ -344,12 +344,14 @@ fn compare_at(
             let in_metadata = matches!(path.as_slice(), [PathElement::Field(m)] if m == "metadata");
             let skip = |name: &str| in_metadata && name == "managedFields";
             for (name, new_child) in new_fields {
-                if skip(name) {
+                let old_child = old_fields.get(name);
+                // An unchanged child records nothing: skip its walk.
+                if skip(name) || old_child == Some(new_child) {
                     continue;
                 }
                 let (child_ty, _) = ty.child(name);
                 path.push(PathElement::Field(name.clone()));
-                compare_at(old_fields.get(name), Some(new_child), &child_ty, path, out);
+                compare_at(old_child, Some(new_child), &child_ty, path, out);
                 path.pop();
             }
             for (name, old_child) in old_fields {
@@ -385,14 +387,12 @@ fn compare_at(
             let new_keys: HashMap<&PathElement, ()> =
                 new_items.iter().map(|(e, _)| (e, ())).collect();
             for (element, new_item) in &new_items {
+                let old_item = old_by_key.get(element).copied();
+                if old_item == Some(*new_item) {
+                    continue;
+                }
                 path.push(element.clone());
-                compare_at(
-                    old_by_key.get(element).copied(),
-                    Some(new_item),
-                    &items,
-                    path,
-                    out,
-                );
+                compare_at(old_item, Some(new_item), &items, path, out);
                 path.pop();
             }
             for (element, old_item) in &old_items {
