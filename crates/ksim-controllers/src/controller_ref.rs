@@ -146,27 +146,28 @@ where
 
     /// `RecheckDeletionTimestamp`, once per manager: the owner, read
     /// afresh, is the same object and is not being deleted.
-    async fn can_adopt(&mut self) -> Result<(), Error> {
+    async fn can_adopt(&mut self) -> Result<(), String> {
         if self.can_adopt.is_none() {
             let name = &self.owner.reference.name;
             let namespace = self.owner.namespace;
-            let verdict = match self.owners.get_opt(name).await? {
-                None => Err(format!(
-                    "original {} {namespace}/{name} is gone: got uid , wanted {}",
-                    self.kind, self.owner.reference.uid
+            let wanted = &self.owner.reference.uid;
+            let verdict = match self.owners.get_opt(name).await {
+                Err(e) => Err(format!("can't recheck DeletionTimestamp: {e}")),
+                Ok(None) => Err(format!(
+                    "can't recheck DeletionTimestamp: original {} {namespace}/{name} is gone",
+                    self.kind
                 )),
-                Some(fresh) if fresh.meta().uid.as_deref() != Some(&self.owner.reference.uid) => {
+                Ok(Some(fresh)) if fresh.meta().uid.as_deref() != Some(wanted.as_str()) => {
                     Err(format!(
-                        "original {} {namespace}/{name} is gone: got uid {}, wanted {}",
+                        "can't recheck DeletionTimestamp: original {} {namespace}/{name} is gone: got uid {}, wanted {wanted}",
                         self.kind,
                         fresh.meta().uid.as_deref().unwrap_or(""),
-                        self.owner.reference.uid
                     ))
                 }
-                Some(fresh) => match &fresh.meta().deletion_timestamp {
+                Ok(Some(fresh)) => match &fresh.meta().deletion_timestamp {
                     Some(at) => Err(format!(
-                        "{} {namespace}/{name} has just been deleted at {}",
-                        self.kind, at.0
+                        "{namespace}/{name} has just been deleted at {}",
+                        at.0
                     )),
                     None => Ok(()),
                 },
@@ -174,7 +175,7 @@ where
             self.can_adopt = Some(verdict);
         }
         match &self.can_adopt {
-            Some(Err(message)) => Err(Error::Invalid(format!("can't adopt: {message}"))),
+            Some(Err(message)) => Err(message.clone()),
             _ => Ok(()),
         }
     }
@@ -190,7 +191,7 @@ where
         filter: impl Fn(&K) -> bool,
     ) -> Result<Vec<K>, Error>
     where
-        K: Resource + Clone + Debug + Serialize + DeserializeOwned,
+        K: Resource<DynamicType = ()> + Clone + Debug + Serialize + DeserializeOwned,
     {
         let mut claimed = Vec::with_capacity(objects.len());
         let mut failure = None;
@@ -226,9 +227,18 @@ where
     /// Adopts one orphan; `None` when it is gone meanwhile.
     async fn adopt<K>(&mut self, api: &Api<K>, object: &K) -> Result<Option<K>, Error>
     where
-        K: Resource + Clone + Debug + Serialize + DeserializeOwned,
+        K: Resource<DynamicType = ()> + Clone + Debug + Serialize + DeserializeOwned,
     {
-        self.can_adopt().await?;
+        if let Err(reason) = self.can_adopt().await {
+            let meta = object.meta();
+            return Err(Error::Invalid(format!(
+                "can't adopt {} {}/{} ({}): {reason}",
+                K::kind(&()),
+                meta.namespace.as_deref().unwrap_or(""),
+                meta.name.as_deref().unwrap_or(""),
+                meta.uid.as_deref().unwrap_or(""),
+            )));
+        }
         let patch = adopt_patch(
             self.owner.reference,
             object.meta().uid.as_deref(),
@@ -261,7 +271,7 @@ where
     /// fails as Invalid) is not an error.
     async fn release<K>(&self, api: &Api<K>, object: &K) -> Result<(), Error>
     where
-        K: Resource + Clone + Debug + Serialize + DeserializeOwned,
+        K: Resource<DynamicType = ()> + Clone + Debug + Serialize + DeserializeOwned,
     {
         let patch = release_patch(
             &self.owner.reference.uid,
