@@ -466,6 +466,74 @@ mod tests {
         assert_eq!(decide(&elsewhere, &owner(false), true), Claim::Ignore);
     }
 
+    fn set(name: &str, uid: &str, app: &str) -> k8s_openapi::api::apps::v1::StatefulSet {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default", "uid": uid},
+            "spec": {"selector": {"matchLabels": {"app": app}},
+                     "template": {"metadata": {"labels": {"app": app}}}}
+        }))
+        .expect("statefulset")
+    }
+
+    fn pod(
+        labels: serde_json::Value,
+        owner: Option<(&str, &str)>,
+    ) -> k8s_openapi::api::core::v1::Pod {
+        let references = owner.map(|(name, uid)| {
+            json!([{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": name,
+                    "uid": uid, "controller": true}])
+        });
+        serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "default", "labels": labels,
+                         "ownerReferences": references}
+        }))
+        .expect("pod")
+    }
+
+    #[test]
+    fn pod_events_map_to_their_controller_or_every_set_matching_an_orphan() {
+        use k8s_openapi::api::apps::v1::StatefulSet;
+        let (store, mut writer) = kube::runtime::reflector::store::<StatefulSet>();
+        for owner in [
+            set("web", "u1", "web"),
+            set("db", "u2", "db"),
+            set("web2", "u3", "web"),
+        ] {
+            writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(owner));
+        }
+        let hints = ReleaseHints::default();
+        let mapper = OwnerMapper::new(
+            store,
+            |s: &StatefulSet| s.spec.as_ref().map(|s| &s.selector),
+            hints.clone(),
+        );
+        let names = |refs: Vec<ObjectRef<StatefulSet>>| {
+            let mut names: Vec<String> = refs.into_iter().map(|r| r.name).collect();
+            names.sort();
+            names
+        };
+        assert_eq!(
+            names(mapper.owners_of(&pod(json!({"app": "web"}), None))),
+            ["web", "web2"]
+        );
+        assert!(
+            mapper
+                .owners_of(&pod(json!({"app": "other"}), None))
+                .is_empty()
+        );
+        assert_eq!(
+            names(mapper.owners_of(&pod(json!({"app": "web"}), Some(("web", "u1"))))),
+            ["web"]
+        );
+        assert!(hints.take("default", "web").is_empty(), "still matching");
+        assert_eq!(
+            names(mapper.owners_of(&pod(json!({"app": "db"}), Some(("web", "u1"))))),
+            ["web"]
+        );
+        assert_eq!(hints.take("default", "web"), ["p"], "to be released");
+        assert!(hints.take("default", "web").is_empty(), "taken once");
+    }
+
     #[test]
     fn patches_carry_the_reference_and_the_uid_precondition() {
         let owner = reference("u1");
