@@ -138,6 +138,8 @@ async fn reconcile(cached: Arc<StatefulSet>, context: Arc<Context>) -> Result<Ac
     let (namespace, name) = key_of(&cached.metadata);
     let sets: Api<StatefulSet> = Api::namespaced(context.client.clone(), &namespace);
     let Some(set) = sets.get_opt(&name).await? else {
+        // Gone: nothing of it is left to release.
+        context.hints.take(&namespace, &name);
         return Ok(Action::await_change());
     };
     if set.metadata.uid != cached.metadata.uid || set.metadata.deletion_timestamp.is_some() {
