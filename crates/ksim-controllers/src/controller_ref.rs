@@ -320,6 +320,32 @@ impl ReleaseHints {
             .insert(object);
     }
 
+    /// Adds to `listed` (what a selector list returned) the objects recorded
+    /// for one owner that it lacks, read afresh; the records are taken.
+    pub(crate) async fn add_recorded<K>(
+        &self,
+        api: &Api<K>,
+        namespace: &str,
+        owner: &str,
+        listed: &mut Vec<K>,
+    ) -> Result<(), Error>
+    where
+        K: Resource + Clone + Debug + DeserializeOwned,
+    {
+        for name in self.take(namespace, owner) {
+            if listed
+                .iter()
+                .any(|o| o.meta().name.as_deref() == Some(&name))
+            {
+                continue;
+            }
+            if let Some(object) = api.get_opt(&name).await? {
+                listed.push(object);
+            }
+        }
+        Ok(())
+    }
+
     /// Takes the names recorded for one owner.
     pub(crate) fn take(&self, namespace: &str, owner: &str) -> Vec<String> {
         self.hints

@@ -176,17 +176,10 @@ async fn reconcile(cached: Arc<DaemonSet>, context: Arc<Context>) -> Result<Acti
         .await?
         .items;
     // Owned pods that stopped matching are not listed: the watch named them.
-    for hinted in context.hints.take(&namespace, &name) {
-        if listed
-            .iter()
-            .any(|p| p.metadata.name.as_deref() == Some(&hinted))
-        {
-            continue;
-        }
-        if let Some(pod) = pods_api.get_opt(&hinted).await? {
-            listed.push(pod);
-        }
-    }
+    context
+        .hints
+        .add_recorded(&pods_api, &namespace, &name, &mut listed)
+        .await?;
     let pods: Vec<Pod> = manager.claim(&pods_api, listed, |_| true).await?;
     let mut by_node: BTreeMap<String, Vec<&Pod>> = BTreeMap::new();
     let mut deletions: Vec<String> = Vec::new();

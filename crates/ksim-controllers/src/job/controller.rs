@@ -341,17 +341,10 @@ async fn claim_pods(
 ) -> Result<Vec<Pod>, Error> {
     let (namespace, name) = key_of(&job.metadata);
     let pods_api: Api<Pod> = Api::namespaced(context.client.clone(), &namespace);
-    for hinted in context.hints.take(&namespace, &name) {
-        if listed
-            .iter()
-            .any(|p| p.metadata.name.as_deref() == Some(&hinted))
-        {
-            continue;
-        }
-        if let Some(pod) = pods_api.get_opt(&hinted).await? {
-            listed.push(pod);
-        }
-    }
+    context
+        .hints
+        .add_recorded(&pods_api, &namespace, &name, &mut listed)
+        .await?;
     let owner = Owner {
         reference: owner,
         namespace: &namespace,

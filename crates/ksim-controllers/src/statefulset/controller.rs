@@ -225,17 +225,10 @@ async fn reconcile(cached: Arc<StatefulSet>, context: Arc<Context>) -> Result<Ac
         .await?
         .items;
     // Owned pods that stopped matching are not listed: the watch named them.
-    for hinted in context.hints.take(&namespace, &name) {
-        if listed
-            .iter()
-            .any(|p| p.metadata.name.as_deref() == Some(&hinted))
-        {
-            continue;
-        }
-        if let Some(pod) = pods_api.get_opt(&hinted).await? {
-            listed.push(pod);
-        }
-    }
+    context
+        .hints
+        .add_recorded(&pods_api, &namespace, &name, &mut listed)
+        .await?;
     let pods: Vec<Pod> = manager
         .claim(&pods_api, listed, |p| {
             ordinal_of(&name, p.metadata.name.as_deref().unwrap_or("")).is_some()
