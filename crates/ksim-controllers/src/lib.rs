@@ -9,6 +9,7 @@
 //! taint-based eviction); [`manager`] starts a chosen set.
 
 mod common;
+mod controller_ref;
 pub mod daemonset;
 pub mod deployment;
 pub mod disruption;

@@ -1,34 +1,40 @@
-//! The DaemonSet controller's sync: group the set's pods by target node,
-//! create the missing ones, delete failed, surplus, misplaced and orphaned
-//! (node gone) ones, replace outdated pods within maxUnavailable, and write
-//! the status. Node changes that matter (labels, taints, additions,
-//! removals) requeue every DaemonSet.
+//! The DaemonSet controller's sync: claim the set's ControllerRevisions
+//! and make sure one records the current template (`constructHistory`),
+//! claim the set's pods (adopting matching orphans, releasing pods that
+//! stopped matching), group them by target node, create the missing ones,
+//! delete failed, surplus, misplaced and orphaned (node gone) ones, replace
+//! outdated pods within maxUnavailable, delete old revisions beyond
+//! `revisionHistoryLimit`, and write the status. Node changes that matter
+//! (labels, taints, additions, removals) requeue every DaemonSet.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{StreamExt, future};
-use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 
+use super::history::{next_revision, revisions_to_clean, split_current};
 use super::placement::{daemon_pod_spec, node_fit, target_node};
 use crate::Error;
 use crate::common::{
-    controller_of, controller_reference, is_pod_available, is_pod_ready, key_of, parse_selector,
-    pod_phase, scaled_value, selector_matches, selector_query, update_status,
+    controller_reference, is_pod_available, is_pod_ready, key_of, parse_selector, pod_phase,
+    scaled_value, selector_query, update_status,
 };
 use crate::common::{create_pod, delete_pod};
+use crate::controller_ref::{ControllerRefManager, Owner, OwnerMapper, ReleaseHints};
 use crate::deployment::compute_hash;
 use crate::events::Events;
-use crate::statefulset::REVISION_LABEL;
+use crate::statefulset::{REVISION_LABEL, revision_data};
 
 /// The label carrying the set's generation when the pod was made.
 pub const TEMPLATE_GENERATION_LABEL: &str = "pod-template-generation";
@@ -39,6 +45,8 @@ const RETRY: Duration = Duration::from_millis(500);
 struct Context {
     client: Client,
     events: Events,
+    /// Owned pods that stopped matching their set's selector.
+    hints: ReleaseHints,
 }
 
 /// What of a node decides where daemons run.
@@ -74,8 +82,17 @@ pub async fn run(client: Client) {
             };
             future::ready(changed.then_some(()))
         });
-    Controller::new(sets, watcher::Config::default())
-        .owns(pods, watcher::Config::default())
+    let hints = ReleaseHints::default();
+    let controller = Controller::new(sets, watcher::Config::default());
+    let mapper = OwnerMapper::new(
+        controller.store(),
+        |set: &DaemonSet| set.spec.as_ref().map(|s| &s.selector),
+        hints.clone(),
+    );
+    controller
+        .watches(pods, watcher::Config::default(), move |pod: Pod| {
+            mapper.owners_of(&pod)
+        })
         .reconcile_all_on(node_changes)
         .run(
             reconcile,
@@ -83,6 +100,7 @@ pub async fn run(client: Client) {
             Arc::new(Context {
                 events: Events::new(client.clone(), "daemonset-controller"),
                 client,
+                hints,
             }),
         )
         .for_each(|result| async move {
@@ -110,6 +128,8 @@ async fn reconcile(cached: Arc<DaemonSet>, context: Arc<Context>) -> Result<Acti
     let (namespace, name) = key_of(&cached.metadata);
     let sets: Api<DaemonSet> = Api::namespaced(context.client.clone(), &namespace);
     let Some(set) = sets.get_opt(&name).await? else {
+        // Gone: nothing of it is left to release.
+        context.hints.take(&namespace, &name);
         return Ok(Action::await_change());
     };
     if set.metadata.uid != cached.metadata.uid || set.metadata.deletion_timestamp.is_some() {
@@ -123,7 +143,26 @@ async fn reconcile(cached: Arc<DaemonSet>, context: Arc<Context>) -> Result<Acti
     let owner = controller_reference("apps/v1", "DaemonSet", &set.metadata);
     let template_spec = spec.template.spec.clone().unwrap_or_default();
     let collision_count = set.status.as_ref().and_then(|s| s.collision_count);
-    let hash = compute_hash(&spec.template, collision_count);
+    let mut manager = ControllerRefManager::new(
+        Owner {
+            reference: &owner,
+            namespace: &namespace,
+            deleting: false,
+        },
+        "DaemonSet",
+        sets.clone(),
+        &selector,
+    );
+    let revisions_api: Api<ControllerRevision> =
+        Api::namespaced(context.client.clone(), &namespace);
+    let (current, old_revisions) =
+        construct_history(&revisions_api, &sets, &set, &mut manager).await?;
+    let hash = current
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(REVISION_LABEL).cloned())
+        .unwrap_or_else(|| compute_hash(&spec.template, collision_count));
     let min_ready_seconds = spec.min_ready_seconds.unwrap_or(0);
     let now = Timestamp::now();
 
@@ -132,14 +171,16 @@ async fn reconcile(cached: Arc<DaemonSet>, context: Arc<Context>) -> Result<Acti
         .await?
         .items;
     let pods_api: Api<Pod> = Api::namespaced(context.client.clone(), &namespace);
-    let pods: Vec<Pod> = pods_api
+    let mut listed = pods_api
         .list(&ListParams::default().labels(&selector_query(&spec.selector)))
         .await?
-        .items
-        .into_iter()
-        .filter(|p| controller_of(&p.metadata).is_some_and(|c| c.uid == owner.uid))
-        .filter(|p| selector_matches(&selector, p.metadata.labels.as_ref()))
-        .collect();
+        .items;
+    // Owned pods that stopped matching are not listed: the watch named them.
+    context
+        .hints
+        .add_recorded(&pods_api, &namespace, &name, &mut listed)
+        .await?;
+    let pods: Vec<Pod> = manager.claim(&pods_api, listed, |_| true).await?;
     let mut by_node: BTreeMap<String, Vec<&Pod>> = BTreeMap::new();
     let mut deletions: Vec<String> = Vec::new();
     for pod in &pods {
@@ -261,6 +302,26 @@ async fn reconcile(cached: Arc<DaemonSet>, context: Arc<Context>) -> Result<Acti
             _ => {}
         }
     }
+    // The revision history limit (`cleanupHistory`).
+    if failure.is_none() {
+        let live: HashSet<&str> = pods
+            .iter()
+            .filter_map(|p| p.labels().get(REVISION_LABEL).map(String::as_str))
+            .collect();
+        let limit = spec.revision_history_limit.unwrap_or(10);
+        for old in revisions_to_clean(&old_revisions, &live, limit) {
+            match revisions_api.delete(&old, &DeleteParams::default()).await {
+                Ok(_) => tracing::debug!(daemonset = %name, revision = %old, "cleaned up history"),
+                Err(e) => {
+                    let e = Error::from(e);
+                    if !e.is_not_found() {
+                        failure = Some(e);
+                        break;
+                    }
+                }
+            }
+        }
+    }
 
     if set.status.as_ref() != Some(&status) {
         match update_status(&sets, &name, |fresh| fresh.status = Some(status.clone())).await {
@@ -307,5 +368,111 @@ fn daemon_pod(set: &DaemonSet, owner: &OwnerReference, node: &str, hash: &str) -
         },
         spec: Some(daemon_pod_spec(&template.spec.unwrap_or_default(), node)),
         status: None,
+    }
+}
+
+/// `constructHistory`: claims the set's ControllerRevisions, labels them
+/// with their hash, and returns the one recording the current template
+/// (created, or renumbered as the newest) and the old ones.
+async fn construct_history(
+    api: &Api<ControllerRevision>,
+    sets: &Api<DaemonSet>,
+    set: &DaemonSet,
+    manager: &mut ControllerRefManager<'_, DaemonSet>,
+) -> Result<(ControllerRevision, Vec<ControllerRevision>), Error> {
+    let spec = set
+        .spec
+        .as_ref()
+        .ok_or_else(|| Error::Invalid("daemonset has no spec".into()))?;
+    let listed = api
+        .list(&ListParams::default().labels(&selector_query(&spec.selector)))
+        .await?
+        .items;
+    let mut revisions = manager.claim(api, listed, |_| true).await?;
+    for revision in &mut revisions {
+        let name = revision.name_any();
+        let labels = revision.metadata.labels.get_or_insert_with(BTreeMap::new);
+        if !labels.contains_key(REVISION_LABEL) {
+            labels.insert(REVISION_LABEL.into(), name.clone());
+            *revision = api.replace(&name, &PostParams::default(), revision).await?;
+        }
+    }
+    let data = revision_data(&spec.template)?;
+    let (mut current, old) = split_current(revisions, &data);
+    let next = next_revision(&old);
+    // Duplicates (only after hash collisions): the newest one counts.
+    current.sort_by_key(|r| std::cmp::Reverse(r.revision));
+    let current = match current.into_iter().next() {
+        Some(mut current) => {
+            if current.revision < next {
+                current.revision = next;
+                current = api
+                    .replace(&current.name_any(), &PostParams::default(), &current)
+                    .await?;
+            }
+            current
+        }
+        None => snapshot(api, sets, set, data, next).await?,
+    };
+    Ok((current, old))
+}
+
+/// `snapshot`: creates the revision of the current template, named
+/// `<set>-<hash>`; a different revision of that name is a hash collision,
+/// resolved by bumping `status.collisionCount`.
+async fn snapshot(
+    api: &Api<ControllerRevision>,
+    sets: &Api<DaemonSet>,
+    set: &DaemonSet,
+    data: serde_json::Value,
+    number: i64,
+) -> Result<ControllerRevision, Error> {
+    let (namespace, name) = key_of(&set.metadata);
+    let template = set
+        .spec
+        .as_ref()
+        .map(|s| s.template.clone())
+        .unwrap_or_default();
+    let collision_count = set.status.as_ref().and_then(|s| s.collision_count);
+    let hash = compute_hash(&template, collision_count);
+    let mut labels = template.metadata.and_then(|m| m.labels).unwrap_or_default();
+    labels.insert(REVISION_LABEL.into(), hash.clone());
+    let revision = ControllerRevision {
+        metadata: ObjectMeta {
+            name: Some(format!("{name}-{hash}")),
+            namespace: Some(namespace),
+            labels: Some(labels),
+            annotations: set.metadata.annotations.clone(),
+            owner_references: Some(vec![controller_reference(
+                "apps/v1",
+                "DaemonSet",
+                &set.metadata,
+            )]),
+            ..ObjectMeta::default()
+        },
+        data: Some(RawExtension(data.clone())),
+        revision: number,
+    };
+    match api.create(&PostParams::default(), &revision).await {
+        Ok(created) => Ok(created),
+        Err(e) => {
+            let e = Error::from(e);
+            if !e.is_conflict() {
+                return Err(e);
+            }
+            let existing = api.get(&format!("{name}-{hash}")).await?;
+            if existing.data.as_ref().is_some_and(|d| d.0 == data) {
+                return Ok(existing);
+            }
+            let updated = update_status(sets, &name, |fresh| {
+                let status = fresh.status.get_or_insert_with(DaemonSetStatus::default);
+                status.collision_count = Some(status.collision_count.unwrap_or(0) + 1);
+            })
+            .await?;
+            let count = updated.status.and_then(|s| s.collision_count).unwrap_or(0);
+            Err(Error::Invalid(format!(
+                "found a hash collision for DaemonSet {name:?} - bumping collisionCount to {count} to resolve it"
+            )))
+        }
     }
 }

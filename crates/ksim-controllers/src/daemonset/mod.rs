@@ -4,9 +4,13 @@
 //! pinned to its node with required node affinity on `metadata.name` for
 //! the scheduler to bind; pods of nodes that went away or no longer fit are
 //! deleted; RollingUpdate with maxUnavailable; the status `kubectl rollout
-//! status ds/<name>` reads.
+//! status ds/<name>` reads; ControllerRevisions `<set>-<hash>` recording
+//! each template (what `kubectl rollout history|undo ds` reads), old ones
+//! beyond `revisionHistoryLimit` deleted; orphan pods and revisions that
+//! match the selector adopted, pods that stop matching released.
 
 mod controller;
+mod history;
 mod placement;
 #[cfg(test)]
 mod tests;

@@ -18,10 +18,11 @@ use kube::{Client, Resource, ResourceExt};
 use super::progress::{Counts, Verdict, format_indexes, judge};
 use crate::Error;
 use crate::common::{
-    controller_of, controller_reference, is_pod_active, is_pod_ready, key_of, parse_selector,
-    pod_phase, selector_matches, selector_query, update_status,
+    controller_reference, is_pod_active, is_pod_ready, key_of, parse_selector, pod_phase,
+    selector_query, update_status,
 };
 use crate::common::{create_pod, delete_pod};
+use crate::controller_ref::{ControllerRefManager, Owner, OwnerMapper, ReleaseHints};
 use crate::events::Events;
 
 /// The annotation (and label) carrying an Indexed Job pod's index.
@@ -42,20 +43,32 @@ const BACKOFF_LIMIT_EXCEEDED: (&str, &str) = (
 struct Context {
     client: Client,
     events: Events,
+    /// Owned pods that stopped matching their Job's selector.
+    hints: ReleaseHints,
 }
 
 /// Runs the Job controller until the watch streams end.
 pub async fn run(client: Client) {
     let jobs: Api<Job> = Api::all(client.clone());
     let pods: Api<Pod> = Api::all(client.clone());
-    Controller::new(jobs, watcher::Config::default())
-        .owns(pods, watcher::Config::default())
+    let hints = ReleaseHints::default();
+    let controller = Controller::new(jobs, watcher::Config::default());
+    let mapper = OwnerMapper::new(
+        controller.store(),
+        |job: &Job| job.spec.as_ref().and_then(|s| s.selector.as_ref()),
+        hints.clone(),
+    );
+    controller
+        .watches(pods, watcher::Config::default(), move |pod: Pod| {
+            mapper.owners_of(&pod)
+        })
         .run(
             reconcile,
             error_policy,
             Arc::new(Context {
                 events: Events::new(client.clone(), "job-controller"),
                 client,
+                hints,
             }),
         )
         .for_each(|result| async move {
@@ -133,14 +146,11 @@ async fn reconcile(cached: Arc<Job>, context: Arc<Context>) -> Result<Action, Er
     let completions = spec.completions;
 
     let pods_api: Api<Pod> = Api::namespaced(context.client.clone(), &namespace);
-    let pods: Vec<Pod> = pods_api
+    let listed = pods_api
         .list(&ListParams::default().labels(&selector_query(&selector_spec)))
         .await?
-        .items
-        .into_iter()
-        .filter(|p| controller_of(&p.metadata).is_some_and(|c| c.uid == owner.uid))
-        .filter(|p| selector_matches(&selector, p.metadata.labels.as_ref()))
-        .collect();
+        .items;
+    let pods: Vec<Pod> = claim_pods(&context, &jobs, &job, &owner, &selector, listed).await?;
     let mut active: Vec<&Pod> = pods.iter().filter(|p| is_pod_active(p)).collect();
     let failed = pods.iter().filter(|p| pod_phase(p) == "Failed").count();
     let succeeded_pods = pods.iter().filter(|p| pod_phase(p) == "Succeeded");
@@ -316,4 +326,31 @@ fn job_pod(job: &Job, owner: &OwnerReference, index: Option<i32>) -> Pod {
         spec: Some(spec),
         status: None,
     }
+}
+
+/// Claims the Job's pods (upstream's `ClaimPods` in `getPodsForJob`):
+/// matching orphans are adopted, owned pods that stopped matching (named by
+/// the pod watch) released.
+async fn claim_pods(
+    context: &Context,
+    jobs: &Api<Job>,
+    job: &Job,
+    owner: &OwnerReference,
+    selector: &ksim_core::selector::LabelSelectorRequirements,
+    mut listed: Vec<Pod>,
+) -> Result<Vec<Pod>, Error> {
+    let (namespace, name) = key_of(&job.metadata);
+    let pods_api: Api<Pod> = Api::namespaced(context.client.clone(), &namespace);
+    context
+        .hints
+        .add_recorded(&pods_api, &namespace, &name, &mut listed)
+        .await?;
+    let owner = Owner {
+        reference: owner,
+        namespace: &namespace,
+        deleting: job.metadata.deletion_timestamp.is_some(),
+    };
+    ControllerRefManager::new(owner, "Job", jobs.clone(), selector)
+        .claim(&pods_api, listed, |_| true)
+        .await
 }

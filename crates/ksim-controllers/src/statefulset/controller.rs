@@ -1,14 +1,18 @@
-//! The StatefulSet controller's sync: find the revisions (creating the
-//! ControllerRevision of the template when it is new), read the set's pods,
-//! carry out [`plan_steps`], and write the status.
+//! The StatefulSet controller's sync: claim the set's ControllerRevisions
+//! (adopting orphans) and find the revisions (creating the
+//! ControllerRevision of the template when it is new), claim the set's pods
+//! (adopting orphans that match, releasing pods that stopped matching),
+//! bring their claims' owner references in line with the retention policy,
+//! carry out [`plan_steps`] (a pod's PersistentVolumeClaims are created
+//! before it), write the status, and truncate the revision history.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet, StatefulSetStatus};
-use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use k8s_openapi::jiff::Timestamp;
@@ -18,12 +22,18 @@ use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
+use super::claims::{
+    ClaimOwners, Retention, claim_owner_up_to_date, claims_for, has_unexpected_controller,
+    updated_claim_owners, with_storage,
+};
+use super::history::revisions_to_truncate;
 use super::plan::{MemberPod, PodState, SetShape, Step, plan_steps};
 use crate::Error;
 use crate::common::{
-    controller_of, controller_reference, is_pod_available, is_pod_ready, key_of, parse_selector,
-    pod_phase, selector_matches, selector_query, update_status,
+    controller_reference, is_pod_available, is_pod_ready, key_of, parse_selector, pod_phase,
+    selector_query, update_status,
 };
+use crate::controller_ref::{ControllerRefManager, Owner, OwnerMapper, ReleaseHints};
 use crate::deployment::{compute_hash, nonzero};
 use crate::events::Events;
 
@@ -40,20 +50,32 @@ const RETRY: Duration = Duration::from_millis(500);
 struct Context {
     client: Client,
     events: Events,
+    /// Owned pods that stopped matching their set's selector.
+    hints: ReleaseHints,
 }
 
 /// Runs the StatefulSet controller until the watch streams end.
 pub async fn run(client: Client) {
     let sets: Api<StatefulSet> = Api::all(client.clone());
     let pods: Api<Pod> = Api::all(client.clone());
-    Controller::new(sets, watcher::Config::default())
-        .owns(pods, watcher::Config::default())
+    let hints = ReleaseHints::default();
+    let controller = Controller::new(sets, watcher::Config::default());
+    let mapper = OwnerMapper::new(
+        controller.store(),
+        |set: &StatefulSet| set.spec.as_ref().map(|s| &s.selector),
+        hints.clone(),
+    );
+    controller
+        .watches(pods, watcher::Config::default(), move |pod: Pod| {
+            mapper.owners_of(&pod)
+        })
         .run(
             reconcile,
             error_policy,
             Arc::new(Context {
                 events: Events::new(client.clone(), "statefulset-controller"),
                 client,
+                hints,
             }),
         )
         .for_each(|result| async move {
@@ -91,7 +113,7 @@ fn state_of(pod: &Pod) -> PodState {
 }
 
 /// The data of a StatefulSet's ControllerRevision: its template, replacing.
-fn revision_data(template: &PodTemplateSpec) -> Result<serde_json::Value, Error> {
+pub(crate) fn revision_data(template: &PodTemplateSpec) -> Result<serde_json::Value, Error> {
     let mut template = serde_json::to_value(template)?;
     template["$patch"] = json!("replace");
     Ok(json!({"spec": {"template": template}}))
@@ -116,6 +138,8 @@ async fn reconcile(cached: Arc<StatefulSet>, context: Arc<Context>) -> Result<Ac
     let (namespace, name) = key_of(&cached.metadata);
     let sets: Api<StatefulSet> = Api::namespaced(context.client.clone(), &namespace);
     let Some(set) = sets.get_opt(&name).await? else {
+        // Gone: nothing of it is left to release.
+        context.hints.take(&namespace, &name);
         return Ok(Action::await_change());
     };
     if set.metadata.uid != cached.metadata.uid || set.metadata.deletion_timestamp.is_some() {
@@ -132,13 +156,22 @@ async fn reconcile(cached: Arc<StatefulSet>, context: Arc<Context>) -> Result<Ac
     // what the status says, or the update revision on the first sync.
     let revisions_api: Api<ControllerRevision> =
         Api::namespaced(context.client.clone(), &namespace);
-    let revisions: Vec<ControllerRevision> = revisions_api
+    let mut manager = ControllerRefManager::new(
+        Owner {
+            reference: &owner,
+            namespace: &namespace,
+            deleting: false,
+        },
+        "StatefulSet",
+        sets.clone(),
+        &selector,
+    );
+    let listed = revisions_api
         .list(&ListParams::default().labels(&selector_query(&spec.selector)))
         .await?
-        .items
-        .into_iter()
-        .filter(|r| controller_of(&r.metadata).is_some_and(|c| c.uid == owner.uid))
-        .collect();
+        .items;
+    let mut revisions: Vec<ControllerRevision> =
+        manager.claim(&revisions_api, listed, |_| true).await?;
     let collision_count = Some(
         set.status
             .as_ref()
@@ -170,7 +203,7 @@ async fn reconcile(cached: Arc<StatefulSet>, context: Arc<Context>) -> Result<Ac
             .create(&PostParams::default(), &revision)
             .await
         {
-            Ok(_) => {}
+            Ok(created) => revisions.push(created),
             Err(e) => {
                 let e = Error::from(e);
                 if !e.is_conflict() {
@@ -187,14 +220,20 @@ async fn reconcile(cached: Arc<StatefulSet>, context: Arc<Context>) -> Result<Ac
         .unwrap_or_else(|| update_revision.clone());
 
     let pods_api: Api<Pod> = Api::namespaced(context.client.clone(), &namespace);
-    let pods: Vec<Pod> = pods_api
+    let mut listed = pods_api
         .list(&ListParams::default().labels(&selector_query(&spec.selector)))
         .await?
-        .items
-        .into_iter()
-        .filter(|p| controller_of(&p.metadata).is_some_and(|c| c.uid == owner.uid))
-        .filter(|p| selector_matches(&selector, p.metadata.labels.as_ref()))
-        .collect();
+        .items;
+    // Owned pods that stopped matching are not listed: the watch named them.
+    context
+        .hints
+        .add_recorded(&pods_api, &namespace, &name, &mut listed)
+        .await?;
+    let pods: Vec<Pod> = manager
+        .claim(&pods_api, listed, |p| {
+            ordinal_of(&name, p.metadata.name.as_deref().unwrap_or("")).is_some()
+        })
+        .await?;
     let members: Vec<MemberPod> = pods
         .iter()
         .filter_map(|p| {
@@ -228,8 +267,14 @@ async fn reconcile(cached: Arc<StatefulSet>, context: Arc<Context>) -> Result<Ac
         update_revision: update_revision.clone(),
     };
 
-    let mut failure = None;
-    for step in plan_steps(&shape, &members) {
+    let mut claims = Claims::list(&context, &set).await?;
+    let mut failure = claims.fix_owners(&context, &set, &pods).await.err();
+    let steps = if failure.is_some() {
+        Vec::new()
+    } else {
+        plan_steps(&shape, &members)
+    };
+    for step in steps {
         let result = match &step {
             Step::Create { ordinal, revision } => {
                 let template = if *revision == update_revision {
@@ -243,9 +288,31 @@ async fn reconcile(cached: Arc<StatefulSet>, context: Arc<Context>) -> Result<Ac
                 let template = template.unwrap_or_else(|| spec.template.clone());
                 let pod = set_pod(&set, &template, &owner, *ordinal, revision);
                 let pod_name = pod.metadata.name.clone().unwrap_or_default();
-                pods_api
-                    .create(&PostParams::default(), &pod)
+                if let Err(e) = claims
+                    .create_missing(&context, &set, *ordinal, &pod_name)
                     .await
+                {
+                    let note =
+                        format!("create Pod {pod_name} in StatefulSet {name} failed error: {e}");
+                    context
+                        .events
+                        .warning(set.object_ref(&()), "FailedCreate", "Create", note);
+                    failure = Some(e);
+                    break;
+                }
+                let created = pods_api.create(&PostParams::default(), &pod).await;
+                if let Ok(created) = &created
+                    && let Err(e) = claims.fix_pod_owners(&context, &set, created).await
+                {
+                    let note =
+                        format!("update Pod {pod_name} in StatefulSet {name} failed error: {e}");
+                    context
+                        .events
+                        .warning(set.object_ref(&()), "FailedUpdate", "Update", note);
+                    failure = Some(e);
+                    break;
+                }
+                created
                     .map(|_| {
                         (
                             "SuccessfulCreate",
@@ -325,6 +392,28 @@ async fn reconcile(cached: Arc<StatefulSet>, context: Arc<Context>) -> Result<Ac
             Err(e) => return Err(e),
         }
     }
+    // The set's revision history limit (`truncateHistory`).
+    let mut live: HashSet<&str> = [current_revision.as_str(), update_revision.as_str()]
+        .into_iter()
+        .collect();
+    live.extend(new_status.current_revision.as_deref());
+    live.extend(
+        pods.iter()
+            .filter_map(|p| p.labels().get(REVISION_LABEL).map(String::as_str)),
+    );
+    let limit = spec.revision_history_limit.unwrap_or(10);
+    for old in revisions_to_truncate(&revisions, &live, limit) {
+        match revisions_api.delete(&old, &DeleteParams::default()).await {
+            Ok(_) => tracing::debug!(statefulset = %name, revision = %old, "truncated history"),
+            Err(e) => {
+                let e = Error::from(e);
+                if !e.is_not_found() {
+                    failure.get_or_insert(e);
+                    break;
+                }
+            }
+        }
+    }
     if let Some(e) = failure {
         return Err(e);
     }
@@ -398,7 +487,7 @@ fn set_pod(
     labels.insert(POD_NAME_LABEL.into(), pod_name.clone());
     labels.insert(POD_INDEX_LABEL.into(), ordinal.to_string());
     labels.insert(REVISION_LABEL.into(), revision.to_string());
-    let mut spec = template.spec.clone().unwrap_or_default();
+    let mut spec = with_storage(set, ordinal, template.spec.clone().unwrap_or_default());
     spec.hostname = Some(pod_name.clone());
     if let Some(service) = set
         .spec
@@ -421,6 +510,193 @@ fn set_pod(
         spec: Some(spec),
         status: None,
     }
+}
+
+/// The claims of the set's pods, read once per sync (they carry the
+/// selector's matchLabels), and what is done to them.
+struct Claims {
+    api: Api<PersistentVolumeClaim>,
+    by_name: HashMap<String, PersistentVolumeClaim>,
+}
+
+impl Claims {
+    /// Lists the set's claims (nothing when it has no claim templates).
+    async fn list(context: &Context, set: &StatefulSet) -> Result<Self, Error> {
+        let (namespace, _) = key_of(&set.metadata);
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(context.client.clone(), &namespace);
+        let mut by_name = HashMap::new();
+        if !claims_for(set, 0).is_empty() {
+            let query = set
+                .spec
+                .as_ref()
+                .and_then(|s| s.selector.match_labels.as_ref())
+                .map(|labels| {
+                    labels
+                        .iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default();
+            for claim in api.list(&ListParams::default().labels(&query)).await?.items {
+                by_name.insert(claim.name_any(), claim);
+            }
+        }
+        Ok(Claims { api, by_name })
+    }
+
+    /// `createPersistentVolumeClaims`: creates the pod's missing claims
+    /// with upstream's events; a claim being deleted is an error.
+    async fn create_missing(
+        &mut self,
+        context: &Context,
+        set: &StatefulSet,
+        ordinal: i32,
+        pod_name: &str,
+    ) -> Result<(), Error> {
+        let set_name = set.name_any();
+        let mut errors = Vec::new();
+        for (_, claim) in claims_for(set, ordinal) {
+            let claim_name = claim.name_any();
+            if let Some(existing) = self.by_name.get(&claim_name) {
+                if existing.metadata.deletion_timestamp.is_some() {
+                    errors.push(format!("pvc {claim_name} is being deleted"));
+                }
+                continue;
+            }
+            match self.api.create(&PostParams::default(), &claim).await {
+                Ok(created) => {
+                    let note = format!(
+                        "create Claim {claim_name} Pod {pod_name} in StatefulSet {set_name} success"
+                    );
+                    context
+                        .events
+                        .normal(set.object_ref(&()), "SuccessfulCreate", "Create", note);
+                    self.by_name.insert(claim_name, created);
+                }
+                Err(e) => {
+                    let e = Error::from(e);
+                    errors.push(format!("failed to create PVC {claim_name}: {e}"));
+                    if !e.is_conflict() {
+                        let note = format!(
+                            "create Claim {claim_name} for Pod {pod_name} in StatefulSet {set_name} failed error: {e}"
+                        );
+                        context
+                            .events
+                            .warning(set.object_ref(&()), "FailedCreate", "Create", note);
+                    }
+                }
+            }
+        }
+        match errors.len() {
+            0 => Ok(()),
+            1 => Err(Error::Invalid(errors.remove(0))),
+            _ => Err(Error::Invalid(format!("[{}]", errors.join(", ")))),
+        }
+    }
+
+    /// `UpdatePodClaimForRetentionPolicy`: brings the owner references of
+    /// the pod's claims in line with the retention policy.
+    async fn fix_pod_owners(
+        &mut self,
+        context: &Context,
+        set: &StatefulSet,
+        pod: &Pod,
+    ) -> Result<(), Error> {
+        let set_name = set.name_any();
+        let Some(ordinal) = ordinal_of(&set_name, &pod.name_any()) else {
+            return Ok(());
+        };
+        let retention = Retention::of(set);
+        let set_ref = controller_reference("apps/v1", "StatefulSet", &set.metadata);
+        let pod_ref = controller_reference("v1", "Pod", &pod.metadata);
+        let owners = ClaimOwners {
+            set: &set_ref,
+            pod: &pod_ref,
+            scaled_down: !in_range(set, ordinal),
+        };
+        for (_, wanted) in claims_for(set, ordinal) {
+            let claim_name = wanted.name_any();
+            let Some(claim) = self.by_name.get(&claim_name) else {
+                continue;
+            };
+            let refs = claim.metadata.owner_references.clone().unwrap_or_default();
+            if has_unexpected_controller(&refs, &owners, retention) {
+                let note = format!(
+                    "PersistentVolumeClaim {claim_name} has a conflicting OwnerReference that acts as a manging controller, the retention policy is ignored for this claim"
+                );
+                context.events.warning(
+                    set.object_ref(&()),
+                    "ConflictingController",
+                    "Update",
+                    note,
+                );
+            }
+            if claim_owner_up_to_date(&refs, &owners, retention) {
+                continue;
+            }
+            let mut updated = claim.clone();
+            updated.metadata.owner_references =
+                Some(updated_claim_owners(&refs, &owners, retention));
+            match self
+                .api
+                .replace(&claim_name, &PostParams::default(), &updated)
+                .await
+            {
+                Ok(replaced) => {
+                    self.by_name.insert(claim_name, replaced);
+                }
+                Err(e) => {
+                    return Err(Error::Invalid(format!(
+                        "could not update claim {claim_name} for delete policy ownerRefs: {e}"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// For every pod of the set: the missing claims of pending pods are
+    /// created, and the claims' owner references follow the retention
+    /// policy (condemned pods included, before they are deleted).
+    async fn fix_owners(
+        &mut self,
+        context: &Context,
+        set: &StatefulSet,
+        pods: &[Pod],
+    ) -> Result<(), Error> {
+        if claims_for(set, 0).is_empty() {
+            return Ok(());
+        }
+        let set_name = set.name_any();
+        for pod in pods {
+            let pod_name = pod.name_any();
+            let Some(ordinal) = ordinal_of(&set_name, &pod_name) else {
+                continue;
+            };
+            let terminating = pod.metadata.deletion_timestamp.is_some();
+            if !terminating && pod_phase(pod) == "Pending" {
+                self.create_missing(context, set, ordinal, &pod_name)
+                    .await?;
+            }
+            if !terminating || !in_range(set, ordinal) {
+                self.fix_pod_owners(context, set, pod).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether `ordinal` is within the set's range of ordinals
+/// (`podInOrdinalRange`).
+fn in_range(set: &StatefulSet, ordinal: i32) -> bool {
+    let spec = set.spec.as_ref();
+    let start = spec
+        .and_then(|s| s.ordinals.as_ref())
+        .and_then(|o| o.start)
+        .unwrap_or(0);
+    let replicas = spec.and_then(|s| s.replicas).unwrap_or(1);
+    ordinal >= start && ordinal < start.saturating_add(replicas)
 }
 
 #[cfg(test)]

@@ -91,6 +91,13 @@ pub(crate) fn default_persistent_volume_claim(object: &mut Value) {
     if let Some(spec) = object.as_object_mut().and_then(|o| object_entry(o, "spec")) {
         default_field(spec, "volumeMode", json!("Filesystem"));
     }
+    // `SetDefaults_PersistentVolumeClaim`: a claim nothing bound is Pending.
+    if let Some(status) = object
+        .as_object_mut()
+        .and_then(|o| object_entry(o, "status"))
+    {
+        default_field(status, "phase", json!("Pending"));
+    }
 }
 
 /// `SetDefaults_NodeStatus`: allocatable defaults to capacity.
@@ -172,5 +179,9 @@ mod tests {
         let mut node = json!({"status": {"capacity": {"cpu": "4"}}});
         default_node(&mut node);
         assert_eq!(node["status"]["allocatable"], json!({"cpu": "4"}));
+        let mut claim = json!({"spec": {}});
+        default_persistent_volume_claim(&mut claim);
+        assert_eq!(claim["status"]["phase"], "Pending");
+        assert_eq!(claim["spec"]["volumeMode"], "Filesystem");
     }
 }
