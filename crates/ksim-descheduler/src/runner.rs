@@ -248,6 +248,33 @@ impl Cycle {
     }
 }
 
+/// Upstream's count after each plugin: what this plugin evicted.
+fn log_plugin_counts(cycle: &CycleEvictor<'_>, extension_point: &str, before: (u32, u32)) {
+    tracing::info!(
+        extension_point,
+        evictedPods = cycle.total_evicted() - before.0,
+        evictionRequests = cycle.eviction_requests() - before.1,
+        "Total number of evictions/requests"
+    );
+}
+
+/// Upstream logs a profile's plugin errors as one aggregate.
+fn log_profile_errors(profile: &str, extension_point: &str, errors: &[String]) {
+    if errors.is_empty() {
+        return;
+    }
+    let err = if errors.len() == 1 {
+        errors[0].clone()
+    } else {
+        format!("[{}]", errors.join(", "))
+    };
+    tracing::error!(
+        err,
+        profile,
+        "running {extension_point} extension point failed with error"
+    );
+}
+
 /// One cycle over the snapshot (and PDBs and PVCs) of `context`.
 fn run_profiles(
     context: &EvictorContext<'_>,
@@ -275,6 +302,12 @@ fn run_profiles(
             found = nodes.len(),
             "Skipping descheduling cycle: requires >=2 nodes"
         );
+        // Upstream ends every cycle, a skipped one too, with the counts.
+        tracing::info!(
+            totalEvicted = 0,
+            evictionRequests = 0,
+            "Number of evictions/requests"
+        );
         return CycleReport {
             skipped: Some(format!(
                 "Skipping descheduling cycle: requires >=2 nodes, found {}",
@@ -285,44 +318,47 @@ fn run_profiles(
         };
     }
     let mut cycle = CycleEvictor::new(api, limits, failure_events);
-    let before = cycle.total_evicted();
+    // Upstream: every profile's deschedule plugins, then every profile's
+    // balance plugins; a count after each plugin, and the plugins' errors
+    // of a profile logged together once its plugins have run.
     for profile in profiles {
-        let mut evictor = profile.evictor_in(&mut cycle, context);
+        let mut errors = Vec::new();
         for plugin in &profile.built.deschedule {
-            if let PluginStatus::Error(error) = plugin.deschedule(snapshot, &nodes, &mut evictor) {
-                tracing::error!(
-                    err = %format!("plugin {:?} finished with error: {error}", plugin.name()),
-                    profile = %profile.built.name,
-                    "running deschedule extension point failed with error"
-                );
+            let before = (cycle.total_evicted(), cycle.eviction_requests());
+            let status = plugin.deschedule(
+                snapshot,
+                &nodes,
+                &mut profile.evictor_in(&mut cycle, context),
+            );
+            log_plugin_counts(&cycle, "Deschedule", before);
+            if let PluginStatus::Error(error) = status {
+                errors.push(format!(
+                    "plugin {:?} finished with error: {error}",
+                    plugin.name()
+                ));
             }
         }
+        log_profile_errors(&profile.built.name, "deschedule", &errors);
     }
-    tracing::info!(
-        extension_point = "Deschedule",
-        evictedPods = cycle.total_evicted() - before,
-        evictionRequests = cycle.eviction_requests(),
-        "Total number of evictions/requests"
-    );
-    let before = cycle.total_evicted();
     for profile in profiles {
-        let mut evictor = profile.evictor_in(&mut cycle, context);
+        let mut errors = Vec::new();
         for plugin in &profile.built.balance {
-            if let PluginStatus::Error(error) = plugin.balance(snapshot, &nodes, &mut evictor) {
-                tracing::error!(
-                    err = %format!("plugin {:?} finished with error: {error}", plugin.name()),
-                    profile = %profile.built.name,
-                    "running balance extension point failed with error"
-                );
+            let before = (cycle.total_evicted(), cycle.eviction_requests());
+            let status = plugin.balance(
+                snapshot,
+                &nodes,
+                &mut profile.evictor_in(&mut cycle, context),
+            );
+            log_plugin_counts(&cycle, "Balance", before);
+            if let PluginStatus::Error(error) = status {
+                errors.push(format!(
+                    "plugin {:?} finished with error: {error}",
+                    plugin.name()
+                ));
             }
         }
+        log_profile_errors(&profile.built.name, "balance", &errors);
     }
-    tracing::info!(
-        extension_point = "Balance",
-        evictedPods = cycle.total_evicted() - before,
-        evictionRequests = cycle.eviction_requests(),
-        "Total number of evictions/requests"
-    );
     tracing::info!(
         totalEvicted = cycle.total_evicted(),
         evictionRequests = cycle.eviction_requests(),

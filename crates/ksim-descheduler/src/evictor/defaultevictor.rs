@@ -26,7 +26,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use ksim_core::selector::LabelSelectorRequirements;
 use serde::Deserialize;
 
-use crate::duration::parse_go_duration;
+use crate::duration::{format_go_duration, parse_go_duration};
 use crate::framework::{ArgsError, ClusterSnapshot, decode_args};
 use crate::nodeutil::{NodeFitChecker, PREFER_NO_EVICTION_ANNOTATION, is_node_ready};
 use crate::podutil::{self, SYSTEM_CRITICAL_PRIORITY, parse_label_selector};
@@ -506,8 +506,8 @@ impl DefaultEvictor {
             });
             if !old_enough {
                 failed.push(format!(
-                    "pod age is not older than MinPodAge: {}s seconds",
-                    min_age.as_secs()
+                    "pod age is not older than MinPodAge: {} seconds",
+                    format_go_duration(min_age)
                 ));
             }
         }
@@ -958,10 +958,9 @@ mod tests {
             evictor(json!({"minPodAge": "5m"})).filter(&p, &context),
             Ok(())
         );
-        assert!(
-            evictor(json!({"minPodAge": "6m"}))
-                .filter(&p, &context)
-                .is_err()
+        assert_eq!(
+            evictor(json!({"minPodAge": "6m"})).filter(&p, &context),
+            Err("pod age is not older than MinPodAge: 6m0s seconds".into())
         );
     }
 
