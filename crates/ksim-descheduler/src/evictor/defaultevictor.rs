@@ -150,6 +150,19 @@ impl DefaultEvictorArgs {
                 "priority threshold misconfigured, only one of priorityThreshold fields can be set",
             ));
         }
+        // Upstream refuses this when it builds the plugin; a value is known
+        // here already.
+        if self
+            .priority_threshold
+            .as_ref()
+            .and_then(|threshold| threshold.value)
+            .is_some_and(|priority| priority > SYSTEM_CRITICAL_PRIORITY)
+        {
+            return Err(ArgsError::new(
+                "priorityThreshold",
+                format!("priority threshold can't be greater than {SYSTEM_CRITICAL_PRIORITY}"),
+            ));
+        }
         if !matches!(
             self.no_eviction_policy.as_str(),
             "" | "Preferred" | "Mandatory"
@@ -330,7 +343,7 @@ pub struct DefaultEvictor {
     pvc: Option<PvcProtection>,
     without_pdb: bool,
     resource_claims: bool,
-    priority_threshold: i32,
+    priority_threshold: Option<i32>,
     label_selector: Option<LabelSelectorRequirements>,
     namespace_label_selector: Option<LabelSelectorRequirements>,
     node_selector: Option<LabelSelectorRequirements>,
@@ -349,8 +362,10 @@ impl Default for DefaultEvictor {
 
 impl DefaultEvictor {
     /// Builds the evictor from validated args; `priority_class_value` is the
-    /// value of the PriorityClass the args name (upstream defaults the
-    /// threshold to system-critical priority).
+    /// value of the PriorityClass the args name. Without priorityThreshold
+    /// only system-critical pods are protected by priority (upstream adds
+    /// the threshold check only when the threshold is set), and a threshold
+    /// above system-critical priority is refused, as upstream.
     pub fn new(
         args: &DefaultEvictorArgs,
         priority_class_value: Option<i32>,
@@ -362,8 +377,13 @@ impl DefaultEvictor {
             .priority_threshold
             .as_ref()
             .and_then(|threshold| threshold.value)
-            .or(priority_class_value)
-            .unwrap_or(SYSTEM_CRITICAL_PRIORITY);
+            .or(priority_class_value);
+        if priority_threshold.is_some_and(|priority| priority > SYSTEM_CRITICAL_PRIORITY) {
+            return Err(ArgsError::new(
+                "priorityThreshold",
+                format!("priority threshold can't be greater than {SYSTEM_CRITICAL_PRIORITY}"),
+            ));
+        }
         let node_selector = if args.node_selector.is_empty() {
             None
         } else {
@@ -438,7 +458,9 @@ impl DefaultEvictor {
                     "pod has system critical priority and is protected against eviction".into(),
                 );
             }
-            if podutil::priority(pod).is_some_and(|priority| priority >= self.priority_threshold) {
+            if let Some(threshold) = self.priority_threshold
+                && podutil::priority(pod).is_some_and(|priority| priority >= threshold)
+            {
                 failed
                     .push("pod has higher priority than specified priority class threshold".into());
             }
@@ -780,7 +802,7 @@ mod tests {
             ),
             (
                 critical,
-                "[pod has system critical priority and is protected against eviction, pod has higher priority than specified priority class threshold]",
+                "pod has system critical priority and is protected against eviction",
             ),
             (
                 local_storage(pod("local", "n")),
@@ -857,6 +879,30 @@ mod tests {
         );
         let selector = evictor(json!({"labelSelector": {"matchLabels": {"app": "web"}}}));
         assert!(selector.filter(&pods[0], &context).is_err());
+        let mut critical = pod("critical", "n");
+        critical.spec.as_mut().expect("spec").priority = Some(SYSTEM_CRITICAL_PRIORITY);
+        assert_eq!(
+            threshold.filter(&critical, &context),
+            Err("[pod has system critical priority and is protected against eviction, pod has higher priority than specified priority class threshold]".into())
+        );
+        let named = DefaultEvictorArgs::decode(Some(
+            &json!({"priorityThreshold": {"name": "very-important"}}),
+        ))
+        .expect("decodes");
+        assert_eq!(
+            DefaultEvictor::new(&named, Some(SYSTEM_CRITICAL_PRIORITY + 1))
+                .expect_err("above system-critical")
+                .to_string(),
+            "priorityThreshold: priority threshold can't be greater than 2000000000"
+        );
+        assert_eq!(
+            DefaultEvictorArgs::decode(Some(
+                &json!({"priorityThreshold": {"value": SYSTEM_CRITICAL_PRIORITY + 1}})
+            ))
+            .expect_err("above system-critical")
+            .to_string(),
+            "priorityThreshold: priority threshold can't be greater than 2000000000"
+        );
         let replicas = evictor(json!({"minReplicas": 3}));
         assert_eq!(
             replicas.filter(&pods[0], &context),
