@@ -312,7 +312,7 @@ fn measure(policy: &DeschedulerPolicy, snapshot: &ClusterSnapshot, runs: usize) 
         let peak_reset = reset_peak_rss();
         let cpu_before = thread_cpu_time();
         let started = Instant::now();
-        let report = simulate(policy, snapshot, &[]).expect("the bench policy runs");
+        let report = simulate(policy, snapshot, &[], &[]).expect("the bench policy runs");
         let wall = started.elapsed();
         let cpu = thread_cpu_time()
             .zip(cpu_before)

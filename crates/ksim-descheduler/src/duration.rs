@@ -1,5 +1,6 @@
 //! Go's duration strings (`300ms`, `1.5h`, `2h45m`), as `metav1.Duration`
-//! and the descheduler's `--descheduling-interval` take them.
+//! and the descheduler's `--descheduling-interval` take them, and Go's
+//! `Duration.String` for messages that quote one.
 
 use std::time::Duration;
 
@@ -46,6 +47,45 @@ pub fn parse_go_duration(text: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(total).map_err(|_| invalid())
 }
 
+/// Go's `Duration.String`: `0s`, `1.5ms`, `300µs`, `5m0s`, `1h0m0s`,
+/// `2m3.5s` (fractions without trailing zeros).
+pub fn format_go_duration(duration: Duration) -> String {
+    let nanos = duration.as_nanos();
+    let fraction = |value: u128, digits: u32| -> String {
+        let unit = 10u128.pow(digits);
+        let whole = value / unit;
+        let rest = value % unit;
+        if rest == 0 {
+            whole.to_string()
+        } else {
+            let text = format!("{whole}.{rest:0width$}", width = digits as usize);
+            text.trim_end_matches('0').to_string()
+        }
+    };
+    if nanos == 0 {
+        return "0s".into();
+    }
+    if nanos < 1_000 {
+        return format!("{nanos}ns");
+    }
+    if nanos < 1_000_000 {
+        return format!("{}µs", fraction(nanos, 3));
+    }
+    if nanos < 1_000_000_000 {
+        return format!("{}ms", fraction(nanos, 6));
+    }
+    let hours = nanos / 3_600_000_000_000;
+    let minutes = nanos / 60_000_000_000 % 60;
+    let seconds = fraction(nanos % 60_000_000_000, 9);
+    if hours > 0 {
+        format!("{hours}h{minutes}m{seconds}s")
+    } else if minutes > 0 {
+        format!("{minutes}m{seconds}s")
+    } else {
+        format!("{seconds}s")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,5 +120,22 @@ mod tests {
         );
         assert!(parse_go_duration("-5s").is_err());
         assert!(parse_go_duration("").is_err());
+    }
+
+    #[test]
+    fn durations_print_as_go_prints_them() {
+        for (duration, text) in [
+            (Duration::ZERO, "0s"),
+            (Duration::from_nanos(5), "5ns"),
+            (Duration::from_micros(300), "300µs"),
+            (Duration::from_micros(1500), "1.5ms"),
+            (Duration::from_secs(30), "30s"),
+            (Duration::from_secs(300), "5m0s"),
+            (Duration::from_secs(3600), "1h0m0s"),
+            (Duration::from_millis(123_500), "2m3.5s"),
+            (Duration::from_secs(5400), "1h30m0s"),
+        ] {
+            assert_eq!(format_go_duration(duration), text);
+        }
     }
 }

@@ -11,6 +11,17 @@
 //! [`podutil`] (pod facts, selections and orders), [`policy`] (the
 //! DeschedulerPolicy), [`evictor`] (DefaultEvictor, limits, the eviction
 //! API) and [`runner`] (the cycle and the loop).
+//!
+//! Order. Upstream reads nodes and pods from informer caches and groups
+//! them in Go maps, so the order it visits nodes, pods of a node, owners,
+//! topology domains of equal size and chosen pods is random from one run
+//! to the next. ksim visits them in a fixed order instead: nodes and pods
+//! in listing order, groups in the order they are first met, and every sort
+//! stable. Whenever upstream's result is order-free the result is the same;
+//! where it is not (which of two equal candidates goes first, which pods
+//! are taken once a per-node or total eviction limit is reached) ksim gives
+//! one of the outcomes upstream can give, the same one on every run. Each
+//! plugin's module says where this applies to it.
 
 mod duration;
 mod error;

@@ -203,6 +203,17 @@ pub fn has_pvc(pod: &Pod) -> bool {
         .any(|volume| volume.persistent_volume_claim.is_some())
 }
 
+/// The claim names of the pod's PersistentVolumeClaim volumes, in volume
+/// order.
+pub fn pvc_claim_names(pod: &Pod) -> impl Iterator<Item = &str> {
+    volumes(pod).iter().filter_map(|volume| {
+        volume
+            .persistent_volume_claim
+            .as_ref()
+            .map(|claim| claim.claim_name.as_str())
+    })
+}
+
 /// Whether the pod has ResourceClaims.
 pub fn has_resource_claims(pod: &Pod) -> bool {
     pod.spec
@@ -258,11 +269,11 @@ pub fn has_terminated_reason(statuses: &[ContainerStatus], states: &[String]) ->
     })
 }
 
-/// Upstream's `SortPodsBasedOnPriorityLowToHigh`: no priority first, then
-/// by priority; equal priorities by QoS (BestEffort, Burstable, Guaranteed).
-/// Stable, so listing order breaks the remaining ties.
+/// Upstream's `SortPodsBasedOnPriorityLowToHigh` (no priority first, then
+/// by priority, QoS class, and pods without the soft no-eviction annotation
+/// first): one order for every plugin, kept in [`crate::nodeutil`].
 pub fn sort_by_priority_low_to_high(pods: &mut [&Pod]) {
-    pods.sort_by_cached_key(|pod| (priority(pod), crate::nodeutil::pod_qos(pod)));
+    crate::nodeutil::sort_pods_by_priority_low_to_high(pods);
 }
 
 /// Oldest first (upstream `SortPodsBasedOnAge`).

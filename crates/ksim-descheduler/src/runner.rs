@@ -1,5 +1,7 @@
 //! The descheduler's loop (upstream `pkg/descheduler`): each cycle lists
-//! nodes, pods and namespaces once into a snapshot, skips itself when fewer
+//! nodes, pods and namespaces once into a snapshot (and
+//! PodDisruptionBudgets / PersistentVolumeClaims when a DefaultEvictor
+//! protection needs them), skips itself when fewer
 //! than 2 ready nodes exist, runs every profile's deschedule plugins and
 //! then every profile's balance plugins on a blocking thread (evictions are
 //! synchronous calls for the plugins), and reports what it evicted.
@@ -7,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::jiff::Timestamp;
@@ -74,6 +76,7 @@ pub struct Descheduler {
     profiles: Arc<Vec<RunnableProfile>>,
     node_selector: Option<LabelSelectorRequirements>,
     needs_pdbs: bool,
+    needs_pvcs: bool,
     dry_run: bool,
 }
 
@@ -95,6 +98,7 @@ impl Descheduler {
         let classes: Api<PriorityClass> = Api::all(client.clone());
         let mut profiles = Vec::new();
         let mut needs_pdbs = false;
+        let mut needs_pvcs = false;
         for (index, built) in policy.build_profiles()?.into_iter().enumerate() {
             let value = match built.evictor_args.priority_class_name() {
                 Some(name) => Some(classes.get(name).await.map_err(|error| {
@@ -105,6 +109,7 @@ impl Descheduler {
                 None => None,
             };
             needs_pdbs |= built.evictor_args.needs_pdbs();
+            needs_pvcs |= built.evictor_args.needs_pvcs();
             let evictor = DefaultEvictor::new(&built.evictor_args, value)
                 .map_err(|error| Error::Policy(format!("profiles[{index}]: {error}")))?;
             profiles.push(RunnableProfile { built, evictor });
@@ -115,6 +120,7 @@ impl Descheduler {
             profiles: Arc::new(profiles),
             node_selector,
             needs_pdbs,
+            needs_pvcs,
             dry_run,
         })
     }
@@ -125,11 +131,17 @@ impl Descheduler {
         let pods: Api<Pod> = Api::all(self.client.clone());
         let namespaces: Api<Namespace> = Api::all(self.client.clone());
         let pdbs: Api<PodDisruptionBudget> = Api::all(self.client.clone());
+        let pvcs: Api<PersistentVolumeClaim> = Api::all(self.client.clone());
         let list = ListParams::default();
         let (nodes, pods, namespaces) =
             tokio::try_join!(nodes.list(&list), pods.list(&list), namespaces.list(&list))?;
         let pdbs = if self.needs_pdbs {
             pdbs.list(&list).await?.items
+        } else {
+            Vec::new()
+        };
+        let pvcs = if self.needs_pvcs {
+            pvcs.list(&list).await?.items
         } else {
             Vec::new()
         };
@@ -151,7 +163,7 @@ impl Descheduler {
                 .eviction_failure_event_notification
                 .unwrap_or(false),
         };
-        tokio::task::spawn_blocking(move || cycle.run(&snapshot, &pdbs))
+        tokio::task::spawn_blocking(move || cycle.run(&snapshot, &pdbs, &pvcs))
             .await
             .map_err(|error| Error::Policy(format!("the descheduling cycle panicked: {error}")))
     }
@@ -171,13 +183,15 @@ impl Descheduler {
     }
 }
 
-/// One dry-run cycle of `policy` over a snapshot, without any API (for
+/// One dry-run cycle of `policy` over a snapshot and the cluster's
+/// PodDisruptionBudgets and PersistentVolumeClaims, without any API (for
 /// benchmarks and what-if tools). priorityThreshold names cannot be
 /// resolved here: such a policy is refused.
 pub fn simulate(
     policy: &DeschedulerPolicy,
     snapshot: &ClusterSnapshot,
     pdbs: &[PodDisruptionBudget],
+    pvcs: &[PersistentVolumeClaim],
 ) -> Result<CycleReport, Error> {
     let node_selector = match policy.node_selector.as_deref() {
         Some(selector) if !selector.is_empty() => Some(
@@ -198,8 +212,7 @@ pub fn simulate(
         profiles.push(RunnableProfile { built, evictor });
     }
     Ok(run_profiles(
-        snapshot,
-        pdbs,
+        &EvictorContext::new(snapshot, pdbs).with_pvcs(pvcs),
         &profiles,
         node_selector.as_ref(),
         None,
@@ -218,10 +231,14 @@ struct Cycle {
 }
 
 impl Cycle {
-    fn run(&self, snapshot: &ClusterSnapshot, pdbs: &[PodDisruptionBudget]) -> CycleReport {
+    fn run(
+        &self,
+        snapshot: &ClusterSnapshot,
+        pdbs: &[PodDisruptionBudget],
+        pvcs: &[PersistentVolumeClaim],
+    ) -> CycleReport {
         run_profiles(
-            snapshot,
-            pdbs,
+            &EvictorContext::new(snapshot, pdbs).with_pvcs(pvcs),
             &self.profiles,
             self.node_selector.as_ref(),
             self.api.as_ref().map(|api| api as &dyn EvictionApi),
@@ -231,15 +248,43 @@ impl Cycle {
     }
 }
 
+/// Upstream's count after each plugin: what this plugin evicted.
+fn log_plugin_counts(cycle: &CycleEvictor<'_>, extension_point: &str, before: (u32, u32)) {
+    tracing::info!(
+        extension_point,
+        evictedPods = cycle.total_evicted() - before.0,
+        evictionRequests = cycle.eviction_requests() - before.1,
+        "Total number of evictions/requests"
+    );
+}
+
+/// Upstream logs a profile's plugin errors as one aggregate.
+fn log_profile_errors(profile: &str, extension_point: &str, errors: &[String]) {
+    if errors.is_empty() {
+        return;
+    }
+    let err = if errors.len() == 1 {
+        errors[0].clone()
+    } else {
+        format!("[{}]", errors.join(", "))
+    };
+    tracing::error!(
+        err,
+        profile,
+        "running {extension_point} extension point failed with error"
+    );
+}
+
+/// One cycle over the snapshot (and PDBs and PVCs) of `context`.
 fn run_profiles(
-    snapshot: &ClusterSnapshot,
-    pdbs: &[PodDisruptionBudget],
+    context: &EvictorContext<'_>,
     profiles: &[RunnableProfile],
     node_selector: Option<&LabelSelectorRequirements>,
     api: Option<&dyn EvictionApi>,
     limits: crate::evictor::EvictionLimits,
     failure_events: bool,
 ) -> CycleReport {
+    let snapshot = context.snapshot();
     let empty = std::collections::BTreeMap::new();
     let nodes: Vec<&Node> = snapshot
         .nodes()
@@ -257,6 +302,12 @@ fn run_profiles(
             found = nodes.len(),
             "Skipping descheduling cycle: requires >=2 nodes"
         );
+        // Upstream ends every cycle, a skipped one too, with the counts.
+        tracing::info!(
+            totalEvicted = 0,
+            evictionRequests = 0,
+            "Number of evictions/requests"
+        );
         return CycleReport {
             skipped: Some(format!(
                 "Skipping descheduling cycle: requires >=2 nodes, found {}",
@@ -266,46 +317,48 @@ fn run_profiles(
             ..Default::default()
         };
     }
-    let context = EvictorContext::new(snapshot, pdbs);
     let mut cycle = CycleEvictor::new(api, limits, failure_events);
-    let before = cycle.total_evicted();
+    // Upstream: every profile's deschedule plugins, then every profile's
+    // balance plugins; a count after each plugin, and the plugins' errors
+    // of a profile logged together once its plugins have run.
     for profile in profiles {
-        let mut evictor = profile.evictor_in(&mut cycle, &context);
+        let mut errors = Vec::new();
         for plugin in &profile.built.deschedule {
-            if let PluginStatus::Error(error) = plugin.deschedule(snapshot, &nodes, &mut evictor) {
-                tracing::error!(
-                    err = %format!("plugin {:?} finished with error: {error}", plugin.name()),
-                    profile = %profile.built.name,
-                    "running deschedule extension point failed with error"
-                );
+            let before = (cycle.total_evicted(), cycle.eviction_requests());
+            let status = plugin.deschedule(
+                snapshot,
+                &nodes,
+                &mut profile.evictor_in(&mut cycle, context),
+            );
+            log_plugin_counts(&cycle, "Deschedule", before);
+            if let PluginStatus::Error(error) = status {
+                errors.push(format!(
+                    "plugin {:?} finished with error: {error}",
+                    plugin.name()
+                ));
             }
         }
+        log_profile_errors(&profile.built.name, "deschedule", &errors);
     }
-    tracing::info!(
-        extension_point = "Deschedule",
-        evictedPods = cycle.total_evicted() - before,
-        evictionRequests = cycle.eviction_requests(),
-        "Total number of evictions/requests"
-    );
-    let before = cycle.total_evicted();
     for profile in profiles {
-        let mut evictor = profile.evictor_in(&mut cycle, &context);
+        let mut errors = Vec::new();
         for plugin in &profile.built.balance {
-            if let PluginStatus::Error(error) = plugin.balance(snapshot, &nodes, &mut evictor) {
-                tracing::error!(
-                    err = %format!("plugin {:?} finished with error: {error}", plugin.name()),
-                    profile = %profile.built.name,
-                    "running balance extension point failed with error"
-                );
+            let before = (cycle.total_evicted(), cycle.eviction_requests());
+            let status = plugin.balance(
+                snapshot,
+                &nodes,
+                &mut profile.evictor_in(&mut cycle, context),
+            );
+            log_plugin_counts(&cycle, "Balance", before);
+            if let PluginStatus::Error(error) = status {
+                errors.push(format!(
+                    "plugin {:?} finished with error: {error}",
+                    plugin.name()
+                ));
             }
         }
+        log_profile_errors(&profile.built.name, "balance", &errors);
     }
-    tracing::info!(
-        extension_point = "Balance",
-        evictedPods = cycle.total_evicted() - before,
-        evictionRequests = cycle.eviction_requests(),
-        "Total number of evictions/requests"
-    );
     tracing::info!(
         totalEvicted = cycle.total_evicted(),
         evictionRequests = cycle.eviction_requests(),
@@ -373,8 +426,7 @@ profiles:
             Timestamp::from_second(100).expect("valid"),
         );
         let report = run_profiles(
-            &snapshot,
-            &[],
+            &EvictorContext::new(&snapshot, &[]),
             &profiles(LIFETIME),
             None,
             None,
@@ -396,8 +448,7 @@ profiles:
             Timestamp::from_second(100).expect("valid"),
         );
         let report = run_profiles(
-            &snapshot,
-            &[],
+            &EvictorContext::new(&snapshot, &[]),
             &profiles(LIFETIME),
             None,
             None,

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use ksim_apiserver::ApiServer;
@@ -571,4 +571,67 @@ async fn a_deployment_skewed_3_to_1_with_schedule_anyway_spread_ends_2_to_2_afte
     assert_eq!(balanced.len(), 4);
     // Balanced now: a second cycle evicts nothing.
     assert_eq!(cluster.deschedule(SPREAD_POLICY).await.total_evicted, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_with_claims_of_protected_storage_classes_are_kept() {
+    let cluster = Cluster::start().await;
+    cluster.node("pvc-a", json!({}), json!([])).await;
+    cluster.node("pvc-b", json!({}), json!([])).await;
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(cluster.client.clone(), "default");
+    for (name, class) in [("fast-data", "fast"), ("slow-data", "slow")] {
+        let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": class,
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        }))
+        .expect("claim");
+        claims
+            .create(&PostParams::default(), &claim)
+            .await
+            .expect("create claim");
+    }
+    let mounting = |claim: &str| json!({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]});
+    cluster
+        .pod("pvc-fast", "pvc-a", mounting("fast-data"))
+        .await;
+    cluster
+        .pod("pvc-slow", "pvc-a", mounting("slow-data"))
+        .await;
+    cluster
+        .pod("pvc-missing", "pvc-a", mounting("no-such-claim"))
+        .await;
+    cluster.pod("pvc-none", "pvc-a", json!({})).await;
+    cluster
+        .patch_node(
+            "pvc-a",
+            json!({"spec": {"taints": [{"key": "retired", "effect": "NoSchedule"}]}}),
+        )
+        .await;
+
+    let policy = r#"
+apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+- name: storage
+  pluginConfig:
+  - name: DefaultEvictor
+    args:
+      podProtections:
+        extraEnabled: [PodsWithPVC]
+        config:
+          PodsWithPVC:
+            protectedStorageClasses:
+            - name: fast
+  - name: RemovePodsViolatingNodeTaints
+  plugins:
+    deschedule:
+      enabled: [RemovePodsViolatingNodeTaints]
+"#;
+    let report = cluster.deschedule(policy).await;
+    assert_eq!(evicted(&report), ["pvc-none", "pvc-slow"], "{report:?}");
+    assert_eq!(cluster.pod_names().await, ["pvc-fast", "pvc-missing"]);
 }

@@ -2,20 +2,33 @@
 //! gets: its args (upstream `DefaultEvictorArgs`, with podProtections and the
 //! deprecated booleans), their validation, and the checks themselves
 //! against one cycle's [`EvictorContext`].
+//!
+//! noEvictionPolicy: under `Mandatory` a pod annotated
+//! `descheduler.alpha.kubernetes.io/prefer-no-eviction` is not evictable;
+//! otherwise (`Preferred`, or unset) the annotation is ignored here, as
+//! upstream, and only orders such pods after their equals in the plugins
+//! that sort by priority (see [`crate::nodeutil::compare_pods_for_eviction`]).
+//!
+//! PodsWithPVC: without `config.PodsWithPVC.protectedStorageClasses` (absent
+//! or empty) every pod with a PersistentVolumeClaim volume is protected;
+//! with it, each claim is looked up in the cycle's PVCs and the pod is
+//! protected when a claim is missing, has no storage class, or uses a
+//! protected class. Upstream names one protected class picked in Go map
+//! order; here it is the first in volume order.
 
 use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use ksim_core::selector::LabelSelectorRequirements;
 use serde::Deserialize;
 
-use crate::duration::parse_go_duration;
+use crate::duration::{format_go_duration, parse_go_duration};
 use crate::framework::{ArgsError, ClusterSnapshot, decode_args};
-use crate::nodeutil::{NodeFitChecker, is_node_ready};
+use crate::nodeutil::{NodeFitChecker, PREFER_NO_EVICTION_ANNOTATION, is_node_ready};
 use crate::podutil::{self, SYSTEM_CRITICAL_PRIORITY, parse_label_selector};
 
 /// The plugin's name in a policy.
@@ -23,9 +36,6 @@ pub const NAME: &str = "DefaultEvictor";
 /// A pod with this annotation is always evictable (upstream
 /// `descheduler.alpha.kubernetes.io/evict`).
 pub const EVICT_ANNOTATION: &str = "descheduler.alpha.kubernetes.io/evict";
-/// The no-eviction preference annotation.
-pub const PREFER_NO_EVICTION_ANNOTATION: &str =
-    "descheduler.alpha.kubernetes.io/prefer-no-eviction";
 
 const DEFAULT_PROTECTIONS: [&str; 4] = [
     "PodsWithLocalStorage",
@@ -55,7 +65,34 @@ pub struct PodProtections {
     /// SystemCriticalPods, FailedBarePods.
     pub default_disabled: Vec<String>,
     /// Per-protection configuration (PodsWithPVC's protectedStorageClasses).
-    pub config: Option<serde_json::Value>,
+    pub config: Option<PodProtectionsConfig>,
+}
+
+/// `podProtections.config`: one field per protection, named as the
+/// protection is.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct PodProtectionsConfig {
+    /// PodsWithPVC's configuration.
+    #[serde(rename = "PodsWithPVC")]
+    pub pods_with_pvc: Option<PodsWithPvcConfig>,
+}
+
+/// `podProtections.config.PodsWithPVC`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct PodsWithPvcConfig {
+    /// Only pods whose PVCs use one of these storage classes are protected;
+    /// empty or absent protects every pod with a PVC.
+    pub protected_storage_classes: Vec<ProtectedStorageClass>,
+}
+
+/// One protected storage class.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProtectedStorageClass {
+    /// The StorageClass's name.
+    pub name: String,
 }
 
 /// The DefaultEvictor's args, as upstream spells them.
@@ -111,6 +148,19 @@ impl DefaultEvictorArgs {
             return Err(ArgsError::new(
                 "priorityThreshold",
                 "priority threshold misconfigured, only one of priorityThreshold fields can be set",
+            ));
+        }
+        // Upstream refuses this when it builds the plugin; a value is known
+        // here already.
+        if self
+            .priority_threshold
+            .as_ref()
+            .and_then(|threshold| threshold.value)
+            .is_some_and(|priority| priority > SYSTEM_CRITICAL_PRIORITY)
+        {
+            return Err(ArgsError::new(
+                "priorityThreshold",
+                format!("priority threshold can't be greater than {SYSTEM_CRITICAL_PRIORITY}"),
             ));
         }
         if !matches!(
@@ -171,6 +221,20 @@ impl DefaultEvictorArgs {
                 "PodProtections.ExtraEnabled contains duplicate entries",
             ));
         }
+        if new_style && protections.extra_enabled.iter().any(|p| p == "PodsWithPVC") {
+            for (index, class) in self.protected_storage_classes().iter().enumerate() {
+                if class.name.is_empty() {
+                    return Err(ArgsError::new(
+                        format!(
+                            "podProtections.config.PodsWithPVC.protectedStorageClasses[{index}].name"
+                        ),
+                        format!(
+                            "PodProtections.Config.PodsWithPVC.ProtectedStorageClasses[{index}] name cannot be empty"
+                        ),
+                    ));
+                }
+            }
+        }
         if let Some(age) = &self.min_pod_age {
             parse_go_duration(age).map_err(|message| ArgsError::new("minPodAge", message))?;
         }
@@ -199,6 +263,24 @@ impl DefaultEvictorArgs {
     /// PodDisruptionBudgets).
     pub fn needs_pdbs(&self) -> bool {
         self.effective_protections().contains(&"PodsWithoutPDB")
+    }
+
+    /// Whether the PodsWithPVC protection is on and limited to some storage
+    /// classes (the cycle then lists PersistentVolumeClaims).
+    pub fn needs_pvcs(&self) -> bool {
+        self.effective_protections().contains(&"PodsWithPVC")
+            && !self.protected_storage_classes().is_empty()
+    }
+
+    /// `podProtections.config.PodsWithPVC.protectedStorageClasses` (read
+    /// whichever style turned the protection on, as upstream).
+    fn protected_storage_classes(&self) -> &[ProtectedStorageClass] {
+        self.pod_protections
+            .config
+            .as_ref()
+            .and_then(|config| config.pods_with_pvc.as_ref())
+            .map(|pvc| pvc.protected_storage_classes.as_slice())
+            .unwrap_or_default()
     }
 
     /// Upstream's `getEffectivePodProtections`.
@@ -241,6 +323,16 @@ fn has_duplicates(names: &[String]) -> bool {
         .any(|(index, name)| names[..index].contains(name))
 }
 
+/// How the PodsWithPVC protection decides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum PvcProtection {
+    /// Every pod with a PVC volume is protected.
+    All,
+    /// Only pods whose PVCs use one of these storage classes (the PVCs are
+    /// looked up; a missing PVC or one without a class protects the pod).
+    StorageClasses(Vec<String>),
+}
+
 /// A compiled DefaultEvictor.
 #[derive(Debug, Clone)]
 pub struct DefaultEvictor {
@@ -248,10 +340,10 @@ pub struct DefaultEvictor {
     daemonset: bool,
     system_critical: bool,
     failed_bare: bool,
-    pvc: bool,
+    pvc: Option<PvcProtection>,
     without_pdb: bool,
     resource_claims: bool,
-    priority_threshold: i32,
+    priority_threshold: Option<i32>,
     label_selector: Option<LabelSelectorRequirements>,
     namespace_label_selector: Option<LabelSelectorRequirements>,
     node_selector: Option<LabelSelectorRequirements>,
@@ -270,8 +362,10 @@ impl Default for DefaultEvictor {
 
 impl DefaultEvictor {
     /// Builds the evictor from validated args; `priority_class_value` is the
-    /// value of the PriorityClass the args name (upstream defaults the
-    /// threshold to system-critical priority).
+    /// value of the PriorityClass the args name. Without priorityThreshold
+    /// only system-critical pods are protected by priority (upstream adds
+    /// the threshold check only when the threshold is set), and a threshold
+    /// above system-critical priority is refused, as upstream.
     pub fn new(
         args: &DefaultEvictorArgs,
         priority_class_value: Option<i32>,
@@ -283,8 +377,13 @@ impl DefaultEvictor {
             .priority_threshold
             .as_ref()
             .and_then(|threshold| threshold.value)
-            .or(priority_class_value)
-            .unwrap_or(SYSTEM_CRITICAL_PRIORITY);
+            .or(priority_class_value);
+        if priority_threshold.is_some_and(|priority| priority > SYSTEM_CRITICAL_PRIORITY) {
+            return Err(ArgsError::new(
+                "priorityThreshold",
+                format!("priority threshold can't be greater than {SYSTEM_CRITICAL_PRIORITY}"),
+            ));
+        }
         let node_selector = if args.node_selector.is_empty() {
             None
         } else {
@@ -298,7 +397,16 @@ impl DefaultEvictor {
             daemonset: has("DaemonSetPods"),
             system_critical: has("SystemCriticalPods"),
             failed_bare: has("FailedBarePods"),
-            pvc: has("PodsWithPVC"),
+            pvc: has("PodsWithPVC").then(|| {
+                let classes = args.protected_storage_classes();
+                if classes.is_empty() {
+                    PvcProtection::All
+                } else {
+                    PvcProtection::StorageClasses(
+                        classes.iter().map(|class| class.name.clone()).collect(),
+                    )
+                }
+            }),
             without_pdb: has("PodsWithoutPDB"),
             resource_claims: has("PodsWithResourceClaims"),
             priority_threshold,
@@ -350,7 +458,9 @@ impl DefaultEvictor {
                     "pod has system critical priority and is protected against eviction".into(),
                 );
             }
-            if podutil::priority(pod).is_some_and(|priority| priority >= self.priority_threshold) {
+            if let Some(threshold) = self.priority_threshold
+                && podutil::priority(pod).is_some_and(|priority| priority >= threshold)
+            {
                 failed
                     .push("pod has higher priority than specified priority class threshold".into());
             }
@@ -369,8 +479,16 @@ impl DefaultEvictor {
         if self.daemonset && podutil::is_daemonset_pod(pod) {
             failed.push("daemonset pods are protected against eviction".into());
         }
-        if self.pvc && podutil::has_pvc(pod) {
-            failed.push("pod with PVC is protected against eviction".into());
+        match &self.pvc {
+            Some(PvcProtection::All) if podutil::has_pvc(pod) => {
+                failed.push("pod with PVC is protected against eviction".into());
+            }
+            Some(PvcProtection::StorageClasses(protected)) => {
+                if let Err(reason) = context.check_pvc_storage_classes(pod, protected) {
+                    failed.push(reason);
+                }
+            }
+            _ => {}
         }
         if self.without_pdb && !context.covered_by_pdb(pod) {
             failed.push(
@@ -410,8 +528,8 @@ impl DefaultEvictor {
             });
             if !old_enough {
                 failed.push(format!(
-                    "pod age is not older than MinPodAge: {}s seconds",
-                    min_age.as_secs()
+                    "pod age is not older than MinPodAge: {} seconds",
+                    format_go_duration(min_age)
                 ));
             }
         }
@@ -470,6 +588,8 @@ impl DefaultEvictor {
 pub struct EvictorContext<'a> {
     snapshot: &'a ClusterSnapshot,
     pdbs: &'a [PodDisruptionBudget],
+    pvcs: &'a [PersistentVolumeClaim],
+    pvc_index: OnceCell<HashMap<(&'a str, &'a str), &'a PersistentVolumeClaim>>,
     owner_counts: OnceCell<HashMap<&'a str, usize>>,
     namespace_labels: OnceCell<HashMap<&'a str, &'a BTreeMap<String, String>>>,
     node_fit: NodeFitChecker<'a>,
@@ -483,6 +603,8 @@ impl<'a> EvictorContext<'a> {
         EvictorContext {
             snapshot,
             pdbs,
+            pvcs: &[],
+            pvc_index: OnceCell::new(),
             owner_counts: OnceCell::new(),
             namespace_labels: OnceCell::new(),
             node_fit: NodeFitChecker::new(snapshot),
@@ -490,9 +612,65 @@ impl<'a> EvictorContext<'a> {
         }
     }
 
+    /// The same context with the cluster's PersistentVolumeClaims (listed
+    /// once per cycle when PodsWithPVC protects only some storage classes).
+    pub fn with_pvcs(mut self, pvcs: &'a [PersistentVolumeClaim]) -> Self {
+        self.pvcs = pvcs;
+        self.pvc_index = OnceCell::new();
+        self
+    }
+
     /// The snapshot.
     pub fn snapshot(&self) -> &'a ClusterSnapshot {
         self.snapshot
+    }
+
+    /// Upstream's PodsWithPVC check with protectedStorageClasses: each PVC
+    /// volume's claim is looked up; a missing claim or one without a
+    /// storage class protects the pod (upstream errs, which protects it),
+    /// and so does a claim of a protected class. The first failing volume,
+    /// in the pod's volume order, gives the reason.
+    fn check_pvc_storage_classes(&self, pod: &Pod, protected: &[String]) -> Result<(), String> {
+        let index = self.pvc_index.get_or_init(|| {
+            self.pvcs
+                .iter()
+                .filter_map(|claim| {
+                    Some((
+                        (
+                            claim.metadata.namespace.as_deref()?,
+                            claim.metadata.name.as_deref()?,
+                        ),
+                        claim,
+                    ))
+                })
+                .collect()
+        });
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let mut protected_class = None;
+        for claim_name in podutil::pvc_claim_names(pod) {
+            let Some(claim) = index.get(&(namespace, claim_name)) else {
+                return Err(format!(
+                    "failed to get persistent volume claim {namespace:?}/{claim_name:?}: persistentvolumeclaim {claim_name:?} not found"
+                ));
+            };
+            let class = claim
+                .spec
+                .as_ref()
+                .and_then(|spec| spec.storage_class_name.as_deref())
+                .unwrap_or_default();
+            if class.is_empty() {
+                return Err(format!(
+                    "failed to resolve storage class for pod {namespace:?}/{claim_name:?}"
+                ));
+            }
+            if protected_class.is_none() && protected.iter().any(|p| p == class) {
+                protected_class = Some(class);
+            }
+        }
+        match protected_class {
+            Some(class) => Err(format!("pod using protected storage class {class:?}")),
+            None => Ok(()),
+        }
     }
 
     fn pods_owned_by(&self, uid: &str) -> usize {
@@ -624,7 +802,7 @@ mod tests {
             ),
             (
                 critical,
-                "[pod has system critical priority and is protected against eviction, pod has higher priority than specified priority class threshold]",
+                "pod has system critical priority and is protected against eviction",
             ),
             (
                 local_storage(pod("local", "n")),
@@ -701,6 +879,30 @@ mod tests {
         );
         let selector = evictor(json!({"labelSelector": {"matchLabels": {"app": "web"}}}));
         assert!(selector.filter(&pods[0], &context).is_err());
+        let mut critical = pod("critical", "n");
+        critical.spec.as_mut().expect("spec").priority = Some(SYSTEM_CRITICAL_PRIORITY);
+        assert_eq!(
+            threshold.filter(&critical, &context),
+            Err("[pod has system critical priority and is protected against eviction, pod has higher priority than specified priority class threshold]".into())
+        );
+        let named = DefaultEvictorArgs::decode(Some(
+            &json!({"priorityThreshold": {"name": "very-important"}}),
+        ))
+        .expect("decodes");
+        assert_eq!(
+            DefaultEvictor::new(&named, Some(SYSTEM_CRITICAL_PRIORITY + 1))
+                .expect_err("above system-critical")
+                .to_string(),
+            "priorityThreshold: priority threshold can't be greater than 2000000000"
+        );
+        assert_eq!(
+            DefaultEvictorArgs::decode(Some(
+                &json!({"priorityThreshold": {"value": SYSTEM_CRITICAL_PRIORITY + 1}})
+            ))
+            .expect_err("above system-critical")
+            .to_string(),
+            "priorityThreshold: priority threshold can't be greater than 2000000000"
+        );
         let replicas = evictor(json!({"minReplicas": 3}));
         assert_eq!(
             replicas.filter(&pods[0], &context),
@@ -802,10 +1004,9 @@ mod tests {
             evictor(json!({"minPodAge": "5m"})).filter(&p, &context),
             Ok(())
         );
-        assert!(
-            evictor(json!({"minPodAge": "6m"}))
-                .filter(&p, &context)
-                .is_err()
+        assert_eq!(
+            evictor(json!({"minPodAge": "6m"})).filter(&p, &context),
+            Err("pod age is not older than MinPodAge: 6m0s seconds".into())
         );
     }
 
@@ -825,6 +1026,15 @@ mod tests {
                 "podProtections: cannot use Deprecated fields alongside PodProtections.ExtraEnabled or PodProtections.DefaultDisabled",
             ),
             (
+                json!({"podProtections": {"extraEnabled": ["PodsWithPVC"],
+                    "config": {"PodsWithPVC": {"protectedStorageClasses": [{"name": "fast"}, {}]}}}}),
+                "podProtections.config.PodsWithPVC.protectedStorageClasses[1].name: PodProtections.Config.PodsWithPVC.ProtectedStorageClasses[1] name cannot be empty",
+            ),
+            (
+                json!({"podProtections": {"config": {"PodsWithPvc": {}}}}),
+                "podProtections.config.PodsWithPvc: unknown field `PodsWithPvc`, expected `PodsWithPVC`",
+            ),
+            (
                 json!({"minPodAge": "5"}),
                 "minPodAge: time: missing unit in duration \"5\"",
             ),
@@ -833,5 +1043,132 @@ mod tests {
             let error = DefaultEvictorArgs::decode(Some(&args)).expect_err("invalid");
             assert_eq!(error.to_string(), message);
         }
+    }
+
+    fn with_claims(mut p: Pod, claims: &[&str]) -> Pod {
+        use k8s_openapi::api::core::v1::PersistentVolumeClaimVolumeSource;
+        p.spec.as_mut().expect("spec").volumes = Some(
+            claims
+                .iter()
+                .map(|claim| Volume {
+                    name: (*claim).into(),
+                    persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                        claim_name: (*claim).into(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+                .collect(),
+        );
+        p
+    }
+
+    fn claim(name: &str, class: Option<&str>) -> PersistentVolumeClaim {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"storageClassName": class},
+        }))
+        .expect("a valid claim")
+    }
+
+    #[test]
+    fn pvc_protection_without_storage_classes_protects_every_pod_with_a_claim() {
+        let snapshot = ClusterSnapshot::new(vec![], vec![], vec![], Timestamp::UNIX_EPOCH);
+        let context = EvictorContext::new(&snapshot, &[]);
+        let claimed = with_claims(pod("p", "n"), &["data"]);
+        for args in [
+            json!({"podProtections": {"extraEnabled": ["PodsWithPVC"]}}),
+            json!({"podProtections": {"extraEnabled": ["PodsWithPVC"],
+                "config": {"PodsWithPVC": {"protectedStorageClasses": []}}}}),
+            json!({"ignorePvcPods": true}),
+        ] {
+            assert_eq!(
+                evictor(args.clone()).filter(&claimed, &context),
+                Err("pod with PVC is protected against eviction".into()),
+                "{args}"
+            );
+            assert_eq!(evictor(args).filter(&pod("q", "n"), &context), Ok(()));
+        }
+        assert_eq!(DefaultEvictor::default().filter(&claimed, &context), Ok(()));
+    }
+
+    #[test]
+    fn pvc_protection_with_storage_classes_looks_up_each_claims_class() {
+        let snapshot = ClusterSnapshot::new(vec![], vec![], vec![], Timestamp::UNIX_EPOCH);
+        let claims = [
+            claim("fast-data", Some("fast")),
+            claim("slow-data", Some("slow")),
+            claim("classless", None),
+        ];
+        let context = EvictorContext::new(&snapshot, &[]).with_pvcs(&claims);
+        let protect_fast = evictor(json!({"podProtections": {
+            "extraEnabled": ["PodsWithPVC"],
+            "config": {"PodsWithPVC": {"protectedStorageClasses": [{"name": "fast"}]}},
+        }}));
+        let cases: [(&[&str], Result<(), String>); 6] = [
+            (&[], Ok(())),
+            (&["slow-data"], Ok(())),
+            (
+                &["slow-data", "fast-data"],
+                Err("pod using protected storage class \"fast\"".into()),
+            ),
+            (
+                &["missing"],
+                Err("failed to get persistent volume claim \"default\"/\"missing\": persistentvolumeclaim \"missing\" not found".into()),
+            ),
+            (
+                &["fast-data", "classless"],
+                Err("failed to resolve storage class for pod \"default\"/\"classless\"".into()),
+            ),
+            (
+                &["slow-data", "slow-data"],
+                Ok(()),
+            ),
+        ];
+        for (claims, expected) in cases {
+            assert_eq!(
+                protect_fast.filter(&with_claims(pod("p", "n"), claims), &context),
+                expected,
+                "{claims:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn pvc_storage_classes_are_read_with_the_deprecated_switch_too() {
+        let args = DefaultEvictorArgs::decode(Some(&json!({
+            "ignorePvcPods": true,
+            "podProtections": {"config": {"PodsWithPVC": {"protectedStorageClasses": [{"name": "fast"}]}}},
+        })))
+        .expect("valid");
+        assert!(args.needs_pvcs());
+        let evictor = DefaultEvictor::new(&args, None).expect("valid");
+        let snapshot = ClusterSnapshot::new(vec![], vec![], vec![], Timestamp::UNIX_EPOCH);
+        let claims = [claim("slow-data", Some("slow"))];
+        let context = EvictorContext::new(&snapshot, &[]).with_pvcs(&claims);
+        assert_eq!(
+            evictor.filter(&with_claims(pod("p", "n"), &["slow-data"]), &context),
+            Ok(())
+        );
+        let without_classes =
+            DefaultEvictorArgs::decode(Some(&json!({"ignorePvcPods": true}))).expect("valid");
+        assert!(!without_classes.needs_pvcs());
+    }
+
+    #[test]
+    fn the_prefer_no_eviction_annotation_protects_only_under_mandatory() {
+        let snapshot = ClusterSnapshot::new(vec![], vec![], vec![], Timestamp::UNIX_EPOCH);
+        let context = EvictorContext::new(&snapshot, &[]);
+        let shy = annotated(pod("p", "n"), PREFER_NO_EVICTION_ANNOTATION, "");
+        assert_eq!(DefaultEvictor::default().filter(&shy, &context), Ok(()));
+        assert_eq!(
+            evictor(json!({"noEvictionPolicy": "Preferred"})).filter(&shy, &context),
+            Ok(())
+        );
+        let mandatory = evictor(json!({"noEvictionPolicy": "Mandatory"}));
+        assert!(mandatory.filter(&shy, &context).is_err());
+        assert_eq!(mandatory.filter(&pod("q", "n"), &context), Ok(()));
+        let forced = annotated(shy, EVICT_ANNOTATION, "");
+        assert_eq!(mandatory.filter(&forced, &context), Ok(()));
     }
 }

@@ -498,6 +498,47 @@ mod tests {
     }
 
     #[test]
+    fn the_namespace_limit_counts_each_namespace_and_the_warning_names_it() {
+        let api = FakeApi::default();
+        let limits = EvictionLimits {
+            per_namespace: Some(1),
+            ..Default::default()
+        };
+        let mut evictor = CycleEvictor::new(Some(&api), limits, true);
+        let in_namespace = |name: &str, namespace: &str| {
+            let mut p = pod(name, "node-1");
+            p.metadata.namespace = Some(namespace.into());
+            p
+        };
+        let results: Vec<_> = [("a1", "a"), ("a2", "a"), ("b1", "b")]
+            .iter()
+            .map(|(name, namespace)| evictor.evict(&in_namespace(name, namespace), "p", request()))
+            .collect();
+        assert_eq!(
+            results,
+            [Ok(()), Err(EvictionError::NamespaceLimitReached), Ok(())]
+        );
+        assert_eq!(*api.evicted.borrow(), ["a1", "b1"]);
+        let warnings: Vec<String> = api
+            .events
+            .borrow()
+            .iter()
+            .filter(|(warning, _, _)| *warning)
+            .map(|(_, _, note)| note.clone())
+            .collect();
+        assert_eq!(
+            warnings,
+            [
+                "pod eviction from node-1 node by sigs.k8s.io/descheduler failed: namespace eviction limit exceeded (1)"
+            ]
+        );
+        assert_eq!(
+            evictor.records()[1].error.as_deref(),
+            Some("maximum number of evicted pods per namespace reached")
+        );
+    }
+
+    #[test]
     fn a_refusal_is_recorded_and_not_retried_in_the_cycle() {
         let api = FakeApi::default();
         let mut evictor = CycleEvictor::new(Some(&api), EvictionLimits::default(), true);

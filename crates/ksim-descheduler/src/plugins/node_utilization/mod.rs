@@ -4,6 +4,13 @@
 //! classification, and the eviction loop that moves pods from source nodes
 //! while the destination nodes have room.
 //!
+//! Order: upstream classifies nodes through Go maps and sorts them by usage
+//! with an unstable sort, so nodes of equal usage are drained in a random
+//! order; here they keep listing order (a stable sort). Pods of a source
+//! node go in [`crate::nodeutil::compare_pods_for_eviction`] order, pods
+//! asking not to be evicted (`descheduler.alpha.kubernetes.io/prefer-no-eviction`)
+//! after their equals, whatever the noEvictionPolicy.
+//!
 //! Amounts are kept as `i64` in upstream's units (milli-cpu, whole units of
 //! everything else), one slot per resource name, so a cycle over thousands
 //! of nodes allocates one vector per node.

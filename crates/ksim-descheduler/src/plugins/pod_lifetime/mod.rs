@@ -1,5 +1,8 @@
 //! PodLifeTime: evicts pods older than maxPodLifeTimeSeconds (and/or in
 //! given states, conditions or exit codes), oldest first across nodes.
+//!
+//! Order: upstream's sort by age is unstable, so pods created in the same
+//! second go in a random order; here they keep node, then listing, order.
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;

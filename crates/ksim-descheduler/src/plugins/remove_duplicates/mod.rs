@@ -2,6 +2,11 @@
 //! namespace and container images on one node are duplicates; for each
 //! owner, the pods over the upper average (the owner's pods divided by the
 //! nodes its pods could run on, rounded up) are evicted from each node.
+//!
+//! Order: upstream walks owners and their nodes in Go map order (random);
+//! here owners go in the order their first duplicate is met and nodes in
+//! listing order. This only shows when an eviction limit stops the plugin
+//! part way: which owners and nodes lose pods first.
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -1,5 +1,8 @@
 //! RemovePodsHavingTooManyRestarts: evicts pods whose containers restarted
 //! at least podRestartThreshold times, most restarted first on each node.
+//!
+//! Order: upstream's sort by restarts is unstable, so pods with as many
+//! restarts go in a random order; here they keep listing order.
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;

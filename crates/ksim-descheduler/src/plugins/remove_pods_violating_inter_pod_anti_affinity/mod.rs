@@ -1,6 +1,13 @@
 //! RemovePodsViolatingInterPodAntiAffinity: evicts pods whose required
 //! inter-pod anti-affinity is broken by another pod in the same topology
-//! domain, lowest priority first on each node.
+//! domain, lowest priority first on each node (upstream's
+//! `SortPodsBasedOnPriorityLowToHigh`: pods asking not to be evicted with
+//! `descheduler.alpha.kubernetes.io/prefer-no-eviction` after their
+//! equals, whatever the noEvictionPolicy).
+//!
+//! Order: upstream visits nodes and their pods in informer order (random)
+//! and sorts unstably; here nodes and pods keep listing order, so of two
+//! equal clashing pods the first listed is evicted.
 
 use std::collections::{HashMap, HashSet};
 
@@ -292,5 +299,25 @@ mod tests {
         };
         plugin.deschedule(&snapshot, &nodes, &mut evictor);
         assert_eq!(evictor.evicted, ["high"]);
+    }
+
+    #[test]
+    fn a_pod_preferring_no_eviction_is_taken_after_its_equal_peers() {
+        let plugin = factory(None).expect("valid");
+        let mut shy = web("shy", "a", 1);
+        shy.metadata.annotations = Some(BTreeMap::from([(
+            crate::nodeutil::PREFER_NO_EVICTION_ANNOTATION.to_string(),
+            String::new(),
+        )]));
+        let snapshot = ClusterSnapshot::new(
+            vec![node("a", &[]), node("b", &[])],
+            vec![shy, web("plain", "a", 1)],
+            vec![],
+            Timestamp::UNIX_EPOCH,
+        );
+        let nodes: Vec<&Node> = snapshot.nodes().iter().collect();
+        let mut evictor = FakeEvictor::default();
+        plugin.deschedule(&snapshot, &nodes, &mut evictor);
+        assert_eq!(evictor.evicted, ["plain"]);
     }
 }

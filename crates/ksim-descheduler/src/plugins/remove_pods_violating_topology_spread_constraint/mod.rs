@@ -6,6 +6,14 @@
 //! smallest, never taking a domain below the ideal average nor raising one
 //! above it, taking first the pods that would fit on a node of a domain
 //! under the average, and evict them.
+//!
+//! Order: upstream visits namespaces, builds domains and collects the pods
+//! to evict in Go maps (random order), and sorts domains with an unstable
+//! sort. Here namespaces go by name, domains of equal size keep the order
+//! of the eligible nodes' listing, and pods are evicted in the order they
+//! were chosen. This shows only when two domains tie for largest or
+//! smallest (which one gives or receives first) or when an eviction limit
+//! is reached (which chosen pods are evicted).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
