@@ -77,7 +77,7 @@ pub fn match_pod_failure_policy(policy: Option<&PodFailurePolicy>, pod: &Pod) ->
                 .find(|c| {
                     patterns
                         .iter()
-                        .any(|p| p.type_ == c.type_ && p.status == c.status)
+                        .any(|p| p.type_ == c.type_ && pattern_status(&p.status) == c.status)
                 })
                 .map(|condition| {
                     format!(
@@ -125,6 +125,11 @@ pub fn match_pod_failure_policy(policy: Option<&PodFailurePolicy>, pod: &Pod) ->
         }
     }
     FailureMatch::UNMATCHED
+}
+
+/// A pattern's status; unset is `True`, as the API server defaults it.
+fn pattern_status(status: &str) -> &str {
+    if status.is_empty() { "True" } else { status }
 }
 
 /// The first terminated container (then init container) whose non-zero
@@ -215,7 +220,7 @@ mod tests {
     fn the_first_matching_rule_decides_a_failed_pod() {
         let rules = json!([
             {"action": "FailJob", "onExitCodes": {"containerName": "main", "operator": "In", "values": [42]}},
-            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
             {"action": "Count", "onExitCodes": {"operator": "NotIn", "values": [1, 2]}},
             {"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [2]}},
         ]);
