@@ -476,3 +476,27 @@ async fn a_success_policy_completes_an_indexed_job_early() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_job_is_deleted_with_its_pods_after_its_ttl() {
+    let cluster = Cluster::start(&[
+        ControllerName::Job,
+        ControllerName::TtlAfterFinished,
+        ControllerName::GarbageCollector,
+    ]);
+    let jobs: Api<Job> = Api::namespaced(cluster.client.clone(), "default");
+    jobs.create(
+        &PostParams::default(),
+        &job("shortlived", json!({"ttlSecondsAfterFinished": 1})),
+    )
+    .await
+    .expect("create");
+    let pod = next_pod(&cluster, "shortlived", 1).await;
+    cluster.set_phase(&pod.name_any(), "Succeeded").await;
+    wait_for_condition(&jobs, "shortlived", "Complete").await;
+    eventually("the job and its pod gone", || async {
+        let gone = jobs.get_opt("shortlived").await.ok()?.is_none();
+        (gone && cluster.pods("job-name=shortlived").await.is_empty()).then_some(())
+    })
+    .await;
+}
