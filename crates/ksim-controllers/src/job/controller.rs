@@ -22,7 +22,7 @@ use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
-use super::policy::{match_pod_failure_policy, match_success_policy};
+use super::policy::{FailureAction, match_pod_failure_policy, match_success_policy};
 use super::progress::{format_indexes, is_complete, parse_indexes, want_active};
 use crate::Error;
 use crate::common::{
@@ -36,6 +36,11 @@ use crate::events::Events;
 pub const COMPLETION_INDEX_ANNOTATION: &str = "batch.kubernetes.io/job-completion-index";
 /// The finalizer that keeps a Job's pod until its outcome is counted.
 pub const TRACKING_FINALIZER: &str = "batch.kubernetes.io/job-tracking";
+/// The counted failures of earlier pods of the same index.
+pub const INDEX_FAILURE_COUNT_ANNOTATION: &str = "batch.kubernetes.io/job-index-failure-count";
+/// The ignored failures of earlier pods of the same index.
+pub const INDEX_IGNORED_FAILURE_COUNT_ANNOTATION: &str =
+    "batch.kubernetes.io/job-index-ignored-failure-count";
 
 /// How long to wait before retrying a failed sync.
 const RETRY: Duration = Duration::from_millis(500);
@@ -204,6 +209,15 @@ struct Sync<'a> {
     completions: i32,
     /// Pods are replaced only once Failed (`onlyReplaceFailedPods`).
     only_failed: bool,
+    /// `backoffLimitPerIndex` (Indexed Jobs only).
+    per_index: Option<i32>,
+}
+
+fn annotation_count(pod: &Pod, key: &str) -> i32 {
+    pod.annotations()
+        .get(key)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 impl Sync<'_> {
@@ -233,6 +247,39 @@ impl Sync<'_> {
             .iter()
             .filter(|p| self.is_failed(p))
             .find_map(|p| match_pod_failure_policy(Some(policy), p).fail_job_message)
+    }
+
+    /// `isIndexFailed`: a FailIndex rule matched, or the index's counted
+    /// failures reached `backoffLimitPerIndex`.
+    fn is_index_failed(&self, pod: &Pod) -> bool {
+        let Some(limit) = self.per_index else {
+            return false;
+        };
+        if !self.is_failed(pod) {
+            return false;
+        }
+        let matched = match_pod_failure_policy(self.spec.pod_failure_policy.as_ref(), pod);
+        if matched.action == Some(FailureAction::FailIndex) {
+            return true;
+        }
+        matched.counts && annotation_count(pod, INDEX_FAILURE_COUNT_ANNOTATION) >= limit
+    }
+
+    /// The failure counts (counted, ignored) a new pod of `index` carries:
+    /// those of the index's failed pods, plus their own failures.
+    fn index_failure_counts(&self, index: i32) -> (i32, i32) {
+        self.pods
+            .iter()
+            .filter(|p| index_of(p) == Some(index) && self.is_failed(p))
+            .map(|p| {
+                let counts = self.failure_counts(p);
+                (
+                    annotation_count(p, INDEX_FAILURE_COUNT_ANNOTATION) + i32::from(counts),
+                    annotation_count(p, INDEX_IGNORED_FAILURE_COUNT_ANNOTATION)
+                        + i32::from(!counts),
+                )
+            })
+            .fold((0, 0), |(a, b), (c, d)| (a.max(c), b.max(d)))
     }
 
     /// `pastBackoffLimitOnFailure`: restarts of running pods' containers
@@ -316,6 +363,9 @@ async fn reconcile(cached: Arc<Job>, context: Arc<Context>) -> Result<Action, Er
         completions: spec.completions.unwrap_or(0),
         only_failed: spec.pod_replacement_policy.as_deref() == Some("Failed")
             || spec.pod_failure_policy.is_some(),
+        per_index: spec
+            .backoff_limit_per_index
+            .filter(|_| spec.completion_mode.as_deref() == Some("Indexed")),
     };
     let now = Timestamp::now();
     let suspended = spec.suspend == Some(true);
@@ -410,6 +460,7 @@ async fn reconcile(cached: Arc<Job>, context: Arc<Context>) -> Result<Action, Er
         BTreeSet::new()
     };
     let mut succeeded_indexes = previous_indexes.clone();
+    let mut failed_indexes: Option<BTreeSet<i32>> = None;
     if sync.indexed {
         succeeded_indexes.extend(
             pods.iter()
@@ -417,6 +468,31 @@ async fn reconcile(cached: Arc<Job>, context: Arc<Context>) -> Result<Action, Er
                 .filter_map(index_of),
         );
         succeeded = to_i32(succeeded_indexes.len());
+        if sync.per_index.is_some() {
+            failed_indexes = Some(calculate_failed_indexes(&sync, &status));
+        }
+        if let Some(failed_indexes) = &failed_indexes
+            && finish.is_none()
+        {
+            let failed_count = to_i32(failed_indexes.len());
+            if spec
+                .max_failed_indexes
+                .is_some_and(|max| failed_count > max)
+            {
+                finish = Some(Finish::new(
+                    "FailureTarget",
+                    (
+                        "MaxFailedIndexesExceeded",
+                        "Job has exceeded the specified maximal number of failed indexes",
+                    ),
+                ));
+            } else if failed_count > 0 && failed_count + succeeded >= sync.completions {
+                finish = Some(Finish::new(
+                    "FailureTarget",
+                    ("FailedIndexes", "Job has failed indexes"),
+                ));
+            }
+        }
         if finish.is_none()
             && let Some(message) = match_success_policy(
                 spec.success_policy.as_ref(),
@@ -465,6 +541,7 @@ async fn reconcile(cached: Arc<Job>, context: Arc<Context>) -> Result<Action, Er
                 &active_pods,
                 succeeded,
                 &succeeded_indexes,
+                failed_indexes.as_ref(),
                 terminating,
             )
             .await;
@@ -511,6 +588,10 @@ async fn reconcile(cached: Arc<Job>, context: Arc<Context>) -> Result<Action, Er
             ));
         }
     }
+    if let Some(failed_indexes) = &failed_indexes {
+        let failed: Vec<i32> = failed_indexes.iter().copied().collect();
+        status.failed_indexes = Some(format_indexes(&failed));
+    }
     status.active = Some(active).filter(|n| *n > 0);
     status.ready = Some(ready.max(0));
     status.terminating = Some(terminating.max(0));
@@ -540,6 +621,23 @@ async fn reconcile(cached: Arc<Job>, context: Arc<Context>) -> Result<Action, Er
     Ok(requeue.map_or_else(Action::await_change, Action::requeue))
 }
 
+/// `calculateFailedIndexes`: the recorded failed indexes and those of
+/// newly failed pods.
+fn calculate_failed_indexes(sync: &Sync<'_>, status: &JobStatus) -> BTreeSet<i32> {
+    let mut failed = parse_indexes(
+        status.failed_indexes.as_deref().unwrap_or_default(),
+        sync.completions,
+    );
+    failed.extend(
+        sync.pods
+            .iter()
+            .filter(|p| has_tracking_finalizer(p) && sync.has_valid_index(p))
+            .filter(|p| sync.is_index_failed(p))
+            .filter_map(index_of),
+    );
+    failed
+}
+
 /// What `manage_job` did.
 #[derive(Default)]
 struct Managed {
@@ -560,6 +658,7 @@ async fn manage_job(
     active_pods: &[&Pod],
     succeeded: i32,
     succeeded_indexes: &BTreeSet<i32>,
+    failed_indexes: Option<&BTreeSet<i32>>,
     terminating: i32,
 ) -> Managed {
     let job = sync.job;
@@ -617,6 +716,7 @@ async fn manage_job(
         let busy: BTreeSet<i32> = active_pods.iter().filter_map(|p| index_of(p)).collect();
         (0..sync.completions)
             .filter(|i| !succeeded_indexes.contains(i) && !busy.contains(i))
+            .filter(|i| failed_indexes.is_none_or(|f| !f.contains(i)))
             .take(missing)
             .map(Some)
             .collect()
@@ -624,7 +724,21 @@ async fn manage_job(
         vec![None; missing]
     };
     for index in indexes {
-        let pod = job_pod(job, owner, index);
+        let mut pod = job_pod(job, owner, index);
+        if let (Some(index), Some(_)) = (index, sync.per_index) {
+            let (counted, ignored) = sync.index_failure_counts(index);
+            let annotations = pod
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default);
+            annotations.insert(INDEX_FAILURE_COUNT_ANNOTATION.into(), counted.to_string());
+            if ignored > 0 {
+                annotations.insert(
+                    INDEX_IGNORED_FAILURE_COUNT_ANNOTATION.into(),
+                    ignored.to_string(),
+                );
+            }
+        }
         match create_pod(pods_api, &context.events, job.object_ref(&()), &pod).await {
             Ok(_) => managed.created += 1,
             Err(e) => {

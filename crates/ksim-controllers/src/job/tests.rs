@@ -500,3 +500,69 @@ async fn a_finished_job_is_deleted_with_its_pods_after_its_ttl() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_index_past_its_backoff_limit_fails_and_the_job_ends_with_failed_indexes() {
+    let cluster = Cluster::start(&[ControllerName::Job]);
+    let jobs: Api<Job> = Api::namespaced(cluster.client.clone(), "default");
+    jobs.create(
+        &PostParams::default(),
+        &job(
+            "perindex",
+            json!({"completions": 2, "parallelism": 2, "completionMode": "Indexed",
+                   "backoffLimitPerIndex": 1}),
+        ),
+    )
+    .await
+    .expect("create");
+    let of_index = |pods: &[Pod], index: &str| -> Vec<Pod> {
+        pods.iter()
+            .filter(|p| p.annotations()["batch.kubernetes.io/job-completion-index"] == index)
+            .cloned()
+            .collect()
+    };
+    let pods = eventually("two indexed pods", || async {
+        let pods = cluster.pods("job-name=perindex").await;
+        (pods.len() == 2).then_some(pods)
+    })
+    .await;
+    let first = of_index(&pods, "0").remove(0);
+    assert_eq!(
+        first.annotations()["batch.kubernetes.io/job-index-failure-count"],
+        "0"
+    );
+    fail_pod(&cluster, &first.name_any(), 1, json!([])).await;
+    // Index 0 gets one more try, which knows of the first failure.
+    let retry = eventually("a second pod for index 0", || async {
+        let pods = cluster.pods("job-name=perindex").await;
+        let index0 = of_index(&pods, "0");
+        (index0.len() == 2).then(|| {
+            index0
+                .into_iter()
+                .find(|p| p.name_any() != first.name_any())
+        })?
+    })
+    .await;
+    assert_eq!(
+        retry.annotations()["batch.kubernetes.io/job-index-failure-count"],
+        "1"
+    );
+    fail_pod(&cluster, &retry.name_any(), 1, json!([])).await;
+    let index1 = of_index(&pods, "1").remove(0);
+    cluster.set_phase(&index1.name_any(), "Succeeded").await;
+    let failed = wait_for_condition(&jobs, "perindex", "Failed").await;
+    assert_eq!(
+        conditions(&failed).last().map(|(_, r)| r.as_str()),
+        Some("FailedIndexes")
+    );
+    assert_eq!(message_of(&failed, "Failed"), "Job has failed indexes");
+    let status = failed.status.expect("status");
+    assert_eq!(status.failed_indexes.as_deref(), Some("0"));
+    assert_eq!(status.completed_indexes.as_deref(), Some("1"));
+    assert_eq!(status.failed, Some(2));
+    assert_eq!(
+        cluster.pods("job-name=perindex").await.len(),
+        3,
+        "no third try for index 0"
+    );
+}
