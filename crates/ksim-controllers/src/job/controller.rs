@@ -49,6 +49,10 @@ const RETRY: Duration = Duration::from_millis(500);
 const MAX_UNCOUNTED_PODS: usize = 500;
 /// At most this many pods are created or deleted per sync.
 const MAX_POD_CREATE_DELETE_PER_SYNC: usize = 500;
+/// The first batch of pod creations (`SlowStartInitialBatchSize`).
+const SLOW_START_INITIAL_BATCH_SIZE: usize = 1;
+/// Finalizer removals in flight at once.
+const PARALLEL_WRITES: usize = 16;
 
 struct Context {
     client: Client,
@@ -723,6 +727,7 @@ async fn manage_job(
     } else {
         vec![None; missing]
     };
+    let mut pods: Vec<Pod> = Vec::with_capacity(indexes.len());
     for index in indexes {
         let mut pod = job_pod(job, owner, index);
         if let (Some(index), Some(_)) = (index, sync.per_index) {
@@ -739,13 +744,30 @@ async fn manage_job(
                 );
             }
         }
-        match create_pod(pods_api, &context.events, job.object_ref(&()), &pod).await {
-            Ok(_) => managed.created += 1,
-            Err(e) => {
-                managed.error = Some(e);
-                break;
+        pods.push(pod);
+    }
+    // Slow start, as upstream: batches of 1, 2, 4, ... created at once;
+    // a failed batch stops the rest until the next sync.
+    let mut batch = SLOW_START_INITIAL_BATCH_SIZE;
+    let mut rest = pods.as_slice();
+    while !rest.is_empty() {
+        let (now, later) = rest.split_at(batch.min(rest.len()));
+        let results = futures::future::join_all(
+            now.iter()
+                .map(|pod| create_pod(pods_api, &context.events, job.object_ref(&()), pod)),
+        )
+        .await;
+        for result in results {
+            match result {
+                Ok(_) => managed.created += 1,
+                Err(e) => managed.error = Some(e),
             }
         }
+        if managed.error.is_some() {
+            break;
+        }
+        rest = later;
+        batch *= 2;
     }
     managed
 }
@@ -941,12 +963,20 @@ async fn track_and_remove_finalizers(
         write_status(jobs, &name, &status).await?;
     }
     let mut release_error = None;
-    for pod in to_release {
-        match remove_tracking_finalizer(pods_api, pod).await {
-            Ok(()) => {
-                with_finalizer.remove(uid_of(pod));
+    for chunk in to_release.chunks(PARALLEL_WRITES) {
+        let results = futures::future::join_all(
+            chunk
+                .iter()
+                .map(|pod| remove_tracking_finalizer(pods_api, pod)),
+        )
+        .await;
+        for (pod, result) in chunk.iter().zip(results) {
+            match result {
+                Ok(()) => {
+                    with_finalizer.remove(uid_of(pod));
+                }
+                Err(e) => release_error = Some(e),
             }
-            Err(e) => release_error = Some(e),
         }
     }
     let moved = count_uncounted(&mut status, &with_finalizer);
