@@ -7,7 +7,12 @@
 //! (re-queued at the deadline) or a `podFailurePolicy` FailJob rule
 //! (FailureTarget, then Failed once its pods are gone); it succeeds on its
 //! completions or a `successPolicy` rule (SuccessCriteriaMet, then
-//! Complete); `suspend` deletes its active pods (Suspended condition).
+//! Complete); `suspend` deletes its active pods (Suspended condition). With
+//! `backoffLimitPerIndex` each index has its own budget (carried by the
+//! `job-index-failure-count` annotation); failed indexes are listed in
+//! `status.failedIndexes` and end the Job (FailedIndexes,
+//! MaxFailedIndexesExceeded). Not simulated: the exponential delay before a
+//! failed pod is replaced (upstream waits 10 s, doubling).
 //!
 //! [`progress`] and [`policy`] are the pure decisions; `controller` runs the
 //! sync; `orphans` releases the finalizer of pods whose Job is gone.
