@@ -254,6 +254,6 @@ fn ksim_controllers_refuses_unknown_controller_names() {
     assert_eq!(output.status.code(), Some(1));
     assert_eq!(
         String::from_utf8_lossy(&output.stderr).trim(),
-        "error: \"bogus\" is not in the list of known controllers: replicaset, deployment, garbagecollector, disruption, statefulset, daemonset, job, namespace, nodelifecycle"
+        "error: \"bogus\" is not in the list of known controllers: replicaset, deployment, garbagecollector, disruption, statefulset, daemonset, job, namespace, nodelifecycle, ttl-after-finished"
     );
 }

@@ -135,10 +135,6 @@ where
     }
 
     /// Also adds these finalizers on adoption and removes them on release.
-    #[allow(
-        dead_code,
-        reason = "for the Job's tracking finalizer, once the Job controller adds it"
-    )]
     pub(crate) fn with_finalizers(mut self, finalizers: &'a [&'a str]) -> Self {
         self.finalizers = finalizers;
         self

@@ -6,7 +6,8 @@
 //! Modules: [`replicaset`], [`deployment`], [`statefulset`], [`daemonset`],
 //! [`job`], [`garbagecollector`], [`namespace`], [`disruption`]
 //! (PodDisruptionBudget status), [`nodelifecycle`] (node health and
-//! taint-based eviction); [`manager`] starts a chosen set.
+//! taint-based eviction), [`ttlafterfinished`] (finished Jobs' TTL);
+//! [`manager`] starts a chosen set.
 
 mod common;
 mod controller_ref;
@@ -22,6 +23,7 @@ pub mod namespace;
 pub mod nodelifecycle;
 pub mod replicaset;
 pub mod statefulset;
+pub mod ttlafterfinished;
 
 pub use error::Error;
 pub use manager::{ALL_CONTROLLERS, ControllerName, parse_controllers, run_controllers};

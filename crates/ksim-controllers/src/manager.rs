@@ -22,6 +22,8 @@ pub enum ControllerName {
     DaemonSet,
     /// `job`
     Job,
+    /// `ttl-after-finished`
+    TtlAfterFinished,
     /// `namespace`
     Namespace,
     /// `nodelifecycle`
@@ -39,6 +41,7 @@ pub const ALL_CONTROLLERS: &[ControllerName] = &[
     ControllerName::Job,
     ControllerName::Namespace,
     ControllerName::NodeLifecycle,
+    ControllerName::TtlAfterFinished,
 ];
 
 impl ControllerName {
@@ -52,6 +55,7 @@ impl ControllerName {
             ControllerName::StatefulSet => "statefulset",
             ControllerName::DaemonSet => "daemonset",
             ControllerName::Job => "job",
+            ControllerName::TtlAfterFinished => "ttl-after-finished",
             ControllerName::Namespace => "namespace",
             ControllerName::NodeLifecycle => "nodelifecycle",
         }
@@ -128,6 +132,7 @@ pub async fn run_controllers(client: kube::Client, controllers: &[ControllerName
                 ControllerName::StatefulSet => crate::statefulset::run(client).await,
                 ControllerName::DaemonSet => crate::daemonset::run(client).await,
                 ControllerName::Job => crate::job::run(client).await,
+                ControllerName::TtlAfterFinished => crate::ttlafterfinished::run(client).await,
                 ControllerName::Namespace => crate::namespace::run(client).await,
                 ControllerName::NodeLifecycle => crate::nodelifecycle::run(client).await,
             }
@@ -164,6 +169,7 @@ mod tests {
                     Job,
                     Namespace,
                     NodeLifecycle,
+                    TtlAfterFinished,
                 ],
             ),
             ("deployment, deployment", vec![Deployment]),

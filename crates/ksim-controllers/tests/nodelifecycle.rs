@@ -288,3 +288,97 @@ async fn an_unreachable_node_marks_its_pods_not_ready_and_recovers_when_it_posts
     renewing.abort();
     controller.abort();
 }
+
+/// The first event with this reason, once there is one.
+async fn event_with_reason(
+    client: &kube::Client,
+    reason: &str,
+) -> k8s_openapi::api::events::v1::Event {
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), "default");
+    eventually(reason, || async {
+        let list = events.list(&Default::default()).await.ok()?.items;
+        list.into_iter()
+            .find(|e| e.reason.as_deref() == Some(reason))
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_that_come_and_go_get_registered_and_removing_events() {
+    let cluster = Cluster::start(&[]);
+    let client = cluster.client.clone();
+    ready_node(&client, "n1").await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let uid = nodes.get("n1").await.expect("node").metadata.uid;
+    let controller = tokio::spawn(run_with(client.clone(), short()));
+    let registered = event_with_reason(&client, "RegisteredNode").await;
+    assert_eq!(
+        (registered.type_.as_deref(), registered.note.as_deref()),
+        (Some("Normal"), Some("Registered Node n1 in Controller"))
+    );
+    let regarding = registered.regarding.expect("regarding");
+    assert_eq!(
+        (
+            regarding.kind.as_deref(),
+            regarding.name.as_deref(),
+            regarding.uid
+        ),
+        (Some("Node"), Some("n1"), uid.clone())
+    );
+    nodes
+        .delete("n1", &Default::default())
+        .await
+        .expect("delete node");
+    let removing = event_with_reason(&client, "RemovingNode").await;
+    assert_eq!(
+        removing.note.as_deref(),
+        Some("Removing Node n1 from Controller")
+    );
+    assert_eq!(removing.regarding.and_then(|r| r.uid), uid);
+    controller.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recovering_node_cancels_its_pods_pending_eviction() {
+    let cluster = Cluster::start(&[]);
+    let client = cluster.client.clone();
+    ready_node(&client, "n1").await;
+    bound_pod(
+        &client,
+        "p",
+        "n1",
+        json!([{"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                "effect": "NoExecute", "tolerationSeconds": 300}]),
+    )
+    .await;
+    let controller = tokio::spawn(run_with(client.clone(), short()));
+    let nodes: Api<Node> = Api::all(client.clone());
+    eventually("the unreachable taint", || async {
+        let node = nodes.get("n1").await.ok()?;
+        taint_keys(&node)
+            .contains(&"node.kubernetes.io/unreachable:NoExecute".to_string())
+            .then_some(())
+    })
+    .await;
+    let renewing = renew_lease_forever(client.clone(), "n1");
+    let now = Timestamp::now().to_string();
+    nodes
+        .patch_status(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"conditions": [{
+                "type": "Ready", "status": "True", "reason": "KubeletReady",
+                "lastHeartbeatTime": now, "lastTransitionTime": now,
+            }]}})),
+        )
+        .await
+        .expect("node Ready again");
+    let cancelled = event_with_reason(&client, "TaintManagerEviction").await;
+    assert_eq!(
+        cancelled.note.as_deref(),
+        Some("Cancelling deletion of Pod default/p")
+    );
+    renewing.abort();
+    controller.abort();
+}

@@ -1,15 +1,29 @@
 //! The Job controller: runs `parallelism` pods at a time until
 //! `completions` of them succeed (NonIndexed), or one per completion index
-//! (Indexed); counts failed pods against `backoffLimit`; reports active,
-//! ready, succeeded, failed, startTime, completionTime, completedIndexes and
-//! the SuccessCriteriaMet/Complete and FailureTarget/Failed conditions, as
-//! kube-controller-manager 1.33 does. Pods are completed by the kubelet
-//! simulator's pod-complete stage.
+//! (Indexed), as kube-controller-manager 1.33 does. Pods carry the
+//! `batch.kubernetes.io/job-tracking` finalizer until their outcome is
+//! counted (through `status.uncountedTerminatedPods`), so counts survive pod
+//! deletion. The Job fails on `backoffLimit`, `activeDeadlineSeconds`
+//! (re-queued at the deadline) or a `podFailurePolicy` FailJob rule
+//! (FailureTarget, then Failed once its pods are gone); it succeeds on its
+//! completions or a `successPolicy` rule (SuccessCriteriaMet, then
+//! Complete); `suspend` deletes its active pods (Suspended condition). With
+//! `backoffLimitPerIndex` each index has its own budget (carried by the
+//! `job-index-failure-count` annotation); failed indexes are listed in
+//! `status.failedIndexes` and end the Job (FailedIndexes,
+//! MaxFailedIndexesExceeded). Not simulated: the exponential delay before a
+//! failed pod is replaced (upstream waits 10 s, doubling).
+//!
+//! [`progress`] and [`policy`] are the pure decisions; `controller` runs the
+//! sync; `orphans` releases the finalizer of pods whose Job is gone.
 
 mod controller;
+mod orphans;
+mod policy;
 mod progress;
 #[cfg(test)]
 mod tests;
 
-pub use controller::{COMPLETION_INDEX_ANNOTATION, run};
-pub use progress::{Counts, Verdict, format_indexes, judge};
+pub use controller::{COMPLETION_INDEX_ANNOTATION, TRACKING_FINALIZER, run};
+pub use policy::{FailureAction, FailureMatch, match_pod_failure_policy, match_success_policy};
+pub use progress::{format_indexes, is_complete, parse_indexes, want_active};

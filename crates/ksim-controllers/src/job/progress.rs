@@ -1,64 +1,48 @@
-//! Where a Job stands, as pure functions: from its spec and the counts of
-//! its pods, whether it has met its success criteria or failed, and how
-//! many pods should be running; and the `completedIndexes` notation.
+//! Where a Job stands, as pure functions: how many pods should be active,
+//! whether the completions are met, and the `completedIndexes` notation
+//! (written and read).
 
-/// The Job's spec numbers and its pods, counted.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counts {
-    /// `spec.parallelism` (default 1).
-    pub parallelism: i32,
-    /// `spec.completions` (`None`: a work queue).
-    pub completions: Option<i32>,
-    /// `spec.backoffLimit` (default 6).
-    pub backoff_limit: i32,
-    /// `spec.suspend`.
-    pub suspended: bool,
-    /// Pods running or pending (not finished, not being deleted).
-    pub active: i32,
-    /// Pods (or, Indexed, distinct indexes) that succeeded.
-    pub succeeded: i32,
-    /// Pods that failed.
-    pub failed: i32,
+use std::collections::BTreeSet;
+
+/// How many pods a running Job wants active (`manageJob`): `parallelism`,
+/// but no more than the completions left; a work queue (no `completions`)
+/// starts nothing once one pod succeeded and lets the active ones finish.
+pub fn want_active(parallelism: i32, completions: Option<i32>, succeeded: i32, active: i32) -> i32 {
+    let parallelism = parallelism.max(0);
+    match completions {
+        Some(completions) => (completions - succeeded).min(parallelism).max(0),
+        None if succeeded > 0 => active,
+        None => parallelism,
+    }
 }
 
-/// What the Job should do now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    /// Keep this many pods active.
-    Run(i32),
-    /// The success criteria are met (`CompletionsReached`).
-    Succeeded,
-    /// Too many pods failed (`BackoffLimitExceeded`).
-    BackoffLimitExceeded,
+/// Whether the Job has met its completions with no pod left active.
+pub fn is_complete(completions: Option<i32>, succeeded: i32, active: i32) -> bool {
+    active == 0
+        && match completions {
+            Some(completions) => succeeded >= completions,
+            None => succeeded > 0,
+        }
 }
 
-/// The verdict for a Job with these counts (`syncJob`'s decisions).
-pub fn judge(counts: &Counts) -> Verdict {
-    if counts.failed > counts.backoff_limit {
-        return Verdict::BackoffLimitExceeded;
-    }
-    let parallelism = counts.parallelism.max(0);
-    match counts.completions {
-        Some(completions) => {
-            if counts.succeeded >= completions {
-                return Verdict::Succeeded;
-            }
-            if counts.suspended {
-                return Verdict::Run(0);
-            }
-            Verdict::Run(parallelism.min(completions - counts.succeeded))
+/// The indexes below `completions` that `1,3-5,7` names; an invalid list
+/// names none (`parseIndexesFromString`).
+pub fn parse_indexes(list: &str, completions: i32) -> BTreeSet<i32> {
+    let mut indexes = BTreeSet::new();
+    for part in list.split(',').filter(|p| !p.is_empty()) {
+        let (first, last) = match part.split_once('-') {
+            Some((a, b)) => (a.parse::<i32>(), b.parse::<i32>()),
+            None => (part.parse::<i32>(), part.parse::<i32>()),
+        };
+        let (Ok(first), Ok(last)) = (first, last) else {
+            return BTreeSet::new();
+        };
+        if first < 0 || last < first {
+            return BTreeSet::new();
         }
-        None => {
-            if counts.succeeded > 0 && counts.active == 0 {
-                return Verdict::Succeeded;
-            }
-            if counts.suspended || counts.succeeded > 0 {
-                // Once one pod succeeded no new ones start; the rest finish.
-                return Verdict::Run(if counts.suspended { 0 } else { counts.active });
-            }
-            Verdict::Run(parallelism)
-        }
+        indexes.extend((first..=last.min(completions.saturating_sub(1))).take(1_000_000));
     }
+    indexes
 }
 
 /// The `completedIndexes` form of sorted indexes: `1,3-5,7`.
@@ -84,73 +68,42 @@ pub fn format_indexes(indexes: &[i32]) -> String {
 mod tests {
     use super::*;
 
-    fn counts(completions: Option<i32>, active: i32, succeeded: i32, failed: i32) -> Counts {
-        Counts {
-            parallelism: 2,
-            completions,
-            backoff_limit: 1,
-            suspended: false,
-            active,
-            succeeded,
-            failed,
+    #[test]
+    fn active_pods_follow_completions_and_parallelism() {
+        let cases = [
+            ("a new job runs parallelism pods", 2, Some(3), 0, 0, 2),
+            ("the last completion needs one pod", 2, Some(3), 2, 1, 1),
+            ("completions reached", 2, Some(3), 3, 0, 0),
+            ("a work queue runs parallelism pods", 2, None, 0, 0, 2),
+            (
+                "a work queue starts nothing after a success",
+                2,
+                None,
+                1,
+                1,
+                1,
+            ),
+        ];
+        for (what, parallelism, completions, succeeded, active, want) in cases {
+            assert_eq!(
+                want_active(parallelism, completions, succeeded, active),
+                want,
+                "{what}"
+            );
         }
+        assert!(is_complete(Some(3), 3, 0));
+        assert!(!is_complete(Some(3), 3, 1));
+        assert!(is_complete(None, 1, 0));
+        assert!(!is_complete(None, 0, 0));
     }
 
     #[test]
-    fn verdicts_follow_completions_parallelism_and_backoff() {
-        let cases = [
-            (
-                "a new job runs parallelism pods",
-                counts(Some(3), 0, 0, 0),
-                Verdict::Run(2),
-            ),
-            (
-                "the last completion needs one pod",
-                counts(Some(3), 1, 2, 0),
-                Verdict::Run(1),
-            ),
-            (
-                "completions reached",
-                counts(Some(3), 0, 3, 0),
-                Verdict::Succeeded,
-            ),
-            (
-                "one failure is within the limit",
-                counts(Some(3), 2, 0, 1),
-                Verdict::Run(2),
-            ),
-            (
-                "two failures exceed a limit of 1",
-                counts(Some(3), 2, 0, 2),
-                Verdict::BackoffLimitExceeded,
-            ),
-            (
-                "a work queue runs parallelism pods",
-                counts(None, 0, 0, 0),
-                Verdict::Run(2),
-            ),
-            (
-                "a work queue starts nothing after a success",
-                counts(None, 1, 1, 0),
-                Verdict::Run(1),
-            ),
-            (
-                "a work queue is done when all finished",
-                counts(None, 0, 1, 0),
-                Verdict::Succeeded,
-            ),
-            (
-                "a suspended job runs nothing",
-                Counts {
-                    suspended: true,
-                    ..counts(Some(3), 2, 0, 0)
-                },
-                Verdict::Run(0),
-            ),
-        ];
-        for (what, counts, want) in cases {
-            assert_eq!(judge(&counts), want, "{what}");
-        }
+    fn index_lists_parse_below_completions() {
+        let parsed = |s: &str| parse_indexes(s, 6).into_iter().collect::<Vec<_>>();
+        assert_eq!(parsed("1,3-5,7"), [1, 3, 4, 5]);
+        assert_eq!(parsed(""), Vec::<i32>::new());
+        assert_eq!(parsed("x"), Vec::<i32>::new());
+        assert_eq!(parsed("4-2"), Vec::<i32>::new());
     }
 
     #[test]

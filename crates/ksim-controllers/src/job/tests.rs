@@ -1,9 +1,12 @@
 //! In-process: the Job controller runs pods to completion or failure (pod
-//! phases set by the test, as the kubelet simulator's stages would).
+//! phases and exit codes set by the test, as the kubelet simulator's stages
+//! would): completions, backoff limit, active deadline, pod failure and
+//! success policies, the tracking finalizer and suspension.
 
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::ControllerName;
@@ -166,4 +169,400 @@ async fn an_indexed_job_runs_one_pod_per_index() {
     })
     .await;
     assert_eq!(status.completed_indexes.as_deref(), Some("0-2"));
+}
+
+async fn wait_for_condition(jobs: &Api<Job>, name: &str, type_: &str) -> Job {
+    eventually(type_, || async {
+        let job = jobs.get(name).await.ok()?;
+        conditions(&job)
+            .iter()
+            .any(|(t, _)| t == type_)
+            .then_some(job)
+    })
+    .await
+}
+
+fn message_of(job: &Job, type_: &str) -> String {
+    job.status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .find(|c| c.type_ == type_)
+        .and_then(|c| c.message.clone())
+        .unwrap_or_default()
+}
+
+/// Fails a pod as the kubelet would: phase Failed, the container
+/// terminated with `exit_code`, and extra pod conditions.
+async fn fail_pod(cluster: &Cluster, name: &str, exit_code: i32, conditions: serde_json::Value) {
+    let api: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Failed", "conditions": conditions,
+            "containerStatuses": [{"name": "c", "image": "busybox", "imageID": "", "ready": false,
+                "restartCount": 0, "state": {"terminated": {"exitCode": exit_code, "reason": "Error"}}}]}})),
+    )
+    .await
+    .expect("fail pod");
+}
+
+/// The one pod of the job not yet finished, once there are `count` pods.
+async fn next_pod(cluster: &Cluster, job: &str, count: usize) -> Pod {
+    eventually("the next pod", || async {
+        let pods = cluster.pods(&format!("job-name={job}")).await;
+        (pods.len() == count).then(|| {
+            pods.into_iter().find(|p| {
+                !matches!(
+                    p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                    Some("Failed" | "Succeeded")
+                )
+            })
+        })?
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_active_deadline_fails_the_job_and_deletes_its_pods() {
+    let cluster = Cluster::start(&[ControllerName::Job]);
+    let jobs: Api<Job> = Api::namespaced(cluster.client.clone(), "default");
+    jobs.create(
+        &PostParams::default(),
+        &job(
+            "slow",
+            json!({"completions": 2, "parallelism": 2, "activeDeadlineSeconds": 1}),
+        ),
+    )
+    .await
+    .expect("create");
+    let failed = wait_for_condition(&jobs, "slow", "Failed").await;
+    assert_eq!(
+        conditions(&failed),
+        [
+            ("FailureTarget".to_string(), "DeadlineExceeded".to_string()),
+            ("Failed".to_string(), "DeadlineExceeded".to_string())
+        ]
+    );
+    assert_eq!(
+        message_of(&failed, "Failed"),
+        "Job was active longer than specified deadline"
+    );
+    let status = failed.status.expect("status");
+    assert_eq!(
+        status.failed,
+        Some(2),
+        "the deleted active pods count as failed"
+    );
+    assert_eq!(status.active, None);
+    eventually("the pods gone", || async {
+        cluster.pods("job-name=slow").await.is_empty().then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fail_job_rule_fails_the_job_on_the_pods_exit_code() {
+    let cluster = Cluster::start(&[ControllerName::Job]);
+    let jobs: Api<Job> = Api::namespaced(cluster.client.clone(), "default");
+    jobs.create(
+        &PostParams::default(),
+        &job(
+            "pfp",
+            json!({"backoffLimit": 6, "podFailurePolicy": {"rules": [
+                {"action": "FailJob", "onExitCodes": {"containerName": "c", "operator": "In", "values": [42]}}
+            ]}}),
+        ),
+    )
+    .await
+    .expect("create");
+    let pod = next_pod(&cluster, "pfp", 1).await;
+    assert!(
+        pod.finalizers()
+            .iter()
+            .any(|f| f == "batch.kubernetes.io/job-tracking"),
+        "job pods carry the tracking finalizer"
+    );
+    fail_pod(&cluster, &pod.name_any(), 42, json!([])).await;
+    let failed = wait_for_condition(&jobs, "pfp", "Failed").await;
+    assert_eq!(
+        conditions(&failed),
+        [
+            ("FailureTarget".to_string(), "PodFailurePolicy".to_string()),
+            ("Failed".to_string(), "PodFailurePolicy".to_string())
+        ]
+    );
+    assert_eq!(
+        message_of(&failed, "Failed"),
+        format!(
+            "Container c for pod default/{} failed with exit code 42 matching FailJob rule at index 0",
+            pod.name_any()
+        )
+    );
+    assert_eq!(failed.status.and_then(|s| s.failed), Some(1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignored_failures_do_not_count_toward_the_backoff_limit() {
+    let cluster = Cluster::start(&[ControllerName::Job]);
+    let jobs: Api<Job> = Api::namespaced(cluster.client.clone(), "default");
+    jobs.create(
+        &PostParams::default(),
+        &job(
+            "disrupted",
+            json!({"backoffLimit": 0, "podFailurePolicy": {"rules": [
+                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
+            ]}}),
+        ),
+    )
+    .await
+    .expect("create");
+    let first = next_pod(&cluster, "disrupted", 1).await;
+    fail_pod(
+        &cluster,
+        &first.name_any(),
+        137,
+        json!([{"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}]),
+    )
+    .await;
+    // A replacement comes although backoffLimit is 0, and nothing is counted.
+    let second = next_pod(&cluster, "disrupted", 2).await;
+    let job = jobs.get("disrupted").await.expect("job");
+    assert!(conditions(&job).is_empty(), "{:?}", conditions(&job));
+    assert_eq!(job.status.as_ref().and_then(|s| s.failed), None);
+    fail_pod(&cluster, &second.name_any(), 1, json!([])).await;
+    let failed = wait_for_condition(&jobs, "disrupted", "Failed").await;
+    assert_eq!(
+        conditions(&failed).last().map(|(_, r)| r.as_str()),
+        Some("BackoffLimitExceeded")
+    );
+    assert_eq!(failed.status.and_then(|s| s.failed), Some(1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counts_survive_the_deletion_of_finished_pods() {
+    let cluster = Cluster::start(&[ControllerName::Job]);
+    let jobs: Api<Job> = Api::namespaced(cluster.client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
+    jobs.create(
+        &PostParams::default(),
+        &job("tracked", json!({"completions": 2, "parallelism": 1})),
+    )
+    .await
+    .expect("create");
+    let first = next_pod(&cluster, "tracked", 1).await;
+    cluster.set_phase(&first.name_any(), "Succeeded").await;
+    // Counted, the pod loses its finalizer.
+    eventually("the first success counted", || async {
+        let job = jobs.get("tracked").await.ok()?;
+        let pod = pods.get(&first.name_any()).await.ok()?;
+        let released = !pod
+            .finalizers()
+            .iter()
+            .any(|f| f == "batch.kubernetes.io/job-tracking");
+        (job.status?.succeeded == Some(1) && released).then_some(())
+    })
+    .await;
+    pods.delete(&first.name_any(), &Default::default())
+        .await
+        .expect("delete");
+    let second = next_pod(&cluster, "tracked", 1).await;
+    cluster.set_phase(&second.name_any(), "Succeeded").await;
+    let done = wait_for_condition(&jobs, "tracked", "Complete").await;
+    let status = done.status.expect("status");
+    assert_eq!(status.succeeded, Some(2));
+    let uncounted = status.uncounted_terminated_pods.unwrap_or_default();
+    assert!(uncounted.succeeded.unwrap_or_default().is_empty());
+    assert!(uncounted.failed.unwrap_or_default().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suspending_deletes_the_active_pods_and_resuming_recreates_them() {
+    let cluster = Cluster::start(&[ControllerName::Job]);
+    let jobs: Api<Job> = Api::namespaced(cluster.client.clone(), "default");
+    jobs.create(
+        &PostParams::default(),
+        &job("pausable", json!({"completions": 4, "parallelism": 2})),
+    )
+    .await
+    .expect("create");
+    eventually("two pods", || async {
+        (cluster.pods("job-name=pausable").await.len() == 2).then_some(())
+    })
+    .await;
+    let suspend = |value: bool| {
+        let jobs = jobs.clone();
+        async move {
+            jobs.patch(
+                "pausable",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"suspend": value}})),
+            )
+            .await
+            .expect("patch suspend");
+        }
+    };
+    suspend(true).await;
+    let suspended = eventually("suspended with no pods", || async {
+        let job = jobs.get("pausable").await.ok()?;
+        let pods = cluster.pods("job-name=pausable").await;
+        (pods.is_empty() && conditions(&job).contains(&("Suspended".into(), "JobSuspended".into())))
+            .then_some(job)
+    })
+    .await;
+    let status = suspended.status.expect("status");
+    assert_eq!(status.failed, None, "suspended pods are not failures");
+    assert_eq!(status.active, None);
+    suspend(false).await;
+    let resumed = eventually("resumed with two pods", || async {
+        let job = jobs.get("pausable").await.ok()?;
+        let pods = cluster.pods("job-name=pausable").await;
+        (pods.len() == 2 && conditions(&job).contains(&("Suspended".into(), "JobResumed".into())))
+            .then_some(job)
+    })
+    .await;
+    let suspended_condition = resumed
+        .status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .find(|c| c.type_ == "Suspended")
+        .expect("condition");
+    assert_eq!(suspended_condition.status, "False");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_success_policy_completes_an_indexed_job_early() {
+    let cluster = Cluster::start(&[ControllerName::Job]);
+    let jobs: Api<Job> = Api::namespaced(cluster.client.clone(), "default");
+    jobs.create(
+        &PostParams::default(),
+        &job(
+            "leader",
+            json!({"completions": 3, "parallelism": 3, "completionMode": "Indexed",
+                   "successPolicy": {"rules": [{"succeededIndexes": "0"}]}}),
+        ),
+    )
+    .await
+    .expect("create");
+    let pods = eventually("three indexed pods", || async {
+        let pods = cluster.pods("job-name=leader").await;
+        (pods.len() == 3).then_some(pods)
+    })
+    .await;
+    let leader = pods
+        .iter()
+        .find(|p| p.annotations()["batch.kubernetes.io/job-completion-index"] == "0")
+        .expect("index 0");
+    cluster.set_phase(&leader.name_any(), "Succeeded").await;
+    let done = wait_for_condition(&jobs, "leader", "Complete").await;
+    assert_eq!(
+        conditions(&done),
+        [
+            (
+                "SuccessCriteriaMet".to_string(),
+                "SuccessPolicy".to_string()
+            ),
+            ("Complete".to_string(), "SuccessPolicy".to_string())
+        ]
+    );
+    assert_eq!(message_of(&done, "Complete"), "Matched rules at index 0");
+    let status = done.status.expect("status");
+    assert_eq!(status.completed_indexes.as_deref(), Some("0"));
+    assert_eq!(
+        status.failed, None,
+        "the pods stopped on success are not failures"
+    );
+    eventually("the other pods gone", || async {
+        (cluster.pods("job-name=leader").await.len() == 1).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_job_is_deleted_with_its_pods_after_its_ttl() {
+    let cluster = Cluster::start(&[
+        ControllerName::Job,
+        ControllerName::TtlAfterFinished,
+        ControllerName::GarbageCollector,
+    ]);
+    let jobs: Api<Job> = Api::namespaced(cluster.client.clone(), "default");
+    jobs.create(
+        &PostParams::default(),
+        &job("shortlived", json!({"ttlSecondsAfterFinished": 1})),
+    )
+    .await
+    .expect("create");
+    let pod = next_pod(&cluster, "shortlived", 1).await;
+    cluster.set_phase(&pod.name_any(), "Succeeded").await;
+    wait_for_condition(&jobs, "shortlived", "Complete").await;
+    eventually("the job and its pod gone", || async {
+        let gone = jobs.get_opt("shortlived").await.ok()?.is_none();
+        (gone && cluster.pods("job-name=shortlived").await.is_empty()).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_index_past_its_backoff_limit_fails_and_the_job_ends_with_failed_indexes() {
+    let cluster = Cluster::start(&[ControllerName::Job]);
+    let jobs: Api<Job> = Api::namespaced(cluster.client.clone(), "default");
+    jobs.create(
+        &PostParams::default(),
+        &job(
+            "perindex",
+            json!({"completions": 2, "parallelism": 2, "completionMode": "Indexed",
+                   "backoffLimitPerIndex": 1}),
+        ),
+    )
+    .await
+    .expect("create");
+    let of_index = |pods: &[Pod], index: &str| -> Vec<Pod> {
+        pods.iter()
+            .filter(|p| p.annotations()["batch.kubernetes.io/job-completion-index"] == index)
+            .cloned()
+            .collect()
+    };
+    let pods = eventually("two indexed pods", || async {
+        let pods = cluster.pods("job-name=perindex").await;
+        (pods.len() == 2).then_some(pods)
+    })
+    .await;
+    let first = of_index(&pods, "0").remove(0);
+    assert_eq!(
+        first.annotations()["batch.kubernetes.io/job-index-failure-count"],
+        "0"
+    );
+    fail_pod(&cluster, &first.name_any(), 1, json!([])).await;
+    // Index 0 gets one more try, which knows of the first failure.
+    let retry = eventually("a second pod for index 0", || async {
+        let pods = cluster.pods("job-name=perindex").await;
+        let index0 = of_index(&pods, "0");
+        (index0.len() == 2).then(|| {
+            index0
+                .into_iter()
+                .find(|p| p.name_any() != first.name_any())
+        })?
+    })
+    .await;
+    assert_eq!(
+        retry.annotations()["batch.kubernetes.io/job-index-failure-count"],
+        "1"
+    );
+    fail_pod(&cluster, &retry.name_any(), 1, json!([])).await;
+    let index1 = of_index(&pods, "1").remove(0);
+    cluster.set_phase(&index1.name_any(), "Succeeded").await;
+    let failed = wait_for_condition(&jobs, "perindex", "Failed").await;
+    assert_eq!(
+        conditions(&failed).last().map(|(_, r)| r.as_str()),
+        Some("FailedIndexes")
+    );
+    assert_eq!(message_of(&failed, "Failed"), "Job has failed indexes");
+    let status = failed.status.expect("status");
+    assert_eq!(status.failed_indexes.as_deref(), Some("0"));
+    assert_eq!(status.completed_indexes.as_deref(), Some("1"));
+    assert_eq!(status.failed, Some(2));
+    assert_eq!(
+        cluster.pods("job-name=perindex").await.len(),
+        3,
+        "no third try for index 0"
+    );
 }

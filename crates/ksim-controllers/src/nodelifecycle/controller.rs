@@ -3,7 +3,10 @@
 //! silent nodes Unknown; taint reconciliation on every node change; and
 //! one timer per pod due for taint-based eviction; a node whose Ready leaves
 //! True gets a NodeNotReady event and its pods Ready=False
-//! (`MarkPodsNotReady`). A re-list prunes what it no longer holds. Writes
+//! (`MarkPodsNotReady`); each tick sends `RegisteredNode` and
+//! `RemovingNode` events for nodes that came or went, and a pending taint
+//! eviction called off sends `Cancelling deletion of Pod`. A re-list prunes
+//! what it no longer holds. Writes
 //! run in their own tasks with optimistic concurrency, so the loop never
 //! waits on the API.
 
@@ -100,6 +103,8 @@ struct Lifecycle {
     lease_relist: Relist<String>,
     pod_relist: Relist<PodKey>,
     nodes: HashMap<String, Node>,
+    /// Nodes (name, uid) seen at the last monitor tick (`knownNodeSet`).
+    known: HashMap<String, String>,
     leases: HashMap<String, Timestamp>,
     pods: HashMap<PodKey, BoundPod>,
     pods_by_node: HashMap<String, HashSet<PodKey>>,
@@ -129,6 +134,7 @@ pub async fn run_with(client: Client, config: NodeLifecycleConfig) {
         client,
         config,
         nodes: HashMap::new(),
+        known: HashMap::new(),
         leases: HashMap::new(),
         pods: HashMap::new(),
         pods_by_node: HashMap::new(),
@@ -265,9 +271,14 @@ impl Lifecycle {
                 let gone = node.is_empty()
                     || pod.metadata.deletion_timestamp.is_some()
                     || matches!(phase, "Succeeded" | "Failed");
+                // A pod update keeps its pending eviction (re-judged below).
+                let pending = self.scheduled.get(&key).copied();
                 self.forget_pod(&key);
                 if gone {
                     return;
+                }
+                if let Some(at) = pending {
+                    self.scheduled.insert(key.clone(), at);
                 }
                 let bound = BoundPod {
                     node: node.clone(),
@@ -327,11 +338,32 @@ impl Lifecycle {
         let now = Timestamp::now();
         match eviction_deadline(&pod.tolerations, taints, now) {
             None => {
-                self.scheduled.remove(key);
+                if self.scheduled.remove(key).is_some() {
+                    self.cancel_event(key);
+                }
             }
             Some(at) if at <= now => self.evict(key.clone()),
             Some(at) => self.schedule(key.clone(), at),
         }
+    }
+
+    /// `emitCancelPodDeletionEvent`: a pending taint eviction is called off.
+    fn cancel_event(&self, key: &PodKey) {
+        let (namespace, name) = key;
+        let reference = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            name: Some(name.clone()),
+            namespace: Some(namespace.clone()),
+            uid: self.pods.get(key).map(|p| p.uid.clone()),
+            ..Default::default()
+        };
+        self.events.normal(
+            reference,
+            "TaintManagerEviction",
+            "Delete",
+            format!("Cancelling deletion of Pod {namespace}/{name}"),
+        );
     }
 
     fn schedule(&mut self, key: PodKey, at: Timestamp) {
@@ -492,9 +524,11 @@ impl Lifecycle {
         });
     }
 
-    /// `monitorNodeHealth`: nodes silent for longer than the grace period
-    /// get Unknown conditions.
-    fn monitor(&self) {
+    /// `monitorNodeHealth`: nodes seen for the first time since the last
+    /// tick get a `RegisteredNode` event, nodes gone a `RemovingNode` one;
+    /// nodes silent for longer than the grace period get Unknown conditions.
+    fn monitor(&mut self) {
+        self.classify_nodes();
         let now = Timestamp::now();
         let grace = SignedDuration::try_from(self.config.grace_period)
             .unwrap_or(SignedDuration::from_secs(40));
@@ -518,6 +552,58 @@ impl Lifecycle {
                 }
             });
         }
+    }
+}
+
+impl Lifecycle {
+    /// `classifyNodes` and its events, against the nodes known at the last tick.
+    fn classify_nodes(&mut self) {
+        let added: Vec<(String, String)> = self
+            .nodes
+            .iter()
+            .filter(|(name, _)| !self.known.contains_key(*name))
+            .map(|(name, node)| (name.clone(), node.uid().unwrap_or_default()))
+            .collect();
+        for (name, uid) in added {
+            tracing::debug!(node = %name, "controller observed a new node");
+            self.node_event(
+                &name,
+                &uid,
+                "RegisteredNode",
+                format!("Registered Node {name} in Controller"),
+            );
+            self.known.insert(name, uid);
+        }
+        if self.known.len() != self.nodes.len() {
+            let deleted: Vec<(String, String)> = self
+                .known
+                .iter()
+                .filter(|(name, _)| !self.nodes.contains_key(*name))
+                .map(|(name, uid)| (name.clone(), uid.clone()))
+                .collect();
+            for (name, uid) in deleted {
+                tracing::debug!(node = %name, "controller observed a node deletion");
+                self.node_event(
+                    &name,
+                    &uid,
+                    "RemovingNode",
+                    format!("Removing Node {name} from Controller"),
+                );
+                self.known.remove(&name);
+            }
+        }
+    }
+
+    /// `RecordNodeEvent`: a Normal event about a node, by its uid.
+    fn node_event(&self, name: &str, uid: &str, reason: &str, note: String) {
+        let reference = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(name.to_string()),
+            uid: Some(uid.to_string()),
+            ..Default::default()
+        };
+        self.node_events.normal(reference, reason, reason, note);
     }
 }
 

@@ -5,6 +5,9 @@
 //! taints (`not-ready` when Ready is False); conditions and
 //! `spec.unschedulable` map to NoSchedule taints; pods that do not tolerate a
 //! node's NoExecute taints are deleted, after their tolerationSeconds.
+//! Events as upstream: `RegisteredNode` / `RemovingNode` when nodes come and
+//! go, `NodeNotReady` on the node and its pods, and `TaintManagerEviction`
+//! when a pod is marked for deletion or its pending deletion is cancelled.
 //!
 //! [`health`] and [`eviction`] are the pure decisions; [`controller`] runs them
 //! against the API.
