@@ -498,3 +498,64 @@ fn client_side_apply_follows_the_manifest_order_of_merged_lists() {
         ]
     );
 }
+
+#[test]
+fn patches_move_field_ownership_to_the_patching_manager() {
+    let cluster = cluster();
+    cluster
+        .kubectl_stdin(&["apply", "--server-side", "-f", "-"], CONFIGMAP)
+        .success();
+    for (kind, patch) in [
+        ("merge", r#"{"data":{"color":"green"}}"#),
+        ("strategic", r#"{"data":{"color":"red"}}"#),
+        (
+            "json",
+            r#"[{"op":"replace","path":"/data/color","value":"pink"}]"#,
+        ),
+    ] {
+        cluster
+            .kubectl(&[
+                "patch",
+                "configmap",
+                "shared",
+                "--type",
+                kind,
+                "--field-manager=patcher",
+                "-p",
+                patch,
+            ])
+            .success();
+    }
+    let object = get_json(&cluster, &["configmap", "shared"]);
+    assert_eq!(object["data"], json!({"color": "pink", "size": "small"}));
+    let owners: Vec<(String, String, Value)> = object["metadata"]["managedFields"]
+        .as_array()
+        .expect("managedFields served as a list")
+        .iter()
+        .map(|entry| {
+            (
+                entry["manager"].as_str().unwrap_or("").to_string(),
+                entry["operation"].as_str().unwrap_or("").to_string(),
+                entry["fieldsV1"]["f:data"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        owners,
+        vec![
+            ("kubectl".into(), "Apply".into(), json!({"f:size": {}})),
+            ("patcher".into(), "Update".into(), json!({"f:color": {}})),
+        ],
+        "{object:#}"
+    );
+    // The apply manager lost color: applying it again conflicts with the patcher.
+    let conflict = cluster.kubectl_stdin(&["apply", "--server-side", "-f", "-"], CONFIGMAP);
+    conflict.failure();
+    assert!(
+        conflict
+            .stderr
+            .contains("conflict with \"patcher\" using v1: .data.color"),
+        "{}",
+        conflict.stderr
+    );
+}

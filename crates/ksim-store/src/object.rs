@@ -68,22 +68,23 @@ impl UnstampedObject {
         let version = revision.to_string();
         let json = match version_at {
             Some(at) => {
-                // The empty string `""` at `at` becomes `"<revision>"`.
+                // The empty string `""` at `at` becomes `"<revision>"`, in an
+                // allocation of exactly its length (kept as it is).
                 let mut stamped = Vec::with_capacity(json.len() + version.len());
                 stamped.extend_from_slice(&json[..at]);
                 stamped.push(b'"');
                 stamped.extend_from_slice(version.as_bytes());
                 stamped.extend_from_slice(&json[at + 1..]);
-                stamped
+                Bytes::from(stamped)
             }
-            None => json,
+            None => exact_bytes(json),
         };
         if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
             metadata.insert("resourceVersion".to_string(), Value::String(version));
         }
         StoredObject {
             value,
-            json: exact_bytes(json),
+            json,
             revision,
             key,
             version_at,

@@ -76,6 +76,46 @@ pub(crate) fn from_storage<'a>(resource: &ResourceInfo, stored: &'a Value) -> Co
     Cow::Owned(value)
 }
 
+/// [`from_storage`] leaving `metadata.managedFields` in the stored form (one
+/// JSON text): for a patch that does not touch managedFields, which the
+/// field manager reads in either form. No copy when the versions agree.
+pub(crate) fn from_storage_for_patch<'a>(
+    resource: &ResourceInfo,
+    stored: &'a Value,
+) -> Cow<'a, Value> {
+    if is_events_v1(resource) {
+        return from_storage(resource, stored);
+    }
+    let api_version = resource.api_version();
+    if stored["apiVersion"].as_str() == Some(api_version.as_str()) {
+        return Cow::Borrowed(stored);
+    }
+    let mut value = stored.clone();
+    value["apiVersion"] = json!(api_version);
+    Cow::Owned(value)
+}
+
+/// Takes stored-form managedFields (a JSON text, see
+/// [`from_storage_for_patch`]) out of `object`, for checks that read the API
+/// form; [`put_back_managed_fields`] restores it.
+pub(crate) fn take_stored_managed_fields(object: &mut Value) -> Option<Value> {
+    let metadata = object.get_mut("metadata")?.as_object_mut()?;
+    if metadata.get("managedFields").is_some_and(Value::is_string) {
+        metadata.remove("managedFields")
+    } else {
+        None
+    }
+}
+
+/// Restores what [`take_stored_managed_fields`] took.
+pub(crate) fn put_back_managed_fields(object: &mut Value, managed_fields: Option<Value>) {
+    if let Some(managed_fields) = managed_fields
+        && let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        metadata.insert("managedFields".into(), managed_fields);
+    }
+}
+
 /// The form a Table row reads of a stored object: as the client's version,
 /// without managedFields (no printer reads them; rows' metadata leaves
 /// them out).

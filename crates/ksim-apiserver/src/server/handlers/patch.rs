@@ -51,14 +51,22 @@ impl ResourceRequest {
             let new = if self.target.subresource.as_deref() == Some("scale") {
                 self.patch_scale(&current, &patch_type, &patch)?
             } else {
-                let live = self.for_version(&current);
+                // A patch that does not name managedFields is applied to the
+                // stored form: no copy of the object, managedFields not parsed.
+                let live = if apply || mentions_managed_fields(body) {
+                    self.for_version(&current)
+                } else {
+                    conversion::from_storage_for_patch(&resource, &current.value)
+                };
                 let mut patched = if apply {
                     self.apply_patch(Some(live.as_ref()), &patch, &manager)?
                 } else {
                     apply_patch(&resource, &patch_type, live.as_ref(), &patch)?
                 };
+                let stored_managed_fields = conversion::take_stored_managed_fields(&mut patched);
                 self.check_body(&mut patched, true)?;
                 warnings = self.validate_fields(&mut patched, None)?;
+                conversion::put_back_managed_fields(&mut patched, stored_managed_fields);
                 let mut patched = conversion::to_storage(&resource, patched);
                 if apply {
                     match self.target.subresource.as_deref() {
@@ -219,4 +227,11 @@ pub(crate) fn apply_patch(
         ));
     }
     apply_generic_patch(patch_type, original, patch)
+}
+
+/// Whether a patch body names `managedFields` anywhere (then it is applied to
+/// the API form of the object).
+fn mentions_managed_fields(body: &[u8]) -> bool {
+    body.windows(b"managedFields".len())
+        .any(|window| window == b"managedFields")
 }
