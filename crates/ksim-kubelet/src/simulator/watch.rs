@@ -57,7 +57,82 @@ impl RawObject {
 
 impl<'de> Deserialize<'de> for RawObject {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Value::deserialize(deserializer).map(Self::new)
+        deserializer
+            .deserialize_any(ObjectVisitor { depth: 0 })
+            .map(Self::new)
+    }
+}
+
+/// Decodes an object as JSON but skips `metadata.managedFields` without building it:
+/// no stage reads it, and it is the largest part of a watched Pod or Node (kept, it
+/// would be decoded, cached and converted for every template).
+struct ObjectVisitor {
+    /// 0 at the object, 1 inside its `metadata`.
+    depth: u8,
+}
+
+impl<'de> serde::de::Visitor<'de> for ObjectVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a Kubernetes object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let value = match (self.depth, key.as_str()) {
+                (0, "metadata") => map.next_value_seed(MetadataSeed)?,
+                (1, "managedFields") => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    continue;
+                }
+                _ => map.next_value::<Value>()?,
+            };
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
+
+    // Anything but an object is kept as it is (the watcher reports what it cannot use).
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E: serde::de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element::<Value>()? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+}
+
+/// The `metadata` of an object, without `managedFields`.
+struct MetadataSeed;
+
+impl<'de> serde::de::DeserializeSeed<'de> for MetadataSeed {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(ObjectVisitor { depth: 1 })
     }
 }
 
@@ -199,5 +274,24 @@ mod tests {
         assert_eq!(object.meta().uid.as_deref(), Some("u"));
         let bare: RawObject = serde_json::from_value(json!({})).expect("decodes");
         assert!(bare.meta().name.is_none());
+    }
+
+    #[test]
+    fn raw_objects_leave_out_managed_fields_only() {
+        let text = r#"{"metadata": {"name": "p", "managedFields": [{"manager": "m",
+            "fieldsV1": {"f:status": {}}}], "labels": {"managedFields": "kept"}},
+            "spec": {"managedFields": [1]}, "status": {"phase": "Running"}}"#;
+        let object: RawObject = serde_json::from_str(text).expect("decodes");
+        assert_eq!(
+            object.value,
+            json!({
+                "metadata": {"name": "p", "labels": {"managedFields": "kept"}},
+                "spec": {"managedFields": [1]},
+                "status": {"phase": "Running"},
+            })
+        );
+        let odd: RawObject = serde_json::from_str(r#"{"metadata": 3}"#).expect("decodes");
+        assert_eq!(odd.value, json!({"metadata": 3}));
+        assert!(serde_json::from_str::<RawObject>("[1, \"a\", null]").is_ok());
     }
 }

@@ -120,11 +120,35 @@ impl Drop for Cluster {
 /// Just what the benchmark reads of a watched Node or Pod: cheap to decode.
 #[derive(Clone, Debug, Deserialize)]
 struct Slim<K> {
+    #[serde(deserialize_with = "slim_metadata")]
     metadata: ObjectMeta,
     #[serde(default)]
     status: SlimStatus,
     #[serde(skip)]
     kind: std::marker::PhantomData<K>,
+}
+
+/// The identity fields of `metadata` the watcher and the benchmark read; the rest
+/// (managedFields above all) is skipped unread.
+fn slim_metadata<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<ObjectMeta, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Identity {
+        name: Option<String>,
+        namespace: Option<String>,
+        resource_version: Option<String>,
+        uid: Option<String>,
+    }
+    let identity = Identity::deserialize(deserializer)?;
+    Ok(ObjectMeta {
+        name: identity.name,
+        namespace: identity.namespace,
+        resource_version: identity.resource_version,
+        uid: identity.uid,
+        ..ObjectMeta::default()
+    })
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
