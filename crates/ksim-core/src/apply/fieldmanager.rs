@@ -467,12 +467,12 @@ pub fn track_subresource_update(
     let empty = Value::Object(Map::new());
     // compare() skips metadata.managedFields: old needs no copy without it.
     let comparison = tracked_comparison(old.unwrap_or(&empty), new, &ty);
-    let changed = comparison.added.union(&comparison.modified);
+    let mut changed = comparison.added;
+    changed.union_with(&comparison.modified);
+    // In place: only the nodes the (usually small) change reaches are touched.
     for entry in &mut entries {
-        entry.set = entry
-            .set
-            .difference(&changed)
-            .difference(&comparison.removed);
+        entry.set.remove_all(&changed);
+        entry.set.remove_all(&comparison.removed);
     }
     if !changed.is_empty() {
         let updater = ManagedEntry {
@@ -485,7 +485,7 @@ pub fn track_subresource_update(
         };
         match entries.iter_mut().find(|e| e.same_manager(&updater)) {
             Some(entry) => {
-                entry.set = entry.set.union(&updater.set);
+                entry.set.union_with(&updater.set);
                 entry.time = updater.time;
             }
             None => entries.push(updater),

@@ -156,7 +156,8 @@ impl FieldSet {
         out
     }
 
-    fn union_with(&mut self, other: &FieldSet) {
+    /// Adds the paths of `other` to `self` in place.
+    pub fn union_with(&mut self, other: &FieldSet) {
         self.member |= other.member;
         for (element, child) in &other.children {
             self.children
@@ -182,6 +183,25 @@ impl FieldSet {
             }
         }
         out
+    }
+
+    /// Takes the paths of `other` out of `self` in place (what
+    /// [`Self::difference`] gives, touching only the nodes `other` reaches);
+    /// true if anything was taken out.
+    pub fn remove_all(&mut self, other: &FieldSet) -> bool {
+        let mut removed = self.member && other.member;
+        if other.member {
+            self.member = false;
+        }
+        for (element, other_child) in &other.children {
+            if let Some(child) = self.children.get_mut(element) {
+                removed |= child.remove_all(other_child);
+                if child.is_empty() {
+                    self.children.remove(element);
+                }
+            }
+        }
+        removed
     }
 
     /// Paths in both sets.
@@ -270,6 +290,40 @@ impl FieldSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn remove_all_in_place_is_the_difference() {
+        let set = |paths: &[&[&str]]| {
+            let mut out = FieldSet::new();
+            for path in paths {
+                let path: Vec<PathElement> = path
+                    .iter()
+                    .map(|f| PathElement::Field((*f).to_owned()))
+                    .collect();
+                out.insert(&path);
+            }
+            out
+        };
+        let base = set(&[
+            &["spec"],
+            &["spec", "a"],
+            &["spec", "b", "c"],
+            &["status", "x"],
+        ]);
+        let cases = [
+            set(&[&["spec", "b", "c"]]),
+            set(&[&["status", "x"], &["spec"]]),
+            set(&[&["other"]]),
+            base.clone(),
+            FieldSet::new(),
+        ];
+        for other in cases {
+            let mut in_place = base.clone();
+            let removed = in_place.remove_all(&other);
+            assert_eq!(in_place, base.difference(&other), "{other:?}");
+            assert_eq!(removed, in_place != base, "{other:?}");
+        }
+    }
     use serde_json::json;
 
     fn field(name: &str) -> PathElement {
