@@ -395,6 +395,13 @@ pub fn score_all(plugin: &dyn Plugin, pod: &Pod, snapshot: &Snapshot) -> Option<
         .iter()
         .map(|n| scorer.score(&state, pod, n).expect("score"))
         .collect();
+    // What the framework calls: the same raw scores, however the plugin
+    // computes them in one pass.
+    let mut together = vec![0; nodes.len()];
+    scorer
+        .score_nodes(&state, pod, &nodes, &mut together)
+        .expect("score_nodes");
+    assert_eq!(together, scores, "score_nodes differs from score per node");
     let status = scorer.normalize_score(&state, pod, &nodes, &mut scores);
     assert!(status.is_success(), "NormalizeScore failed: {status}");
     Some(scores)

@@ -192,6 +192,22 @@ pub trait PreScorePlugin {
 pub trait ScorePlugin {
     /// The raw score.
     fn score(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status>;
+    /// The raw scores of `nodes` (the nodes PreScore was given, in its
+    /// order) into `scores`; by default one [`ScorePlugin::score`] per node.
+    /// Plugins that resolve what they need per node once in PreScore
+    /// override it.
+    fn score_nodes(
+        &self,
+        state: &CycleState,
+        pod: &Pod,
+        nodes: &[&NodeInfo],
+        scores: &mut [i64],
+    ) -> Result<(), Status> {
+        for (slot, node) in scores.iter_mut().zip(nodes) {
+            *slot = self.score(state, pod, node)?;
+        }
+        Ok(())
+    }
     /// Rewrites `scores` (parallel to `nodes`) into 0..=100.
     fn normalize_score(
         &self,

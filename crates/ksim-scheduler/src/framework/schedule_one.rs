@@ -592,15 +592,15 @@ fn prioritize_nodes(
         if state.skips_score(plugin.name()) {
             continue;
         }
-        for (slot, node) in scores.iter_mut().zip(nodes) {
-            *slot = scorer.score(state, pod, node).map_err(|status| {
+        scorer
+            .score_nodes(state, pod, nodes, &mut scores)
+            .map_err(|status| {
                 ScheduleError::Internal(format!(
                     "running Score plugin {:?}: {}",
                     plugin.name(),
                     status.message()
                 ))
             })?;
-        }
         let status = scorer.normalize_score(state, pod, nodes, &mut scores);
         if !status.is_success() {
             return Err(ScheduleError::Internal(format!(

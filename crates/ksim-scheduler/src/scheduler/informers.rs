@@ -76,6 +76,14 @@ impl From<crate::framework::WorkloadKind> for Informer {
     }
 }
 
+/// Drops `metadata.managedFields`, which no scheduling decision reads (as
+/// kube-scheduler's informers trim them), so that the objects the cache,
+/// the queue and assumed bindings keep and clone stay small.
+fn trimmed<K: kube::Resource>(mut object: K) -> K {
+    object.meta_mut().managed_fields = None;
+    object
+}
+
 fn spawn_one<K>(
     api: Api<K>,
     tx: UnboundedSender<Message>,
@@ -92,14 +100,14 @@ where
         let mut listed: Vec<K> = Vec::new();
         while let Some(event) = stream.next().await {
             let change = match event {
-                Ok(watcher::Event::Apply(object)) => Change::Apply(object),
-                Ok(watcher::Event::Delete(object)) => Change::Delete(object),
+                Ok(watcher::Event::Apply(object)) => Change::Apply(trimmed(object)),
+                Ok(watcher::Event::Delete(object)) => Change::Delete(trimmed(object)),
                 Ok(watcher::Event::Init) => {
                     listed.clear();
                     continue;
                 }
                 Ok(watcher::Event::InitApply(object)) => {
-                    listed.push(object);
+                    listed.push(trimmed(object));
                     continue;
                 }
                 Ok(watcher::Event::InitDone) => Change::Relist(std::mem::take(&mut listed)),

@@ -380,6 +380,38 @@ struct PreScoreState {
     /// are counted per node at Score).
     pod_counts: Vec<DomainCounts>,
     normalizing_weights: Vec<f64>,
+    /// The nodes PreScore was given (their addresses, only compared), so
+    /// that Score can use what PreScore resolved per node.
+    node_addresses: Vec<usize>,
+    /// Per node PreScore was given, whether it is ignored.
+    node_ignored: Vec<bool>,
+    /// Per node PreScore was given and per constraint (row-major), the
+    /// position of its domain in `domain_values`, or [`NO_DOMAIN`] /
+    /// [`OWN_NODE`].
+    node_domains: Vec<u32>,
+    /// Per constraint, the domain values in order of first sight.
+    domain_values: Vec<Vec<String>>,
+}
+
+/// The node lacks the constraint's topology key: it adds nothing.
+const NO_DOMAIN: u32 = u32::MAX;
+/// A hostname constraint: the node's own matching pods count.
+const OWN_NODE: u32 = u32::MAX - 1;
+
+fn node_address(node: &NodeInfo) -> usize {
+    std::ptr::from_ref(node) as usize
+}
+
+impl PreScoreState {
+    /// Whether `nodes` are the nodes PreScore was given, in its order.
+    fn resolved_for(&self, nodes: &[&NodeInfo]) -> bool {
+        self.node_addresses.len() == nodes.len()
+            && self
+                .node_addresses
+                .iter()
+                .zip(nodes)
+                .all(|(address, node)| *address == node_address(node))
+    }
 }
 
 fn topology_normalizing_weight(size: usize) -> f64 {
@@ -419,24 +451,53 @@ impl PreScorePlugin for PodTopologySpread {
             ..Default::default()
         };
         let mut topology_size = vec![0usize; constraints.len()];
+        // Per constraint, domain value -> its position in `domain_values`.
+        let mut positions: Vec<HashMap<String, u32, FixedState>> =
+            vec![HashMap::default(); constraints.len()];
+        s.domain_values = vec![Vec::new(); constraints.len()];
+        s.node_addresses.reserve(nodes.len());
+        s.node_ignored.reserve(nodes.len());
+        s.node_domains.reserve(nodes.len() * constraints.len());
+        let mut values: Vec<Option<&str>> = Vec::with_capacity(constraints.len());
         for node in nodes {
-            if require_all_topologies && !node_has_all_topology_keys(node, &constraints) {
+            s.node_addresses.push(node_address(node));
+            let labels = node.labels();
+            values.clear();
+            values.extend(
+                constraints
+                    .iter()
+                    .map(|c| labels.get(&c.topology_key).map(String::as_str)),
+            );
+            let ignored = require_all_topologies && values.iter().any(Option::is_none);
+            s.node_ignored.push(ignored);
+            if ignored {
                 s.ignored_nodes.insert(node.name().to_string());
+                s.node_domains
+                    .extend(std::iter::repeat_n(NO_DOMAIN, constraints.len()));
                 continue;
             }
-            for (i, c) in constraints.iter().enumerate() {
+            for (i, (c, value)) in constraints.iter().zip(&values).enumerate() {
                 if c.topology_key == HOSTNAME_LABEL {
+                    s.node_domains
+                        .push(if value.is_some() { OWN_NODE } else { NO_DOMAIN });
                     continue;
                 }
-                let value = node
-                    .labels()
-                    .get(&c.topology_key)
-                    .map(String::as_str)
-                    .unwrap_or("");
-                if !s.pod_counts[i].contains_key(value) {
-                    s.pod_counts[i].insert(value.to_string(), 0);
-                    topology_size[i] += 1;
-                }
+                let present = value.is_some();
+                let value = value.unwrap_or("");
+                let position = match positions[i].get(value) {
+                    Some(&position) => position,
+                    None => {
+                        let position =
+                            u32::try_from(s.domain_values[i].len()).unwrap_or(OWN_NODE - 1);
+                        positions[i].insert(value.to_string(), position);
+                        s.domain_values[i].push(value.to_string());
+                        s.pod_counts[i].insert(value.to_string(), 0);
+                        topology_size[i] += 1;
+                        position
+                    }
+                };
+                s.node_domains
+                    .push(if present { position } else { NO_DOMAIN });
             }
         }
         s.normalizing_weights = constraints
@@ -491,6 +552,60 @@ impl PreScorePlugin for PodTopologySpread {
 }
 
 impl ScorePlugin for PodTopologySpread {
+    fn score_nodes(
+        &self,
+        state: &CycleState,
+        pod: &Pod,
+        nodes: &[&NodeInfo],
+        scores: &mut [i64],
+    ) -> Result<(), Status> {
+        let s = state.read::<PreScoreState>(PRE_SCORE_KEY).ok_or_else(|| {
+            Status::error(format!(
+                "reading {PRE_SCORE_KEY:?} from cycleState: not found"
+            ))
+        })?;
+        if !s.resolved_for(nodes) {
+            for (slot, node) in scores.iter_mut().zip(nodes) {
+                *slot = self.score(state, pod, node)?;
+            }
+            return Ok(());
+        }
+        // Counts per domain position, looked up once per cycle.
+        let counts: Vec<Vec<i64>> = s
+            .domain_values
+            .iter()
+            .zip(&s.pod_counts)
+            .map(|(values, counts)| {
+                values
+                    .iter()
+                    .map(|v| counts.get(v).copied().unwrap_or(0))
+                    .collect()
+            })
+            .collect();
+        let namespace = pod_namespace(pod);
+        let n = s.constraints.len();
+        for (k, (slot, node)) in scores.iter_mut().zip(nodes).enumerate() {
+            if s.node_ignored[k] {
+                *slot = 0;
+                continue;
+            }
+            let mut score = 0.0;
+            for (i, c) in s.constraints.iter().enumerate() {
+                let count = match s.node_domains[k * n + i] {
+                    NO_DOMAIN => continue,
+                    OWN_NODE => count_pods_match_selector(&node.pods, &c.selector, namespace),
+                    position => counts[i]
+                        .get(position as usize)
+                        .copied()
+                        .unwrap_or_default(),
+                };
+                score += score_for_count(count, c.max_skew, s.normalizing_weights[i]);
+            }
+            *slot = score.round() as i64;
+        }
+        Ok(())
+    }
+
     fn score(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
         let s = state.read::<PreScoreState>(PRE_SCORE_KEY).ok_or_else(|| {
             Status::error(format!(
@@ -526,10 +641,14 @@ impl ScorePlugin for PodTopologySpread {
             return Status::success();
         };
         let (mut min_score, mut max_score) = (i64::MAX, 0i64);
-        let ignored: Vec<bool> = nodes
-            .iter()
-            .map(|n| s.ignored_nodes.contains(n.name()))
-            .collect();
+        let ignored: Vec<bool> = if s.resolved_for(nodes) {
+            s.node_ignored.clone()
+        } else {
+            nodes
+                .iter()
+                .map(|n| s.ignored_nodes.contains(n.name()))
+                .collect()
+        };
         for (score, ignored) in scores.iter().zip(&ignored) {
             if *ignored {
                 continue;
