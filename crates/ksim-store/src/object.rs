@@ -27,6 +27,9 @@ pub struct StoredObject {
     /// Where in `json` the resourceVersion's string starts (its opening
     /// quote), when it has one: a deletion restamps the last version there.
     version_at: Option<usize>,
+    /// Whether `metadata.managedFields` is the stored text of a list (served
+    /// by embedding it as it is).
+    managed_fields_text: bool,
 }
 
 /// An object prepared for the store but not yet given its revision: compacted
@@ -37,6 +40,7 @@ pub(crate) struct UnstampedObject {
     value: Value,
     json: Vec<u8>,
     version_at: Option<usize>,
+    managed_fields_text: bool,
 }
 
 impl UnstampedObject {
@@ -45,11 +49,13 @@ impl UnstampedObject {
         if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
             metadata.insert("resourceVersion".to_string(), Value::String(String::new()));
         }
-        let (json, version_at) = api_json(&mut value);
+        let managed_fields_text = compact(&mut value);
+        let (json, version_at) = api_json(&value, managed_fields_text);
         UnstampedObject {
             value,
             json,
             version_at,
+            managed_fields_text,
         }
     }
 
@@ -64,6 +70,7 @@ impl UnstampedObject {
             mut value,
             json,
             version_at,
+            managed_fields_text,
         } = self;
         let version = revision.to_string();
         let json = match version_at {
@@ -88,6 +95,7 @@ impl UnstampedObject {
             revision,
             key,
             version_at,
+            managed_fields_text,
         }
     }
 }
@@ -114,6 +122,7 @@ impl StoredObject {
             value: self.value.clone(),
             json,
             version_at: Some(at),
+            managed_fields_text: self.managed_fields_text,
         }
     }
 
@@ -121,14 +130,35 @@ impl StoredObject {
     /// no resourceVersion.
     pub fn dry_run(mut value: Value) -> Self {
         let key = key_of(&value).unwrap_or_default();
-        let (json, _) = api_json(&mut value);
+        let managed_fields_text = compact(&mut value);
+        let (json, _) = api_json(&value, managed_fields_text);
         StoredObject {
             value,
             json: exact_bytes(json),
             revision: 0,
             key,
             version_at: None,
+            managed_fields_text,
         }
+    }
+
+    /// This version as a `PartialObjectMetadata` of `api_version`
+    /// (`meta.k8s.io/v1` or `v1beta1`), serialized straight from the stored
+    /// metadata: what serializing its API form gives, without copying it.
+    pub fn partial_metadata_json(&self, api_version: &str) -> Vec<u8> {
+        let mut out = Vec::with_capacity(512);
+        out.extend_from_slice(b"{\"apiVersion\":");
+        write_str(&mut out, api_version);
+        out.extend_from_slice(b",\"kind\":\"PartialObjectMetadata\",\"metadata\":");
+        match self.value.get("metadata") {
+            Some(Value::Object(metadata)) => {
+                write_metadata(&mut out, metadata, self.managed_fields_text);
+            }
+            Some(other) => write_json(&mut out, other),
+            None => out.extend_from_slice(b"{}"),
+        }
+        out.push(b'}');
+        out
     }
 
     /// The namespace (`""` when cluster-scoped).
@@ -205,13 +235,12 @@ fn compact(value: &mut Value) -> bool {
     }
 }
 
-/// Compacts `value`'s managedFields ([`compact_managed_fields`]) and
-/// serializes `value` in the API form, the stored managedFields text
+/// Serializes `value` (compacted: [`compact`] said whether managedFields
+/// is the stored text) in the API form, the stored managedFields text
 /// embedded as the list it encodes (one serialization of it, no parse).
 /// Also says where `metadata.resourceVersion`'s string starts, if it is one.
-fn api_json(value: &mut Value) -> (Vec<u8>, Option<usize>) {
-    let embed_managed_fields = compact(value);
-    let Value::Object(fields) = &*value else {
+fn api_json(value: &Value, managed_fields_text: bool) -> (Vec<u8>, Option<usize>) {
+    let Value::Object(fields) = value else {
         return (serde_json::to_vec(value).unwrap_or_default(), None);
     };
     let mut out = Vec::with_capacity(1024);
@@ -225,31 +254,43 @@ fn api_json(value: &mut Value) -> (Vec<u8>, Option<usize>) {
         out.push(b':');
         match field {
             Value::Object(metadata) if name == "metadata" => {
-                out.push(b'{');
-                for (m, (name, field)) in metadata.iter().enumerate() {
-                    if m > 0 {
-                        out.push(b',');
-                    }
-                    write_str(&mut out, name);
-                    out.push(b':');
-                    match field {
-                        Value::String(text) if name == "managedFields" && embed_managed_fields => {
-                            out.extend_from_slice(text.as_bytes());
-                        }
-                        Value::String(_) if name == "resourceVersion" => {
-                            version_at = Some(out.len());
-                            write_json(&mut out, field);
-                        }
-                        other => write_json(&mut out, other),
-                    }
-                }
-                out.push(b'}');
+                version_at = write_metadata(&mut out, metadata, managed_fields_text);
             }
             other => write_json(&mut out, other),
         }
     }
     out.push(b'}');
     (out, version_at)
+}
+
+/// Appends `metadata` in the API form (see [`api_json`]); returns where its
+/// resourceVersion's string starts, if it is one.
+fn write_metadata(
+    out: &mut Vec<u8>,
+    metadata: &serde_json::Map<String, Value>,
+    managed_fields_text: bool,
+) -> Option<usize> {
+    let mut version_at = None;
+    out.push(b'{');
+    for (m, (name, field)) in metadata.iter().enumerate() {
+        if m > 0 {
+            out.push(b',');
+        }
+        write_str(out, name);
+        out.push(b':');
+        match field {
+            Value::String(text) if name == "managedFields" && managed_fields_text => {
+                out.extend_from_slice(text.as_bytes());
+            }
+            Value::String(_) if name == "resourceVersion" => {
+                version_at = Some(out.len());
+                write_json(out, field);
+            }
+            other => write_json(out, other),
+        }
+    }
+    out.push(b'}');
+    version_at
 }
 
 /// Appends the compact JSON of `value` (serializing a JSON value into a Vec
@@ -513,6 +554,33 @@ mod tests {
         let served: Value = serde_json::from_slice(&again.json).expect("json");
         assert_eq!(served["metadata"]["resourceVersion"], "7");
         assert_eq!(served["spec"], json!({"x": 1}));
+    }
+
+    #[test]
+    fn partial_metadata_is_the_serialization_of_the_api_form_metadata() {
+        let list = json!([{"manager": "m", "fieldsType": "FieldsV1", "fieldsV1": {"f:a": {}}}]);
+        let cases = [
+            json!({"apiVersion": "v1", "metadata": {"labels": {"a": "b"}, "managedFields": list, "name": "a"}, "spec": {}}),
+            json!({"metadata": {"managedFields": "not json", "name": "a"}}),
+            json!({"metadata": {"name": "a"}}),
+            json!({"metadata": "odd"}),
+            json!({"spec": {}}),
+        ];
+        for object in cases {
+            let stored = StoredObject::new(object.clone(), 7, ("".into(), "a".into()));
+            let mut expanded = stored.value.clone();
+            expand_managed_fields(&mut expanded);
+            let expected = json!({
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": expanded.get("metadata").cloned().unwrap_or(json!({})),
+            });
+            assert_eq!(
+                stored.partial_metadata_json("meta.k8s.io/v1"),
+                serde_json::to_vec(&expected).expect("json"),
+                "{object}"
+            );
+        }
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::ApiError;
 use super::codec::Output;
 use super::conversion;
 use super::handlers::ObjectFilter;
-use super::handlers::{ResourceRequest, partial_metadata};
+use super::handlers::ResourceRequest;
 use super::registry::collection_of;
 
 /// How often a watch with `allowWatchBookmarks` gets a BOOKMARK.
@@ -231,8 +231,12 @@ impl WatchSpec {
                 line(kind, &serde_json::to_vec(&table).unwrap_or_default())
             }
             Output::Metadata { v1beta1 } => {
-                let metadata = partial_metadata(&object.value, v1beta1);
-                line(kind, &serde_json::to_vec(&metadata).unwrap_or_default())
+                let api_version = if v1beta1 {
+                    "meta.k8s.io/v1beta1"
+                } else {
+                    "meta.k8s.io/v1"
+                };
+                line(kind, &object.partial_metadata_json(api_version))
             }
             _ if conversion::is_identity(&self.view.target.resource, &object.value) => {
                 line(kind, &object.json)

@@ -181,15 +181,43 @@ pub(crate) struct ResourceRequest {
     headers: HeaderMap,
 }
 
+/// How much of an oversized body is read (and dropped) before answering
+/// 413, so that a client still writing it reads the answer rather than a
+/// reset connection.
+const OVERSIZED_BODY_DRAIN_BYTES: usize = 64 * 1024 * 1024;
+
 async fn read_body(body: Body) -> Result<Bytes, ApiError> {
-    axum::body::to_bytes(body, codec::MAX_BODY_BYTES)
-        .await
-        .map_err(|_| {
-            ApiError::too_large(format!(
-                "Request entity too large: limit is {}",
-                codec::MAX_BODY_BYTES
-            ))
-        })
+    use http_body_util::BodyExt;
+    let too_large = || {
+        ApiError::too_large(format!(
+            "Request entity too large: limit is {}",
+            codec::MAX_BODY_BYTES
+        ))
+    };
+    let mut body = body;
+    let mut collected = bytes::BytesMut::new();
+    let mut seen = 0usize;
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame else {
+            return Err(too_large());
+        };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        seen += data.len();
+        if seen > codec::MAX_BODY_BYTES {
+            if seen > OVERSIZED_BODY_DRAIN_BYTES {
+                return Err(too_large());
+            }
+            collected = bytes::BytesMut::new();
+            continue;
+        }
+        collected.extend_from_slice(&data);
+    }
+    if seen > codec::MAX_BODY_BYTES {
+        return Err(too_large());
+    }
+    Ok(collected.freeze())
 }
 
 impl ResourceRequest {
