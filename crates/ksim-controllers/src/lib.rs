@@ -8,6 +8,7 @@
 //! (PodDisruptionBudget status), [`nodelifecycle`] (node health and
 //! taint-based eviction); [`manager`] starts a chosen set.
 
+mod cache;
 mod common;
 pub mod daemonset;
 pub mod deployment;
