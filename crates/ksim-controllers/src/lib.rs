@@ -6,7 +6,8 @@
 //! Modules: [`replicaset`], [`deployment`], [`statefulset`], [`daemonset`],
 //! [`job`], [`garbagecollector`], [`namespace`], [`disruption`]
 //! (PodDisruptionBudget status), [`nodelifecycle`] (node health and
-//! taint-based eviction); [`manager`] starts a chosen set.
+//! taint-based eviction); [`manager`] starts a chosen set. `cache` holds the
+//! indexed pod cache the ReplicaSet and disruption controllers share.
 
 mod cache;
 mod common;
