@@ -7,8 +7,10 @@
 //! [`job`], [`garbagecollector`], [`namespace`], [`disruption`]
 //! (PodDisruptionBudget status), [`nodelifecycle`] (node health and
 //! taint-based eviction), [`ttlafterfinished`] (finished Jobs' TTL);
-//! [`manager`] starts a chosen set.
+//! [`manager`] starts a chosen set. `cache` holds the indexed pod cache the
+//! ReplicaSet and disruption controllers share.
 
+mod cache;
 mod common;
 mod controller_ref;
 pub mod daemonset;

@@ -25,12 +25,13 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource};
 
-use super::cache::{BudgetIndex, Key, PodIndex};
+use super::budgets::BudgetIndex;
 use super::status::{
     ControllerScale, budget_status, count_healthy, disrupted_pod_map, expected_pod_count,
     failed_status, go_selector_string,
 };
 use crate::Error;
+use crate::cache::{Key, PodIndex};
 use crate::common::watch_all;
 use crate::common::{controller_of, key_of, parse_selector, update_status};
 use crate::events::Events;

@@ -5,7 +5,7 @@
 //! subresource reads it. It also resets DisruptionTarget pod conditions
 //! that no deletion followed within 2 minutes.
 
-pub(crate) mod cache;
+mod budgets;
 mod controller;
 mod status;
 

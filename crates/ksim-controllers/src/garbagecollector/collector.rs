@@ -232,7 +232,7 @@ impl Collector {
             };
             states.push(state);
         }
-        let has_dependents = !self.graph.dependents_of(uid).is_empty();
+        let has_dependents = self.graph.has_dependents(uid);
         match decide(&node, &states, has_dependents) {
             Decision::Nothing => Ok(()),
             Decision::RemoveOwners(owners) => self.remove_owner_references(&node, &owners).await,
@@ -355,7 +355,7 @@ impl Collector {
             let Some(api) = self.api_for(dependent.resource, dependent.namespace.as_deref()) else {
                 continue;
             };
-            let foreground = !self.graph.dependents_of(&uid).is_empty();
+            let foreground = self.graph.has_dependents(&uid);
             let params = DeleteParams {
                 propagation_policy: Some(if foreground {
                     PropagationPolicy::Foreground

@@ -79,15 +79,22 @@ impl Graph {
         self.nodes.get(uid)
     }
 
-    /// Inserts or replaces a node; returns the UIDs whose state may have
-    /// changed (the node, its old and new owners' dependents are unaffected,
-    /// its own dependents are).
+    /// Inserts or replaces a node; returns the UIDs to look at again: the
+    /// node itself; those of its owners (old and new) that are being deleted
+    /// and wait on or release their dependents; and its dependents when it
+    /// is new or its state as an owner changed (it started or stopped a
+    /// foreground deletion). An owner's ordinary update (a status change)
+    /// touches none of its dependents, so a ReplicaSet's thousands of pods
+    /// are not revisited each time its status is written.
     pub fn upsert(&mut self, node: Node) -> Vec<String> {
         let uid = node.uid.clone();
-        if let Some(old) = self.nodes.get(&uid) {
+        let old = self.nodes.remove(&uid);
+        let mut owners: Vec<String> = node.owners.iter().map(|o| o.uid.clone()).collect();
+        if let Some(old) = &old {
             for owner in &old.owners {
-                if let Some(set) = self.dependents.get_mut(&owner.uid) {
-                    set.remove(&uid);
+                self.unlink(&owner.uid, &uid);
+                if !owners.contains(&owner.uid) {
+                    owners.push(owner.uid.clone());
                 }
             }
         }
@@ -98,29 +105,52 @@ impl Graph {
                 .insert(uid.clone());
         }
         let mut changed = vec![uid.clone()];
-        if !node.owners.is_empty() {
-            changed.extend(node.owners.iter().map(|o| o.uid.clone()));
+        changed.extend(
+            owners
+                .into_iter()
+                .filter(|owner| self.nodes.get(owner).is_some_and(|o| o.deleting)),
+        );
+        let state_changed = old
+            .as_ref()
+            .is_none_or(|old| old.deleting_dependents() != node.deleting_dependents());
+        if state_changed {
+            changed.extend(self.dependents_of(&uid));
         }
-        changed.extend(self.dependents_of(&uid));
         self.nodes.insert(uid, node);
         changed
     }
 
-    /// Removes a node; returns its dependents and owners (to look at again).
+    /// Forgets that `dependent` lists `owner`.
+    fn unlink(&mut self, owner: &str, dependent: &str) {
+        if let Some(set) = self.dependents.get_mut(owner) {
+            set.remove(dependent);
+            if set.is_empty() {
+                self.dependents.remove(owner);
+            }
+        }
+    }
+
+    /// Removes a node; returns its dependents (their owner is gone) and
+    /// those of its owners that are being deleted (one dependent fewer to
+    /// wait on), to look at again.
     pub fn remove(&mut self, uid: &str) -> Vec<String> {
         let mut changed = self.dependents_of(uid);
         if let Some(old) = self.nodes.remove(uid) {
             for owner in &old.owners {
-                if let Some(set) = self.dependents.get_mut(&owner.uid) {
-                    set.remove(uid);
-                    if set.is_empty() {
-                        self.dependents.remove(&owner.uid);
-                    }
+                self.unlink(&owner.uid, uid);
+                if self.nodes.get(&owner.uid).is_some_and(|o| o.deleting) {
+                    changed.push(owner.uid.clone());
                 }
-                changed.push(owner.uid.clone());
             }
         }
         changed
+    }
+
+    /// Whether any object in the graph lists `uid` as an owner.
+    pub fn has_dependents(&self, uid: &str) -> bool {
+        self.dependents
+            .get(uid)
+            .is_some_and(|set| set.iter().any(|d| self.nodes.contains_key(d)))
     }
 
     /// The UIDs of the objects listing `uid` as an owner.
@@ -238,10 +268,63 @@ mod tests {
         dependents.sort();
         assert_eq!(dependents, ["a", "b"]);
         assert_eq!(graph.blocking_dependents("rs"), ["a"]);
+        assert!(graph.has_dependents("rs") && !graph.has_dependents("a"));
         let changed = graph.remove("rs");
         assert!(changed.contains(&"a".to_string()) && changed.contains(&"b".to_string()));
         graph.remove("a");
         assert_eq!(graph.dependents_of("rs"), ["b"]);
+        graph.remove("b");
+        assert!(
+            graph.dependents.is_empty(),
+            "no empty dependent sets are kept"
+        );
+    }
+
+    fn sorted(mut uids: Vec<String>) -> Vec<String> {
+        uids.sort();
+        uids
+    }
+
+    #[test]
+    fn an_owner_update_revisits_its_dependents_only_when_its_state_as_an_owner_changes() {
+        let mut graph = Graph::default();
+        graph.upsert(node("a", vec![owner("rs", true)]));
+        assert_eq!(
+            sorted(graph.upsert(node("rs", vec![]))),
+            ["a", "rs"],
+            "a new owner: its dependents look again"
+        );
+        let mut status_update = node("rs", vec![]);
+        status_update.resource_version = Some("2".into());
+        assert_eq!(graph.upsert(status_update), ["rs"]);
+        let mut foreground = node("rs", vec![]);
+        foreground.deleting = true;
+        foreground.finalizers = vec![FOREGROUND_FINALIZER.into()];
+        assert_eq!(sorted(graph.upsert(foreground)), ["a", "rs"]);
+    }
+
+    #[test]
+    fn a_dependent_change_revisits_only_owners_being_deleted() {
+        let mut graph = Graph::default();
+        graph.upsert(node("rs", vec![]));
+        graph.upsert(node("a", vec![owner("rs", true)]));
+        assert_eq!(graph.upsert(node("a", vec![owner("rs", true)])), ["a"]);
+        assert!(graph.remove("a").is_empty());
+        let mut deleting = node("rs", vec![]);
+        deleting.deleting = true;
+        deleting.finalizers = vec![ORPHAN_FINALIZER.into()];
+        graph.upsert(deleting);
+        assert_eq!(
+            sorted(graph.upsert(node("b", vec![owner("rs", true)]))),
+            ["b", "rs"]
+        );
+        assert_eq!(
+            graph.upsert(node("b", vec![])),
+            ["b", "rs"],
+            "a dropped reference revisits the owner too"
+        );
+        graph.upsert(node("c", vec![owner("rs", true)]));
+        assert_eq!(graph.remove("c"), ["rs"]);
     }
 
     #[test]

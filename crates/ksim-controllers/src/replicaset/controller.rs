@@ -11,9 +11,7 @@ use futures::future::join_all;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
-    LabelSelector, ObjectMeta, OwnerReference, Time,
-};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{self, Action};
@@ -25,13 +23,13 @@ use serde_json::json;
 use super::expectations::{Expectations, PodKey};
 use super::ranking::pods_to_delete;
 use crate::Error;
+use crate::cache::PodIndex;
 use crate::common::watch_all;
 use crate::common::{
     controller_of, controller_reference, is_pod_active, is_pod_available, is_pod_ready, key_of,
     parse_selector, selector_matches, update_status,
 };
 use crate::deployment::nonzero;
-use crate::disruption::cache::PodIndex;
 use crate::events::Events;
 
 /// At most this many pods are created or deleted in one sync (upstream's `BurstReplicas`).
@@ -320,28 +318,30 @@ async fn reconcile(cached: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Act
     // expectations look less satisfied than they are, never more.
     let may_manage = context.expectations.satisfied(&owner.uid, Instant::now());
 
-    let listed = if selector.is_empty() {
-        Vec::new()
+    // The pods it controls that its selector matches, and the matching
+    // orphans it adopts (`ClaimPods`), from the controller and orphan
+    // indexes: no scan of every pod its selector matches.
+    let (mut owned, orphans) = if selector.is_empty() {
+        (Vec::new(), Vec::new())
     } else {
-        context
-            .pods
-            .read()
-            .expect("pod index lock poisoned")
-            .select(&namespace, &spec.selector, &selector)
+        let pods = context.pods.read().expect("pod index lock poisoned");
+        let mut owned = pods.controlled_by(&namespace, &owner.uid);
+        owned.retain(|pod| selector_matches(&selector, pod.metadata.labels.as_ref()));
+        let orphans = if deleting {
+            Vec::new()
+        } else {
+            pods.orphans(&namespace, &selector)
+        };
+        (owned, orphans)
     };
-    let mut owned: Vec<Arc<Pod>> = Vec::with_capacity(listed.len());
-    for pod in listed {
-        match controller_of(&pod.metadata) {
-            Some(reference) if reference.uid == owner.uid => owned.push(pod),
-            Some(_) => {}
-            None if !deleting && pod.metadata.deletion_timestamp.is_none() => {
-                match adopt(&pods_api, &pod, &owner).await {
-                    Ok(adopted) => owned.push(Arc::new(adopted)),
-                    Err(e) if e.is_not_found() => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            None => {}
+    for pod in orphans {
+        if pod.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        match adopt(&pods_api, &pod, &owner).await {
+            Ok(adopted) => owned.push(Arc::new(adopted)),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e),
         }
     }
     let hinted = context
@@ -542,13 +542,12 @@ fn indirectly_related_pods(context: &Context, rs: &ReplicaSet, own: &[Arc<Pod>])
         if selector.is_empty() {
             continue;
         }
-        let sibling_uid = sibling.metadata.uid.clone().unwrap_or_default();
+        let sibling_uid = sibling.metadata.uid.as_deref().unwrap_or_default();
         related.extend(
-            pods.select(&namespace, &spec.selector, &selector)
+            pods.controlled_by(&namespace, sibling_uid)
                 .into_iter()
                 .filter(|p| {
-                    is_pod_active(p)
-                        && controller_of(&p.metadata).is_some_and(|c| c.uid == sibling_uid)
+                    is_pod_active(p) && selector_matches(&selector, p.metadata.labels.as_ref())
                 }),
         );
     }
@@ -578,15 +577,13 @@ async fn release_unmatched(
     owner_uid: &str,
     selector: &ksim_core::selector::LabelSelectorRequirements,
 ) -> Result<(), Error> {
-    let everything = ksim_core::selector::LabelSelectorRequirements::default();
-    let in_namespace = context
+    let owned = context
         .pods
         .read()
         .expect("pod index lock poisoned")
-        .select(namespace, &LabelSelector::default(), &everything);
-    for pod in in_namespace {
-        let owned = controller_of(&pod.metadata).is_some_and(|r| r.uid == owner_uid);
-        if !owned || selector_matches(selector, pod.metadata.labels.as_ref()) {
+        .controlled_by(namespace, owner_uid);
+    for pod in owned {
+        if selector_matches(selector, pod.metadata.labels.as_ref()) {
             continue;
         }
         let references: Vec<&OwnerReference> = pod
