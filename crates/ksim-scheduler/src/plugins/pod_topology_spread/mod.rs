@@ -305,7 +305,8 @@ fn score_counts_from_index(
 
 /// Adds to `pod_counts` (the domains PreScore's nodes span) the matching
 /// pods of every node counted (upstream PreScore's scan), for constraints
-/// the kept counts do not answer.
+/// the kept counts do not answer (`count` gives a node's matching pods for
+/// the constraint at an index).
 fn scan_score_counts(
     pod: &Pod,
     constraints: &[Constraint],
@@ -313,8 +314,8 @@ fn scan_score_counts(
     require_all_topologies: bool,
     snapshot: &Snapshot,
     pod_counts: &mut [DomainCounts],
+    count: impl Fn(usize, &NodeInfo) -> i64,
 ) {
-    let namespace = pod_namespace(pod);
     for node in snapshot.nodes() {
         if require_all_topologies && !node_has_all_topology_keys(node, constraints) {
             continue;
@@ -328,10 +329,47 @@ fn scan_score_counts(
                 .get(&c.topology_key)
                 .map(String::as_str)
                 .unwrap_or("");
-            let Some(count) = pod_counts[i].get_mut(value) else {
+            let Some(total) = pod_counts[i].get_mut(value) else {
                 continue;
             };
-            *count += count_pods_match_selector(&node.pods, &c.selector, namespace);
+            *total += count(i, node);
+        }
+    }
+}
+
+/// One selector's matching pods per node of the snapshot: from the kept
+/// per-hostname counts when no two nodes share a hostname (a lookup per
+/// node), else (and for nodes without a hostname) by counting the node's pods.
+struct NodeCounts<'a> {
+    per_hostname: Option<Arc<DomainCounts>>,
+    selector: &'a Selector,
+    namespace: &'a str,
+}
+
+impl<'a> NodeCounts<'a> {
+    fn for_constraints(
+        snapshot: &Snapshot,
+        namespace: &'a str,
+        constraints: &'a [Constraint],
+    ) -> Vec<Self> {
+        constraints
+            .iter()
+            .map(|c| {
+                let kept = snapshot.kept_domain_counts(namespace, &c.selector, HOSTNAME_LABEL);
+                NodeCounts {
+                    per_hostname: kept.one_node_per_domain.then_some(kept.counts),
+                    selector: &c.selector,
+                    namespace,
+                }
+            })
+            .collect()
+    }
+
+    /// The matching pods on `node`, one of the snapshot's nodes.
+    fn of(&self, node: &NodeInfo) -> i64 {
+        match (&self.per_hostname, node.labels().get(HOSTNAME_LABEL)) {
+            (Some(kept), Some(hostname)) => kept.get(hostname).copied().unwrap_or(0),
+            _ => count_pods_match_selector(&node.pods, self.selector, self.namespace),
         }
     }
 }
@@ -347,13 +385,14 @@ fn in_snapshot(node: &NodeInfo, snapshot: &Snapshot) -> bool {
 
 /// Counts matching pods per domain by visiting every node (upstream
 /// `calPreFilterState`), for constraints the kept counts do not answer.
+/// (`count` gives a node's matching pods for the constraint at an index.)
 fn count_per_domain(
     pod: &Pod,
     constraints: &[Constraint],
     required: &RequiredNodeAffinity,
     snapshot: &Snapshot,
+    count: impl Fn(usize, &NodeInfo) -> i64,
 ) -> Vec<Arc<DomainCounts>> {
-    let namespace = pod_namespace(pod);
     // Counted with domain names borrowed from the snapshot; owned once at the end.
     let mut borrowed: Vec<HashMap<&str, i64, FixedState>> =
         vec![HashMap::default(); constraints.len()];
@@ -374,7 +413,7 @@ fn count_per_domain(
             let count = if node.pods.is_empty() {
                 0
             } else {
-                count_pods_match_selector(&node.pods, &c.selector, namespace)
+                count(i, node)
             };
             *borrowed[i].entry(values[i]).or_insert(0) += count;
         }
@@ -407,7 +446,10 @@ impl PreFilterPlugin for PodTopologySpread {
                 .map(|c| snapshot.domain_counts(namespace, &c.selector, &c.topology_key))
                 .collect()
         } else {
-            count_per_domain(pod, &constraints, &required, snapshot)
+            let per_node = NodeCounts::for_constraints(snapshot, namespace, &constraints);
+            count_per_domain(pod, &constraints, &required, snapshot, |i, node| {
+                per_node[i].of(node)
+            })
         };
         state.write(
             PRE_FILTER_KEY,
@@ -626,6 +668,7 @@ impl PreScorePlugin for PodTopologySpread {
                 }
             }
         } else {
+            let per_node = NodeCounts::for_constraints(snapshot, namespace, &constraints);
             scan_score_counts(
                 pod,
                 &constraints,
@@ -633,6 +676,7 @@ impl PreScorePlugin for PodTopologySpread {
                 require_all_topologies,
                 snapshot,
                 &mut s.pod_counts,
+                |i, node| per_node[i].of(node),
             );
         }
         resolve_own_counts(&mut s, &constraints, namespace, nodes, snapshot);

@@ -550,6 +550,7 @@ fn check_pre_score_matches_scan(name: &str, incoming: &Pod, snapshot: &Snapshot,
         require_all,
         snapshot,
         &mut scanned,
+        |i, node| count_pods_match_selector(&node.pods, &s.constraints[i].selector, "default"),
     );
     assert_eq!(s.pod_counts, scanned, "{name}: domain counts");
     let n = s.constraints.len();
@@ -771,4 +772,87 @@ fn hostname_counts_shared_by_nodes_fall_back_to_each_nodes_pods() {
         score_all(&plugin(), &incoming, &snapshot),
         Some(vec![60, 40, 100])
     );
+}
+
+#[test]
+fn pre_filter_counts_under_inclusion_policies_match_a_count_of_each_nodes_pods() {
+    let mut honor_taints = constraint(1, "zone", "DoNotSchedule");
+    honor_taints.node_taints_policy = Some("Honor".to_string());
+    honor_taints.label_selector = Some(selector(&[("app", "web")]));
+    let mut host = constraint(1, "kubernetes.io/hostname", "DoNotSchedule");
+    host.label_selector = Some(selector(&[("app", "web")]));
+    let incoming = web_pod("new")
+        .node_affinity_in("zone", &["a", "b"])
+        .spread_constraint(honor_taints)
+        .spread_constraint(host)
+        .obj();
+    let mut snapshot = web_snapshot(
+        vec![
+            node("a1").label("zone", "a"),
+            node("a2")
+                .label("zone", "a")
+                .taint("dedicated", "x", "NoSchedule"),
+            node("b1").label("zone", "b"),
+            node("c1").label("zone", "c"),
+            node("none"),
+        ],
+        vec![
+            web_pod("w1").node("a1"),
+            web_pod("w2").node("a2"),
+            web_pod("w3").node("c1"),
+            web_pod("w4").node("none"),
+        ],
+    );
+    type Step = Box<dyn Fn(&mut Snapshot)>;
+    let steps: Vec<(&str, Step)> = vec![
+        ("as built", Box::new(|_| {})),
+        (
+            "a pod moved to another zone",
+            Box::new(|s| {
+                s.add_pod(web_pod("w1").node("b1").obj());
+            }),
+        ),
+        (
+            "a pod bound",
+            Box::new(|s| {
+                s.bind_pod(web_pod("w5").obj(), "a1");
+            }),
+        ),
+        (
+            "a pod deleted",
+            Box::new(|s| {
+                s.remove_pod("default", "w2");
+            }),
+        ),
+        (
+            "two nodes share a hostname",
+            Box::new(|s| {
+                s.upsert_node(
+                    node("b1")
+                        .label("zone", "b")
+                        .label("kubernetes.io/hostname", "a1")
+                        .obj(),
+                )
+            }),
+        ),
+    ];
+    for (name, step) in steps {
+        step(&mut snapshot);
+        let mut state = CycleState::new();
+        let (_, status) = plugin().pre_filter(&mut state, &incoming, &snapshot);
+        assert!(status.is_success(), "{name}: {status}");
+        let s = state
+            .read::<PreFilterState>(PRE_FILTER_KEY)
+            .expect("PreFilter state");
+        let required = RequiredNodeAffinity::from_pod(&incoming);
+        assert!(!counts_from_index(&s.constraints, &required, &snapshot));
+        let counted = count_per_domain(
+            &incoming,
+            &s.constraints,
+            &required,
+            &snapshot,
+            |i, node| count_pods_match_selector(&node.pods, &s.constraints[i].selector, "default"),
+        );
+        assert_eq!(s.tp_value_to_match_num, counted, "{name}");
+    }
 }
