@@ -4,6 +4,9 @@
 //! Run with `cargo bench -p ksim-scheduler --bench schedule_one` (release);
 //! `KSIM_BENCH_SCALE=0.1` shrinks every workload; `KSIM_BENCH_ONLY=Name`
 //! runs the workloads whose name contains `Name` (`cycle` the cycle costs).
+//! `DefaultSpreading` is `ksim bench workloads`' rollout: a ReplicaSet's
+//! 5,000 pods on 500 nodes without zone labels, under the system default
+//! spread constraints.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -14,8 +17,11 @@ use k8s_openapi::api::core::v1::{
     TopologySpreadConstraint,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use ksim_scheduler::framework::{Profile, ScheduleState, Snapshot, schedule_one};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use ksim_core::selector::LabelSelectorRequirements;
+use ksim_scheduler::framework::{
+    Profile, ScheduleState, Snapshot, WorkloadKind, WorkloadSelector, schedule_one,
+};
 
 #[path = "common/workloads.rs"]
 mod workloads;
@@ -128,6 +134,53 @@ fn run(nodes: usize, init_pods: usize, pods: usize, spread: Option<&str>) -> (f6
     (rate, cpu)
 }
 
+/// A ReplicaSet's `pods` pods on `nodes` nodes labelled with their hostname
+/// only (as kwok nodes): no constraints of their own, so PodTopologySpread
+/// scores the system defaults (hostname and zone, ScheduleAnyway).
+fn run_default_spreading(nodes: usize, pods: usize) -> (f64, Option<f64>) {
+    let mut snapshot = Snapshot::new(
+        (0..nodes).map(|i| {
+            let mut n = node(i);
+            if let Some(labels) = n.metadata.labels.as_mut() {
+                labels.remove("topology.kubernetes.io/zone");
+            }
+            n
+        }),
+        [],
+    );
+    snapshot.upsert_workload_selector(WorkloadSelector {
+        kind: WorkloadKind::ReplicaSet,
+        namespace: "default".to_string(),
+        name: "web".to_string(),
+        selector: LabelSelectorRequirements::parse("color=blue").expect("a valid selector"),
+    });
+    let profile = Profile::default_profile();
+    let mut state = ScheduleState::seeded(1);
+    let cpu_start = process_cpu_seconds();
+    let start = Instant::now();
+    let mut scheduled = 0usize;
+    for i in 0..pods {
+        let mut p = pod(&format!("web-{i}"), None);
+        p.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "apps/v1".to_string(),
+            kind: "ReplicaSet".to_string(),
+            name: "web".to_string(),
+            uid: "web-uid".to_string(),
+            controller: Some(true),
+            ..Default::default()
+        }]);
+        if let Ok(result) = schedule_one(&profile, &snapshot, &p, &mut state) {
+            snapshot.bind_pod(p, &result.suggested_host);
+            scheduled += 1;
+        }
+    }
+    let rate = scheduled as f64 / start.elapsed().as_secs_f64().max(f64::EPSILON);
+    let cpu = process_cpu_seconds()
+        .zip(cpu_start)
+        .map(|(end, start)| (end - start) * 1e6 / scheduled.max(1) as f64);
+    (rate, cpu)
+}
+
 fn cpu_note(cpu_per_pod: Option<f64>) -> String {
     cpu_per_pod
         .map(|us| format!(", {us:.0} µs CPU/pod"))
@@ -162,6 +215,19 @@ fn main() {
             n(pods),
             cpu_note(cpu),
             threshold * 10.0
+        );
+    }
+    if only
+        .as_deref()
+        .is_none_or(|o| "DefaultSpreading".contains(o))
+    {
+        let (rate, cpu) = run_default_spreading(n(500), n(5_000));
+        let _ = writeln!(
+            out,
+            "DefaultSpreading: {rate:.0} pods/s ({} nodes without zones, {} pods of a ReplicaSet{})",
+            n(500),
+            n(5_000),
+            cpu_note(cpu)
         );
     }
     if only.as_deref().is_some_and(|o| !o.contains("cycle")) {

@@ -11,7 +11,7 @@ mod schedule_one;
 mod status;
 
 pub use cycle_state::CycleState;
-pub use domain_counts::{DomainCountIndex, DomainCounts};
+pub use domain_counts::{DomainCountIndex, DomainCounts, KeptDomainCounts};
 pub use interface::{
     BindPlugin, FilterPlugin, MAX_NODE_SCORE, MIN_NODE_SCORE, PermitPlugin, Plugin,
     PostFilterPlugin, PostFilterResult, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use ksim_core::resources::resource_list;
 
-use super::domain_counts::{DomainCountIndex, DomainCounts};
+use super::domain_counts::{DomainCountIndex, DomainCounts, KeptDomainCounts};
 use super::pod_info::{HostPort, PodInfo, Resource, Selector};
 
 const ANY_IP: &str = "0.0.0.0";
@@ -604,6 +604,18 @@ impl Snapshot {
     ) -> Arc<DomainCounts> {
         self.domain_index()
             .counts(namespace, selector, topology_key, &self.nodes)
+    }
+
+    /// As [`Snapshot::domain_counts`], with the matching pods on nodes
+    /// without the key and whether every domain value is one node's.
+    pub fn kept_domain_counts(
+        &self,
+        namespace: &str,
+        selector: &Selector,
+        topology_key: &str,
+    ) -> KeptDomainCounts {
+        self.domain_index()
+            .kept(namespace, selector, topology_key, &self.nodes)
     }
 
     /// How many nodes carry the label `key`.

@@ -4,7 +4,8 @@
 //! matchLabelKeys); Score favours nodes in less crowded domains for
 //! `ScheduleAnyway` constraints and for the system default constraints of
 //! pods owned by workloads. Counting happens once per cycle in
-//! PreFilter/PreScore.
+//! PreFilter/PreScore, from the snapshot's kept domain counts whenever
+//! they answer (including the per-hostname counts Score needs).
 
 mod common;
 
@@ -96,6 +97,17 @@ impl PodTopologySpread {
                 system_defaulted: false,
             },
         }
+    }
+
+    /// Whether PreScore leaves out nodes lacking any topology key: when the
+    /// pod has constraints of its own or the defaults are configured.
+    fn requires_all_topologies(&self, pod: &Pod) -> bool {
+        let has_own = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.topology_spread_constraints.as_ref())
+            .is_some_and(|c| !c.is_empty());
+        has_own || !self.system_defaulted
     }
 
     /// The constraints of `pod` for one `whenUnsatisfiable` kind: its own,
@@ -232,32 +244,155 @@ impl Plugin for PodTopologySpread {
     }
 }
 
-/// Whether every node counts for every constraint, so that the snapshot's
-/// kept counts are the ones upstream's scan would find: every node carries
-/// every topology key, and no inclusion policy excludes a node (node
-/// affinity honoured only when the pod has a required one; taints when
-/// the policy says Honor).
+/// Whether no inclusion policy can leave a node out of `c`'s counts (node
+/// affinity honoured only matters when the pod has a required one; taints
+/// only when the policy says Honor).
+fn policies_include_every_node(c: &Constraint, required: &RequiredNodeAffinity) -> bool {
+    !c.honor_node_taints && (!c.honor_node_affinity || required.is_empty())
+}
+
+/// Whether a scan that skips every node lacking any of `constraints`'
+/// topology keys counts, for each constraint `counted` selects, exactly the
+/// nodes carrying that constraint's own key (what the kept counts cover):
+/// the only key some node lacks is the counted constraints' own.
+fn keyless_nodes_skipped_alike(
+    constraints: &[Constraint],
+    counted: impl Fn(&Constraint) -> bool,
+    snapshot: &Snapshot,
+) -> bool {
+    constraints
+        .iter()
+        .filter(|c| snapshot.nodes_with_label(&c.topology_key) != snapshot.len())
+        .all(|lacking| {
+            constraints
+                .iter()
+                .filter(|c| counted(c))
+                .all(|c| c.topology_key == lacking.topology_key)
+        })
+}
+
+/// Whether the snapshot's kept counts are the ones PreFilter's scan would
+/// find (upstream `calPreFilterState` skips nodes lacking any key).
 fn counts_from_index(
     constraints: &[Constraint],
     required: &RequiredNodeAffinity,
     snapshot: &Snapshot,
 ) -> bool {
-    constraints.iter().all(|c| {
-        snapshot.nodes_with_label(&c.topology_key) == snapshot.len()
-            && !c.honor_node_taints
-            && (!c.honor_node_affinity || required.is_empty())
-    })
+    constraints
+        .iter()
+        .all(|c| policies_include_every_node(c, required))
+        && keyless_nodes_skipped_alike(constraints, |_| true, snapshot)
+}
+
+/// Whether the snapshot's kept counts (with the matching pods on nodes
+/// without the key counted into the domain "") are the ones PreScore's scan
+/// would find for every constraint it counts (hostname ones are counted
+/// per node): upstream counts every node, nodes without the key into "",
+/// unless all topologies are required, when it skips nodes lacking any key.
+fn score_counts_from_index(
+    constraints: &[Constraint],
+    required: &RequiredNodeAffinity,
+    require_all_topologies: bool,
+    snapshot: &Snapshot,
+) -> bool {
+    let counted = |c: &Constraint| c.topology_key != HOSTNAME_LABEL;
+    constraints
+        .iter()
+        .filter(|c| counted(c))
+        .all(|c| policies_include_every_node(c, required))
+        && (!require_all_topologies || keyless_nodes_skipped_alike(constraints, counted, snapshot))
+}
+
+/// Adds to `pod_counts` (the domains PreScore's nodes span) the matching
+/// pods of every node counted (upstream PreScore's scan), for constraints
+/// the kept counts do not answer (`count` gives a node's matching pods for
+/// the constraint at an index).
+fn scan_score_counts(
+    pod: &Pod,
+    constraints: &[Constraint],
+    required: &RequiredNodeAffinity,
+    require_all_topologies: bool,
+    snapshot: &Snapshot,
+    pod_counts: &mut [DomainCounts],
+    count: impl Fn(usize, &NodeInfo) -> i64,
+) {
+    for node in snapshot.nodes() {
+        if require_all_topologies && !node_has_all_topology_keys(node, constraints) {
+            continue;
+        }
+        for (i, c) in constraints.iter().enumerate() {
+            if !c.matches_node_inclusion_policies(pod, node, required) {
+                continue;
+            }
+            let value = node
+                .labels()
+                .get(&c.topology_key)
+                .map(String::as_str)
+                .unwrap_or("");
+            let Some(total) = pod_counts[i].get_mut(value) else {
+                continue;
+            };
+            *total += count(i, node);
+        }
+    }
+}
+
+/// One selector's matching pods per node of the snapshot: from the kept
+/// per-hostname counts when no two nodes share a hostname (a lookup per
+/// node), else (and for nodes without a hostname) by counting the node's pods.
+struct NodeCounts<'a> {
+    per_hostname: Option<Arc<DomainCounts>>,
+    selector: &'a Selector,
+    namespace: &'a str,
+}
+
+impl<'a> NodeCounts<'a> {
+    fn for_constraints(
+        snapshot: &Snapshot,
+        namespace: &'a str,
+        constraints: &'a [Constraint],
+    ) -> Vec<Self> {
+        constraints
+            .iter()
+            .map(|c| {
+                let kept = snapshot.kept_domain_counts(namespace, &c.selector, HOSTNAME_LABEL);
+                NodeCounts {
+                    per_hostname: kept.one_node_per_domain.then_some(kept.counts),
+                    selector: &c.selector,
+                    namespace,
+                }
+            })
+            .collect()
+    }
+
+    /// The matching pods on `node`, one of the snapshot's nodes.
+    fn of(&self, node: &NodeInfo) -> i64 {
+        match (&self.per_hostname, node.labels().get(HOSTNAME_LABEL)) {
+            (Some(kept), Some(hostname)) => kept.get(hostname).copied().unwrap_or(0),
+            _ => count_pods_match_selector(&node.pods, self.selector, self.namespace),
+        }
+    }
+}
+
+/// Whether a node is one of the snapshot's own (whose pods the kept counts
+/// cover), not a copy.
+fn in_snapshot(node: &NodeInfo, snapshot: &Snapshot) -> bool {
+    snapshot
+        .nodes()
+        .as_ptr_range()
+        .contains(&std::ptr::from_ref(node))
 }
 
 /// Counts matching pods per domain by visiting every node (upstream
 /// `calPreFilterState`), for constraints the kept counts do not answer.
+/// (`count` gives a node's matching pods for the constraint at an index.)
 fn count_per_domain(
     pod: &Pod,
     constraints: &[Constraint],
     required: &RequiredNodeAffinity,
     snapshot: &Snapshot,
+    count: impl Fn(usize, &NodeInfo) -> i64,
 ) -> Vec<Arc<DomainCounts>> {
-    let namespace = pod_namespace(pod);
     // Counted with domain names borrowed from the snapshot; owned once at the end.
     let mut borrowed: Vec<HashMap<&str, i64, FixedState>> =
         vec![HashMap::default(); constraints.len()];
@@ -278,7 +413,7 @@ fn count_per_domain(
             let count = if node.pods.is_empty() {
                 0
             } else {
-                count_pods_match_selector(&node.pods, &c.selector, namespace)
+                count(i, node)
             };
             *borrowed[i].entry(values[i]).or_insert(0) += count;
         }
@@ -311,7 +446,10 @@ impl PreFilterPlugin for PodTopologySpread {
                 .map(|c| snapshot.domain_counts(namespace, &c.selector, &c.topology_key))
                 .collect()
         } else {
-            count_per_domain(pod, &constraints, &required, snapshot)
+            let per_node = NodeCounts::for_constraints(snapshot, namespace, &constraints);
+            count_per_domain(pod, &constraints, &required, snapshot, |i, node| {
+                per_node[i].of(node)
+            })
         };
         state.write(
             PRE_FILTER_KEY,
@@ -391,6 +529,13 @@ struct PreScoreState {
     node_domains: Vec<u32>,
     /// Per constraint, the domain values in order of first sight.
     domain_values: Vec<Vec<String>>,
+    /// Per node PreScore was given and per constraint (row-major), the
+    /// node's own matching pods where `node_domains` says [`OWN_NODE`] and
+    /// `own_counts_kept` holds for the constraint.
+    own_counts: Vec<i64>,
+    /// Per constraint, whether `own_counts` holds its per-node counts
+    /// (taken from the snapshot's kept hostname counts).
+    own_counts_kept: Vec<bool>,
 }
 
 /// The node lacks the constraint's topology key: it adds nothing.
@@ -440,12 +585,7 @@ impl PreScorePlugin for PodTopologySpread {
         if constraints.is_empty() {
             return Status::skip();
         }
-        let has_own = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.topology_spread_constraints.as_ref())
-            .is_some_and(|c| !c.is_empty());
-        let require_all_topologies = has_own || !self.system_defaulted;
+        let require_all_topologies = self.requires_all_topologies(pod);
         let mut s = PreScoreState {
             pod_counts: vec![DomainCounts::default(); constraints.len()],
             ..Default::default()
@@ -514,40 +654,77 @@ impl PreScorePlugin for PodTopologySpread {
             .collect();
         let required = RequiredNodeAffinity::from_pod(pod);
         let namespace = pod_namespace(pod);
-        if counts_from_index(&constraints, &required, snapshot) {
+        if score_counts_from_index(&constraints, &required, require_all_topologies, snapshot) {
             for (i, c) in constraints.iter().enumerate() {
                 if s.pod_counts[i].is_empty() {
                     continue;
                 }
-                let kept = snapshot.domain_counts(namespace, &c.selector, &c.topology_key);
+                let kept = snapshot.kept_domain_counts(namespace, &c.selector, &c.topology_key);
                 for (value, count) in s.pod_counts[i].iter_mut() {
-                    *count = kept.get(value).copied().unwrap_or(0);
+                    *count = kept.counts.get(value).copied().unwrap_or(0);
+                    if value.is_empty() && !require_all_topologies {
+                        *count += kept.missing_key;
+                    }
                 }
             }
         } else {
-            for node in snapshot.nodes() {
-                if require_all_topologies && !node_has_all_topology_keys(node, &constraints) {
-                    continue;
-                }
-                for (i, c) in constraints.iter().enumerate() {
-                    if !c.matches_node_inclusion_policies(pod, node, &required) {
-                        continue;
-                    }
-                    let value = node
-                        .labels()
-                        .get(&c.topology_key)
-                        .map(String::as_str)
-                        .unwrap_or("");
-                    let Some(count) = s.pod_counts[i].get_mut(value) else {
-                        continue;
-                    };
-                    *count += count_pods_match_selector(&node.pods, &c.selector, namespace);
-                }
-            }
+            let per_node = NodeCounts::for_constraints(snapshot, namespace, &constraints);
+            scan_score_counts(
+                pod,
+                &constraints,
+                &required,
+                require_all_topologies,
+                snapshot,
+                &mut s.pod_counts,
+                |i, node| per_node[i].of(node),
+            );
         }
+        resolve_own_counts(&mut s, &constraints, namespace, nodes, snapshot);
         s.constraints = constraints;
         state.write(PRE_SCORE_KEY, s);
         Status::success()
+    }
+}
+
+/// Takes each node's own matching pods for hostname constraints from the
+/// snapshot's kept per-hostname counts, when they are one node's each and
+/// the nodes are the snapshot's (Score then counts no pod); otherwise Score
+/// counts each node's pods.
+fn resolve_own_counts(
+    s: &mut PreScoreState,
+    constraints: &[Constraint],
+    namespace: &str,
+    nodes: &[&NodeInfo],
+    snapshot: &Snapshot,
+) {
+    let n = constraints.len();
+    s.own_counts_kept = vec![false; n];
+    if !constraints.iter().any(|c| c.topology_key == HOSTNAME_LABEL)
+        || !nodes.iter().all(|node| in_snapshot(node, snapshot))
+    {
+        return;
+    }
+    s.own_counts = vec![0; nodes.len() * n];
+    for (i, c) in constraints.iter().enumerate() {
+        if c.topology_key != HOSTNAME_LABEL {
+            continue;
+        }
+        let kept = snapshot.kept_domain_counts(namespace, &c.selector, HOSTNAME_LABEL);
+        if !kept.one_node_per_domain {
+            continue;
+        }
+        s.own_counts_kept[i] = true;
+        for (k, node) in nodes.iter().enumerate() {
+            if s.node_domains[k * n + i] != OWN_NODE {
+                continue;
+            }
+            s.own_counts[k * n + i] = node
+                .labels()
+                .get(HOSTNAME_LABEL)
+                .and_then(|value| kept.counts.get(value))
+                .copied()
+                .unwrap_or(0);
+        }
     }
 }
 
@@ -593,6 +770,7 @@ impl ScorePlugin for PodTopologySpread {
             for (i, c) in s.constraints.iter().enumerate() {
                 let count = match s.node_domains[k * n + i] {
                     NO_DOMAIN => continue,
+                    OWN_NODE if s.own_counts_kept[i] => s.own_counts[k * n + i],
                     OWN_NODE => count_pods_match_selector(&node.pods, &c.selector, namespace),
                     position => counts[i]
                         .get(position as usize)

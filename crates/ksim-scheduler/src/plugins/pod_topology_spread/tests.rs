@@ -483,3 +483,376 @@ fn list_defaulting_uses_configured_constraints() {
         [SKEW, SKEW, OK, OK]
     );
 }
+
+/// A pod of ReplicaSet rs1 (label app=web), so the system defaults apply.
+fn web_pod(name: &str) -> PodBuilder {
+    let mut p = pod(name).label("app", "web").obj();
+    p.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "apps/v1".to_string(),
+        kind: "ReplicaSet".to_string(),
+        name: "rs1".to_string(),
+        controller: Some(true),
+        ..Default::default()
+    }]);
+    PodBuilder::from(p)
+}
+
+fn web_snapshot(nodes: Vec<NodeBuilder>, pods: Vec<PodBuilder>) -> Snapshot {
+    let mut snapshot = Snapshot::new(
+        nodes.into_iter().map(NodeBuilder::obj),
+        pods.into_iter().map(PodBuilder::obj),
+    );
+    snapshot.workload_selectors.push(WorkloadSelector {
+        kind: WorkloadKind::ReplicaSet,
+        namespace: "default".to_string(),
+        name: "rs1".to_string(),
+        selector: LabelSelectorRequirements::from_label_selector(&selector(&[("app", "web")]))
+            .expect("valid"),
+    });
+    snapshot
+}
+
+/// Runs PreScore over every node and returns what it kept.
+fn pre_score_state(incoming: &Pod, snapshot: &Snapshot) -> Option<PreScoreState> {
+    let nodes: Vec<&NodeInfo> = snapshot.nodes().iter().collect();
+    let mut state = CycleState::new();
+    let status = plugin().pre_score(&mut state, incoming, &nodes, snapshot);
+    if status.is_skip() {
+        return None;
+    }
+    assert!(status.is_success(), "PreScore failed: {status}");
+    state.read::<PreScoreState>(PRE_SCORE_KEY).cloned()
+}
+
+/// Checks PreScore's counts and per-node hostname counts against a scan
+/// of every node's pods, and Score in one pass against Score per node;
+/// `from_index` says whether the kept counts must have answered.
+fn check_pre_score_matches_scan(name: &str, incoming: &Pod, snapshot: &Snapshot, from_index: bool) {
+    let Some(s) = pre_score_state(incoming, snapshot) else {
+        panic!("{name}: PreScore skipped");
+    };
+    let required = RequiredNodeAffinity::from_pod(incoming);
+    let require_all = plugin().requires_all_topologies(incoming);
+    assert_eq!(
+        score_counts_from_index(&s.constraints, &required, require_all, snapshot),
+        from_index,
+        "{name}: counted from the index"
+    );
+    let mut scanned: Vec<DomainCounts> = s
+        .pod_counts
+        .iter()
+        .map(|counts| counts.keys().map(|k| (k.clone(), 0)).collect())
+        .collect();
+    scan_score_counts(
+        incoming,
+        &s.constraints,
+        &required,
+        require_all,
+        snapshot,
+        &mut scanned,
+        |i, node| count_pods_match_selector(&node.pods, &s.constraints[i].selector, "default"),
+    );
+    assert_eq!(s.pod_counts, scanned, "{name}: domain counts");
+    let n = s.constraints.len();
+    for (i, c) in s.constraints.iter().enumerate() {
+        if c.topology_key != HOSTNAME_LABEL {
+            continue;
+        }
+        assert!(s.own_counts_kept[i], "{name}: hostname counts kept");
+        for (k, node) in snapshot.nodes().iter().enumerate() {
+            if s.node_domains[k * n + i] == OWN_NODE {
+                assert_eq!(
+                    s.own_counts[k * n + i],
+                    count_pods_match_selector(&node.pods, &c.selector, "default"),
+                    "{name}: {} own count",
+                    node.name()
+                );
+            }
+        }
+    }
+    assert!(score_all(&plugin(), incoming, snapshot).is_some(), "{name}");
+}
+
+#[test]
+fn pre_score_counts_nodes_without_the_key_from_the_index_as_the_scan_does() {
+    let nodes = || {
+        vec![
+            node("a1").label("zone", "a"),
+            node("a2").label("zone", "a"),
+            node("b1").label("zone", "b"),
+            node("blank").label("zone", ""),
+            node("none1"),
+            node("none2"),
+        ]
+    };
+    let pods = || {
+        vec![
+            web_pod("w1").node("a1"),
+            web_pod("w2").node("b1"),
+            web_pod("w3").node("blank"),
+            web_pod("w4").node("none1"),
+            web_pod("w5").node("none1"),
+            web_pod("w6").node("none2"),
+            pod("other").label("app", "db").node("none2"),
+        ]
+    };
+    let zone_anyway = constraint(1, "zone", "ScheduleAnyway");
+    let host_anyway = constraint(1, "kubernetes.io/hostname", "ScheduleAnyway");
+    let rack_anyway = constraint(1, "rack", "ScheduleAnyway");
+    let own = |constraints: Vec<TopologySpreadConstraint>| {
+        let mut p = web_pod("new");
+        for c in constraints {
+            let mut c = c;
+            c.label_selector = Some(selector(&[("app", "web")]));
+            p = p.spread_constraint(c);
+        }
+        p.obj()
+    };
+    let mut racked = nodes();
+    racked[0] = node("a1").label("zone", "a").label("rack", "r1");
+    let cases: Vec<(&str, Pod, Vec<NodeBuilder>, bool)> = vec![
+        (
+            "system defaults: keyless nodes count into the domain \"\"",
+            web_pod("new").obj(),
+            nodes(),
+            true,
+        ),
+        (
+            "system defaults: no node has a zone",
+            web_pod("new").obj(),
+            vec![node("n1"), node("n2"), node("n3")],
+            true,
+        ),
+        (
+            "own zone constraint: keyless nodes are left out",
+            own(vec![zone_anyway.clone()]),
+            nodes(),
+            true,
+        ),
+        (
+            "own zone and hostname constraints",
+            own(vec![zone_anyway.clone(), host_anyway.clone()]),
+            nodes(),
+            true,
+        ),
+        (
+            "own zone and rack constraints, nodes lacking either",
+            own(vec![zone_anyway.clone(), rack_anyway.clone()]),
+            racked,
+            false,
+        ),
+        (
+            "system defaults with a required node affinity",
+            web_pod("new").node_selector("zone", "a").obj(),
+            nodes(),
+            false,
+        ),
+    ];
+    for (name, incoming, nodes, from_index) in cases {
+        let snapshot = web_snapshot(nodes, pods());
+        check_pre_score_matches_scan(name, &incoming, &snapshot, from_index);
+    }
+}
+
+#[test]
+fn kept_counts_follow_pods_and_nodes_as_a_scan_would() {
+    let mut snapshot = web_snapshot(
+        vec![
+            node("a1").label("zone", "a"),
+            node("b1").label("zone", "b"),
+            node("none1"),
+            node("none2"),
+        ],
+        vec![web_pod("w1").node("a1"), web_pod("w2").node("none1")],
+    );
+    let incoming = web_pod("new").obj();
+    let own_zone = {
+        let mut c = constraint(1, "zone", "ScheduleAnyway");
+        c.label_selector = Some(selector(&[("app", "web")]));
+        let mut h = constraint(1, "kubernetes.io/hostname", "ScheduleAnyway");
+        h.label_selector = Some(selector(&[("app", "web")]));
+        web_pod("new")
+            .spread_constraint(c)
+            .spread_constraint(h)
+            .obj()
+    };
+    type Step = Box<dyn Fn(&mut Snapshot)>;
+    let steps: Vec<(&str, Step)> = vec![
+        ("as built", Box::new(|_| {})),
+        (
+            "a pod bound to a keyless node",
+            Box::new(|s| {
+                s.bind_pod(web_pod("w3").obj(), "none2");
+            }),
+        ),
+        (
+            "a pod bound to a zoned node",
+            Box::new(|s| {
+                s.bind_pod(web_pod("w4").obj(), "b1");
+            }),
+        ),
+        (
+            "a pod moved from a keyless node to a zoned one",
+            Box::new(|s| {
+                s.add_pod(web_pod("w2").node("a1").obj());
+            }),
+        ),
+        (
+            "a pod moved between keyless nodes",
+            Box::new(|s| {
+                s.add_pod(web_pod("w3").node("none1").obj());
+            }),
+        ),
+        (
+            "a pod relabelled out of the selector",
+            Box::new(|s| {
+                s.add_pod(pod("w1").label("app", "db").node("a1").obj());
+            }),
+        ),
+        (
+            "a pod deleted",
+            Box::new(|s| {
+                s.remove_pod("default", "w4");
+            }),
+        ),
+        (
+            "a keyless node gains a zone",
+            Box::new(|s| s.upsert_node(node("none1").label("zone", "b").obj())),
+        ),
+        (
+            "a zoned node loses its zone",
+            Box::new(|s| s.upsert_node(node("a1").obj())),
+        ),
+        (
+            "a node joins without a zone",
+            Box::new(|s| s.upsert_node(node("none3").obj())),
+        ),
+        (
+            "a pod bound to the new node",
+            Box::new(|s| {
+                s.bind_pod(web_pod("w5").obj(), "none3");
+            }),
+        ),
+        (
+            "a keyless node removed with its pods",
+            Box::new(|s| {
+                s.remove_node("none3");
+            }),
+        ),
+    ];
+    for (name, step) in steps {
+        step(&mut snapshot);
+        check_pre_score_matches_scan(name, &incoming, &snapshot, true);
+        check_pre_score_matches_scan(name, &own_zone, &snapshot, true);
+    }
+}
+
+#[test]
+fn hostname_counts_shared_by_nodes_fall_back_to_each_nodes_pods() {
+    // Two nodes carrying one hostname value: the kept count is theirs
+    // together, so Score counts each node's own pods.
+    let snapshot = web_snapshot(
+        vec![
+            node("n1"),
+            node("n2").label("kubernetes.io/hostname", "n1"),
+            node("n3"),
+        ],
+        vec![
+            web_pod("w1").node("n1"),
+            web_pod("w2").node("n2"),
+            web_pod("w3").node("n2"),
+        ],
+    );
+    let incoming = web_pod("new").obj();
+    let s = pre_score_state(&incoming, &snapshot).expect("PreScore runs");
+    assert_eq!(s.own_counts_kept, [false, false]);
+    // Hostname maxSkew 3, weight ln(3+2): raw 1*1.61+2=4, 2*1.61+2=5, 2;
+    // 100*(5+2-s)/5.
+    assert_eq!(
+        score_all(&plugin(), &incoming, &snapshot),
+        Some(vec![60, 40, 100])
+    );
+}
+
+#[test]
+fn pre_filter_counts_under_inclusion_policies_match_a_count_of_each_nodes_pods() {
+    let mut honor_taints = constraint(1, "zone", "DoNotSchedule");
+    honor_taints.node_taints_policy = Some("Honor".to_string());
+    honor_taints.label_selector = Some(selector(&[("app", "web")]));
+    let mut host = constraint(1, "kubernetes.io/hostname", "DoNotSchedule");
+    host.label_selector = Some(selector(&[("app", "web")]));
+    let incoming = web_pod("new")
+        .node_affinity_in("zone", &["a", "b"])
+        .spread_constraint(honor_taints)
+        .spread_constraint(host)
+        .obj();
+    let mut snapshot = web_snapshot(
+        vec![
+            node("a1").label("zone", "a"),
+            node("a2")
+                .label("zone", "a")
+                .taint("dedicated", "x", "NoSchedule"),
+            node("b1").label("zone", "b"),
+            node("c1").label("zone", "c"),
+            node("none"),
+        ],
+        vec![
+            web_pod("w1").node("a1"),
+            web_pod("w2").node("a2"),
+            web_pod("w3").node("c1"),
+            web_pod("w4").node("none"),
+        ],
+    );
+    type Step = Box<dyn Fn(&mut Snapshot)>;
+    let steps: Vec<(&str, Step)> = vec![
+        ("as built", Box::new(|_| {})),
+        (
+            "a pod moved to another zone",
+            Box::new(|s| {
+                s.add_pod(web_pod("w1").node("b1").obj());
+            }),
+        ),
+        (
+            "a pod bound",
+            Box::new(|s| {
+                s.bind_pod(web_pod("w5").obj(), "a1");
+            }),
+        ),
+        (
+            "a pod deleted",
+            Box::new(|s| {
+                s.remove_pod("default", "w2");
+            }),
+        ),
+        (
+            "two nodes share a hostname",
+            Box::new(|s| {
+                s.upsert_node(
+                    node("b1")
+                        .label("zone", "b")
+                        .label("kubernetes.io/hostname", "a1")
+                        .obj(),
+                )
+            }),
+        ),
+    ];
+    for (name, step) in steps {
+        step(&mut snapshot);
+        let mut state = CycleState::new();
+        let (_, status) = plugin().pre_filter(&mut state, &incoming, &snapshot);
+        assert!(status.is_success(), "{name}: {status}");
+        let s = state
+            .read::<PreFilterState>(PRE_FILTER_KEY)
+            .expect("PreFilter state");
+        let required = RequiredNodeAffinity::from_pod(&incoming);
+        assert!(!counts_from_index(&s.constraints, &required, &snapshot));
+        let counted = count_per_domain(
+            &incoming,
+            &s.constraints,
+            &required,
+            &snapshot,
+            |i, node| count_pods_match_selector(&node.pods, &s.constraints[i].selector, "default"),
+        );
+        assert_eq!(s.tp_value_to_match_num, counted, "{name}");
+    }
+}
