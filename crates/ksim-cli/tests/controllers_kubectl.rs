@@ -4,31 +4,11 @@
 //! after `kubectl delete deploy` (garbage collector).
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use ksim_testutils::TestCluster;
 
 fn cluster() -> TestCluster {
     TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")))
-}
-
-/// Polls `kubectl <args>` until its stdout satisfies `done` (30 s at most).
-#[track_caller]
-fn wait_for(cluster: &TestCluster, args: &[&str], done: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let output = cluster.kubectl(args);
-        if output.status == 0 && done(&output.stdout) {
-            return output.stdout;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out: kubectl {args:?}\nstdout:\n{}\nstderr:\n{}",
-            output.stdout,
-            output.stderr
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 fn pod_names(cluster: &TestCluster) -> Vec<String> {
@@ -53,7 +33,7 @@ fn kubectl_drives_a_deployment_through_create_scale_rollout_and_delete() {
             "--replicas=3",
         ])
         .success();
-    let listed = wait_for(&cluster, &["get", "rs,pods", "--no-headers"], |out| {
+    let listed = cluster.wait_for(&["get", "rs,pods", "--no-headers"], |out| {
         out.lines().filter(|l| l.starts_with("pod/web-")).count() == 3
     });
     let rs_line = listed
@@ -76,7 +56,7 @@ fn kubectl_drives_a_deployment_through_create_scale_rollout_and_delete() {
     cluster
         .kubectl(&["scale", "deploy", "web", "--replicas=5"])
         .success();
-    wait_for(&cluster, &["get", "pods", "-o", "name"], |out| {
+    cluster.wait_for(&["get", "pods", "-o", "name"], |out| {
         out.lines().count() == 5
     });
 
@@ -125,9 +105,7 @@ fn kubectl_drives_a_deployment_through_create_scale_rollout_and_delete() {
     cluster
         .kubectl(&["rollout", "restart", "deploy/web"])
         .success();
-    wait_for(&cluster, &["get", "rs", "-o", "name"], |out| {
-        out.lines().count() == 2
-    });
+    cluster.wait_for(&["get", "rs", "-o", "name"], |out| out.lines().count() == 2);
     let history = cluster
         .kubectl(&["rollout", "history", "deploy/web"])
         .success()
@@ -139,8 +117,7 @@ fn kubectl_drives_a_deployment_through_create_scale_rollout_and_delete() {
     cluster
         .kubectl(&["rollout", "undo", "deploy/web"])
         .success();
-    let revision = wait_for(
-        &cluster,
+    let revision = cluster.wait_for(
         &[
             "get",
             "rs",
@@ -163,7 +140,7 @@ fn kubectl_drives_a_deployment_through_create_scale_rollout_and_delete() {
 
     cluster.kubectl(&["delete", "deploy", "web"]).success();
     let nothing = cluster.kubectl(&["get", "rs,pods"]);
-    let gone = wait_for(&cluster, &["get", "rs,pods", "-o", "name"], |out| {
+    let gone = cluster.wait_for(&["get", "rs,pods", "-o", "name"], |out| {
         out.trim().is_empty()
     });
     assert!(gone.trim().is_empty(), "{gone} / {}", nothing.stdout);
@@ -205,17 +182,16 @@ fn kubectl_get_pdb_shows_the_disruption_controllers_status() {
             "--min-available=2",
         ])
         .success();
-    wait_for(&cluster, &["get", "pods", "-o", "name"], |out| {
+    cluster.wait_for(&["get", "pods", "-o", "name"], |out| {
         out.lines().count() == 3
     });
-    let before = wait_for(
-        &cluster,
+    let before = cluster.wait_for(
         &["get", "pdb", "db", "-o", "jsonpath={.status.expectedPods}"],
         |out| out == "3",
     );
     assert_eq!(before, "3");
     mark_ready(&cluster);
-    let table = wait_for(&cluster, &["get", "pdb", "db"], |out| {
+    let table = cluster.wait_for(&["get", "pdb", "db"], |out| {
         out.lines()
             .nth(1)
             .is_some_and(|l| l.split_whitespace().nth(3) == Some("1"))

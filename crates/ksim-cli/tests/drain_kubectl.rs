@@ -20,29 +20,10 @@ fn cluster_with_nodes(nodes: usize) -> TestCluster {
         "ksim scale node failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    wait_for(&cluster, &["get", "nodes", "--no-headers"], |out| {
+    cluster.wait_for(&["get", "nodes", "--no-headers"], |out| {
         out.lines().filter(|l| l.contains(" Ready")).count() == nodes
     });
     cluster
-}
-
-/// Polls `kubectl <args>` until its stdout satisfies `done` (60 s at most).
-#[track_caller]
-fn wait_for(cluster: &TestCluster, args: &[&str], done: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let output = cluster.kubectl(args);
-        if output.status == 0 && done(&output.stdout) {
-            return output.stdout;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out: kubectl {args:?}\nstdout:\n{}\nstderr:\n{}",
-            output.stdout,
-            output.stderr
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
 }
 
 /// `(name, node, phase)` of the pods labelled `app=<app>`, terminating ones excluded.
@@ -154,8 +135,7 @@ fn drain_blocked_by_a_95_percent_budget_then_uncordon_and_scale() {
     cluster
         .kubectl_stdin(&["apply", "-f", "-"], &budget("nginx", "minAvailable: 95%"))
         .success();
-    wait_for(
-        &cluster,
+    cluster.wait_for(
         &[
             "get",
             "pdb",
@@ -215,8 +195,7 @@ fn drain_blocked_by_a_95_percent_budget_then_uncordon_and_scale() {
 
     // Its ReplicaSet and pods go with the Deployment.
     cluster.kubectl(&["delete", "deploy", "nginx"]).success();
-    wait_for(
-        &cluster,
+    cluster.wait_for(
         &["get", "rs,pods", "-l", "app=nginx", "-o", "name"],
         |out| out.is_empty(),
     );
@@ -233,8 +212,7 @@ fn drain_with_room_elsewhere_completes_and_pods_move() {
         .success();
     let pods = wait_running(&cluster, "web", 4);
     let target = pods[0].1.clone();
-    wait_for(
-        &cluster,
+    cluster.wait_for(
         &[
             "get",
             "pdb",
@@ -333,8 +311,7 @@ spec:
     let cordon = cluster.kubectl(&["cordon", "node-000001"]);
     cordon.success();
     assert_eq!(cordon.stdout.trim(), "node/node-000001 cordoned");
-    wait_for(
-        &cluster,
+    cluster.wait_for(
         &[
             "get",
             "node",
@@ -349,8 +326,7 @@ spec:
         uncordon.success().stdout.trim(),
         "node/node-000001 uncordoned"
     );
-    wait_for(
-        &cluster,
+    cluster.wait_for(
         &[
             "get",
             "node",

@@ -3,7 +3,6 @@
 //! `podFailurePolicy`, and a Job past its `activeDeadlineSeconds`.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use ksim_testutils::TestCluster;
 use ksim_testutils::kubectl::table_rows;
@@ -18,25 +17,6 @@ fn cluster_with_a_node() -> TestCluster {
         String::from_utf8_lossy(&scaled.stderr)
     );
     cluster
-}
-
-/// Polls `kubectl <args>` until its stdout satisfies `done` (60 s at most).
-#[track_caller]
-fn wait_for(cluster: &TestCluster, args: &[&str], done: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let output = cluster.kubectl(args);
-        if output.status == 0 && done(&output.stdout) {
-            return output.stdout;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out: kubectl {args:?}\nstdout:\n{}\nstderr:\n{}",
-            output.stdout,
-            output.stderr
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 /// Running pods labelled `exit-code: "42"` fail with their containers
@@ -176,7 +156,7 @@ fn a_fail_job_rule_fails_the_job_on_its_pods_exit_code() {
     assert_eq!(failed, "1");
 
     // describe shows the failure as its Warning event.
-    let described = wait_for(&cluster, &["describe", "job", "flaky"], |out| {
+    let described = cluster.wait_for(&["describe", "job", "flaky"], |out| {
         out.contains("PodFailurePolicy")
     });
     let event = described
@@ -232,8 +212,7 @@ spec:
         .stdout
         .clone();
     assert_eq!(reasons, "DeadlineExceeded DeadlineExceeded 1");
-    wait_for(
-        &cluster,
+    cluster.wait_for(
         &["get", "pods", "-l", "job-name=slow", "-o", "name"],
         str::is_empty,
     );

@@ -23,24 +23,6 @@ fn ksim_ok(cluster: &TestCluster, args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-/// Polls `kubectl args` until `done` holds for its stdout (30 s at most).
-fn wait_for(cluster: &TestCluster, args: &[&str], done: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let out = cluster.kubectl(args);
-        if out.status == 0 && done(&out.stdout) {
-            return out.stdout;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting on kubectl {args:?}; last stdout:\n{}\nstderr:\n{}",
-            out.stdout,
-            out.stderr
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 fn rows(table: &str) -> Vec<Vec<String>> {
     table
         .lines()
@@ -54,7 +36,7 @@ fn scale_node_makes_ready_agent_nodes_and_scales_down_declaratively() {
     let cluster = TestCluster::start(ksim_binary());
     let summary = ksim_ok(&cluster, &["scale", "node", "--replicas", "10"]);
     assert_eq!(summary.trim(), "nodes scaled to 10: 10 created, 0 deleted");
-    let table = wait_for(&cluster, &["get", "nodes"], |out| {
+    let table = cluster.wait_for(&["get", "nodes"], |out| {
         let rows = rows(out);
         rows.len() == 10 && rows.iter().all(|r| r[1] == "Ready")
     });
@@ -77,8 +59,7 @@ fn scale_node_makes_ready_agent_nodes_and_scales_down_declaratively() {
         .stdout
         .clone();
     assert_eq!(cidr, "10.0.4.0/24");
-    let leases = wait_for(
-        &cluster,
+    let leases = cluster.wait_for(
         &["get", "leases", "-n", "kube-node-lease", "-o", "name"],
         |out| out.lines().count() == 10,
     );
@@ -122,11 +103,11 @@ fn leases_of_deleted_nodes_go_and_are_not_recreated() {
     let cluster = TestCluster::start(ksim_binary());
     ksim_ok(&cluster, &["scale", "node", "--replicas", "3"]);
     let lease_names = ["get", "leases", "-n", "kube-node-lease", "-o", "name"];
-    wait_for(&cluster, &lease_names, |out| out.lines().count() == 3);
+    cluster.wait_for(&lease_names, |out| out.lines().count() == 3);
 
     ksim_ok(&cluster, &["scale", "node", "--replicas", "1"]);
     // The garbage collector removes the leases of the deleted nodes (their owner).
-    wait_for(&cluster, &lease_names, |out| {
+    cluster.wait_for(&lease_names, |out| {
         out == "lease.coordination.k8s.io/node-000000\n"
     });
     // A renewal round of the remaining node later, no lease came back.
@@ -159,9 +140,7 @@ fn scale_node_params_override_the_template() {
             ".labels.zone=a",
         ],
     );
-    let out = wait_for(
-        &cluster,
-        &[
+    let out = cluster.wait_for(&[
             "get",
             "node",
             "node-000000",
@@ -232,7 +211,7 @@ fn kwok_getting_started_node_becomes_ready_and_runs_bound_pods() {
     cluster
         .kubectl_stdin(&["apply", "-f", "-"], KWOK_NODE)
         .success();
-    let table = wait_for(&cluster, &["get", "node", "kwok-node-0"], |out| {
+    let table = cluster.wait_for(&["get", "node", "kwok-node-0"], |out| {
         rows(out).first().is_some_and(|r| r[1] == "Ready")
     });
     assert_eq!(rows(&table)[0][2], "agent", "{table}");
@@ -243,8 +222,7 @@ fn kwok_getting_started_node_becomes_ready_and_runs_bound_pods() {
                  "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}],
                  "containers": [{"name": "c", "image": "nginx"}]}}"#;
     cluster.kubectl_stdin(&["apply", "-f", "-"], pod).success();
-    let out = wait_for(
-        &cluster,
+    let out = cluster.wait_for(
         &[
             "get",
             "pod",
@@ -299,8 +277,7 @@ fn stage_applied_with_kubectl_takes_effect() {
             "--overrides={\"spec\":{\"nodeName\":\"node-000000\"}}",
         ])
         .success();
-    wait_for(
-        &cluster,
+    cluster.wait_for(
         &["get", "pod", "doomed", "-o", "jsonpath={.status.phase}"],
         |out| out == "Failed",
     );

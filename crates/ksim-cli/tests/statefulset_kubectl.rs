@@ -10,25 +10,6 @@ use std::time::{Duration, Instant};
 use ksim_testutils::TestCluster;
 use ksim_testutils::kubectl::table_rows;
 
-/// Polls `kubectl <args>` until its stdout satisfies `done` (60 s at most).
-#[track_caller]
-fn wait_for(cluster: &TestCluster, args: &[&str], done: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let output = cluster.kubectl(args);
-        if output.status == 0 && done(&output.stdout) {
-            return output.stdout;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out: kubectl {args:?}\nstdout:\n{}\nstderr:\n{}",
-            output.stdout,
-            output.stderr
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 const MANIFEST: &str = "\
 apiVersion: apps/v1
 kind: StatefulSet
@@ -113,7 +94,7 @@ fn kubectl_get_pvc_shows_the_claims_and_scaling_down_deletes_one() {
     cluster
         .kubectl(&["scale", "sts", "db", "--replicas", "2"])
         .success();
-    wait_for(&cluster, &["get", "pvc", "-o", "name"], |out| {
+    cluster.wait_for(&["get", "pvc", "-o", "name"], |out| {
         out.lines().collect::<Vec<_>>()
             == [
                 "persistentvolumeclaim/data-db-0",
@@ -176,8 +157,7 @@ spec:
     };
     assert_eq!(revisions(&cluster), ["1", "2"]);
     cluster.kubectl(&["rollout", "undo", "ds/agent"]).success();
-    wait_for(
-        &cluster,
+    cluster.wait_for(
         &[
             "get",
             "ds",

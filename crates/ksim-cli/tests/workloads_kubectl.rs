@@ -4,7 +4,6 @@
 //! pods) on nodes made by `ksim scale node`.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use ksim_testutils::TestCluster;
 
@@ -18,25 +17,6 @@ fn cluster_with_nodes(nodes: &str) -> TestCluster {
         String::from_utf8_lossy(&scaled.stderr)
     );
     cluster
-}
-
-/// Polls `kubectl <args>` until its stdout satisfies `done` (60 s at most).
-#[track_caller]
-fn wait_for(cluster: &TestCluster, args: &[&str], done: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let output = cluster.kubectl(args);
-        if output.status == 0 && done(&output.stdout) {
-            return output.stdout;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out: kubectl {args:?}\nstdout:\n{}\nstderr:\n{}",
-            output.stdout,
-            output.stderr
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 #[test]
@@ -140,8 +120,7 @@ spec:
         "{}",
         rollout.stdout
     );
-    let placed = wait_for(
-        &cluster,
+    let placed = cluster.wait_for(
         &[
             "get",
             "pods",
@@ -254,11 +233,9 @@ fn deleting_a_namespace_removes_its_deployment_and_config_map() {
             "--from-literal=a=b",
         ])
         .success();
-    wait_for(
-        &cluster,
-        &["get", "pods", "-n", "x", "--no-headers"],
-        |out| out.lines().filter(|l| l.contains("Running")).count() == 2,
-    );
+    cluster.wait_for(&["get", "pods", "-n", "x", "--no-headers"], |out| {
+        out.lines().filter(|l| l.contains("Running")).count() == 2
+    });
     let deleted = cluster.kubectl(&["delete", "ns", "x", "--timeout=60s"]);
     assert_eq!(deleted.success().stdout, "namespace \"x\" deleted\n");
     let gone = cluster.kubectl(&["get", "namespace", "x"]);

@@ -302,6 +302,26 @@ impl TestCluster {
         self.env.ksim(args)
     }
 
+    /// Polls `kubectl <args>` until it succeeds with a stdout that `done`
+    /// accepts, and returns that stdout; fails the test after 60 s.
+    #[track_caller]
+    pub fn wait_for(&self, args: &[&str], done: impl Fn(&str) -> bool) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let output = self.kubectl(args);
+            if output.status == 0 && done(&output.stdout) {
+                return output.stdout;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out: kubectl {args:?}\nstdout:\n{}\nstderr:\n{}",
+                output.stdout,
+                output.stderr
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+
     /// Applies the CustomResourceDefinition manifest at `manifest` (named
     /// `crd_name`, e.g. `widgets.example.com`), waits until it is
     /// Established and until `kubectl get <crd_name>` is served (discovery
