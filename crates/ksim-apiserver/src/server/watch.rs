@@ -21,7 +21,7 @@ use crate::ApiError;
 use super::codec::Output;
 use super::conversion;
 use super::handlers::ObjectFilter;
-use super::handlers::ResourceRequest;
+use super::handlers::{ResourceRequest, meta_api_version};
 use super::registry::collection_of;
 
 /// How often a watch with `allowWatchBookmarks` gets a BOOKMARK.
@@ -230,14 +230,10 @@ impl WatchSpec {
                 *first_table = false;
                 line(kind, &serde_json::to_vec(&table).unwrap_or_default())
             }
-            Output::Metadata { v1beta1 } => {
-                let api_version = if v1beta1 {
-                    "meta.k8s.io/v1beta1"
-                } else {
-                    "meta.k8s.io/v1"
-                };
-                line(kind, &object.partial_metadata_json(api_version))
-            }
+            Output::Metadata { v1beta1 } => line(
+                kind,
+                &object.partial_metadata_json(meta_api_version(v1beta1)),
+            ),
             _ if conversion::is_identity(&self.view.target.resource, &object.value) => {
                 line(kind, &object.json)
             }

@@ -336,10 +336,10 @@ impl ResourceRequest {
                 let table = self.table(&[value.as_ref()], false, v1beta1);
                 codec::respond_value(status, Output::Json, &table)
             }
-            Output::Metadata { v1beta1 } => codec::respond_value(
+            Output::Metadata { v1beta1 } => codec::respond(
                 status,
-                Output::Json,
-                &partial_metadata(&object.value, v1beta1),
+                "application/json",
+                Bytes::from(object.partial_metadata_json(meta_api_version(v1beta1))),
             ),
             other => codec::respond_value(status, other, &self.for_version(object)),
         }
@@ -583,15 +583,13 @@ fn success_status(code: StatusCode) -> Response {
     codec::respond_value(code, Output::Json, &status)
 }
 
-/// A stored object's `PartialObjectMetadata` (managedFields in API form).
-pub(crate) fn partial_metadata(object: &Value, v1beta1: bool) -> Value {
-    let mut partial = json!({
-        "kind": "PartialObjectMetadata",
-        "apiVersion": if v1beta1 { "meta.k8s.io/v1beta1" } else { "meta.k8s.io/v1" },
-        "metadata": object.get("metadata").cloned().unwrap_or(json!({})),
-    });
-    ksim_store::expand_managed_fields(&mut partial);
-    partial
+/// The `meta.k8s.io` version a client asked Tables or PartialObjectMetadata in.
+pub(crate) fn meta_api_version(v1beta1: bool) -> &'static str {
+    if v1beta1 {
+        "meta.k8s.io/v1beta1"
+    } else {
+        "meta.k8s.io/v1"
+    }
 }
 
 fn parse_revision(value: &str) -> Result<u64, ApiError> {

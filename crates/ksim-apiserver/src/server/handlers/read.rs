@@ -84,28 +84,29 @@ impl ResourceRequest {
                     &refs,
                     &self.table_options(false),
                     Utc::now(),
-                    if v1beta1 {
-                        "meta.k8s.io/v1beta1"
-                    } else {
-                        "meta.k8s.io/v1"
-                    },
+                    meta_api_version(v1beta1),
                     &metadata,
                 );
                 codec::respond(StatusCode::OK, "application/json", Bytes::from(table))
             }
             Output::Metadata { v1beta1 } => {
-                let items: Vec<Value> = page
-                    .items
-                    .iter()
-                    .map(|o| partial_metadata(&o.value, v1beta1))
-                    .collect();
-                let list = json!({
-                    "kind": "PartialObjectMetadataList",
-                    "apiVersion": if v1beta1 { "meta.k8s.io/v1beta1" } else { "meta.k8s.io/v1" },
-                    "metadata": metadata,
-                    "items": items,
-                });
-                codec::respond_value(StatusCode::OK, Output::Json, &list)
+                // Written as serializing the list would, keys in order; each
+                // item straight from its stored metadata.
+                let api_version = meta_api_version(v1beta1);
+                let mut out = Vec::with_capacity(64 + page.items.len() * 512);
+                out.extend_from_slice(b"{\"apiVersion\":\"");
+                out.extend_from_slice(api_version.as_bytes());
+                out.extend_from_slice(b"\",\"items\":[");
+                for (n, object) in page.items.iter().enumerate() {
+                    if n > 0 {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(&object.partial_metadata_json(api_version));
+                }
+                out.extend_from_slice(b"],\"kind\":\"PartialObjectMetadataList\",\"metadata\":");
+                out.extend_from_slice(&serde_json::to_vec(&metadata).unwrap_or_default());
+                out.push(b'}');
+                codec::respond(StatusCode::OK, "application/json", Bytes::from(out))
             }
             Output::Yaml => {
                 let items: Vec<Value> = page
