@@ -237,18 +237,23 @@ pub(crate) async fn delete_pod(
 }
 
 /// A watch of every object of a kind (an informer's event stream),
-/// restarted with backoff on errors.
+/// restarted with backoff on errors. Objects are decoded without
+/// `metadata.managedFields`, which no controller reads
+/// ([`ksim_runtime::WithoutManagedFields`]).
 pub(crate) fn watch_all<K>(
-    api: Api<K>,
+    client: kube::Client,
 ) -> impl futures::Stream<Item = Result<kube::runtime::watcher::Event<K>, kube::runtime::watcher::Error>>
 + Send
 where
     K: kube::Resource + Clone + Debug + DeserializeOwned + Send + 'static,
     K::DynamicType: Default,
 {
+    use futures::StreamExt;
     use kube::runtime::WatchStreamExt;
+    let api: Api<ksim_runtime::WithoutManagedFields<K>> = Api::all(client);
     kube::runtime::watcher::watcher(api, kube::runtime::watcher::Config::default())
         .default_backoff()
+        .map(|event| event.map(ksim_runtime::lean::into_inner_event))
 }
 
 #[cfg(test)]

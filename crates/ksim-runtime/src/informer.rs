@@ -87,7 +87,7 @@ mod tests {
     #[tokio::test]
     async fn list_then_sync_then_watch_changes() {
         let server = ksim_apiserver::ApiServer::new();
-        let client = crate::client::in_process(&server);
+        let client = kube::Client::new(server.router(), "default");
         let api: Api<ConfigMap> = Api::namespaced(client, "default");
         api.create(&PostParams::default(), &config_map("before"))
             .await

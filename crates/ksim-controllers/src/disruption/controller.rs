@@ -80,25 +80,23 @@ pub async fn run(client: Client) {
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(drive(reflector::reflector(
         rc_writer,
-        watch_all(Api::<ReplicationController>::all(client.clone())),
+        watch_all::<ReplicationController>(client.clone()),
     )));
     tasks.spawn(drive(reflector::reflector(
         rs_writer,
-        watch_all(Api::<ReplicaSet>::all(client.clone())),
+        watch_all::<ReplicaSet>(client.clone()),
     )));
     tasks.spawn(drive(reflector::reflector(
         deployment_writer,
-        watch_all(Api::<Deployment>::all(client.clone())),
+        watch_all::<Deployment>(client.clone()),
     )));
     tasks.spawn(drive(reflector::reflector(
         sts_writer,
-        watch_all(Api::<StatefulSet>::all(client.clone())),
+        watch_all::<StatefulSet>(client.clone()),
     )));
     let (queue, requests) = mpsc::unbounded::<ObjectRef<PodDisruptionBudget>>();
-    let budget_events = reflector::reflector(
-        pdb_writer,
-        watch_all(Api::<PodDisruptionBudget>::all(client.clone())),
-    );
+    let budget_events =
+        reflector::reflector(pdb_writer, watch_all::<PodDisruptionBudget>(client.clone()));
     tasks.spawn(follow_budgets(
         budget_events,
         Arc::clone(&caches),
@@ -107,7 +105,7 @@ pub async fn run(client: Client) {
     let (pods_synced, mut pods_ready) = tokio::sync::watch::channel(false);
     let stale = StaleCleanup::new(client.clone());
     tasks.spawn(follow_pods(
-        watch_all(Api::<Pod>::all(client.clone())),
+        watch_all::<Pod>(client.clone()),
         Arc::clone(&caches),
         queue,
         pods_synced,

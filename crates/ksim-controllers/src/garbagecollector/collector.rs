@@ -8,6 +8,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
+use ksim_runtime::WithoutManagedFields;
 use kube::Client;
 use kube::api::{
     Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
@@ -94,7 +95,9 @@ async fn run_once(client: &Client) -> Result<(), Error> {
         .map(|(i, r)| ((r.api.group.clone(), r.api.kind.clone()), i))
         .collect();
     let streams = resources.iter().enumerate().map(|(i, r)| {
-        let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client.clone(), &r.api);
+        // Metadata only, and without managedFields: owners and finalizers are all it reads.
+        let api: Api<WithoutManagedFields<PartialObjectMeta<DynamicObject>>> =
+            Api::all_with(client.clone(), &r.api);
         watcher(api, watcher::Config::default())
             .default_backoff()
             .map(move |event| (i, event))
@@ -188,8 +191,11 @@ async fn run_once(client: &Client) -> Result<(), Error> {
     }
 }
 
-fn to_node(resource: usize, object: PartialObjectMeta<DynamicObject>) -> Node {
-    let meta = object.metadata;
+fn to_node(
+    resource: usize,
+    object: WithoutManagedFields<PartialObjectMeta<DynamicObject>>,
+) -> Node {
+    let meta = object.0.metadata;
     Node {
         resource,
         namespace: meta.namespace,

@@ -36,7 +36,7 @@ fn running(job: Option<&Job>, uid: &str) -> bool {
 
 /// Watches pods and releases the orphaned ones until the watch ends.
 pub(crate) async fn run(client: Client, jobs: Store<Job>) {
-    let mut pods = watch_all(Api::<Pod>::all(client.clone())).boxed();
+    let mut pods = watch_all::<Pod>(client.clone()).boxed();
     while let Some(event) = pods.next().await {
         let pod = match event {
             Ok(Event::Apply(pod) | Event::InitApply(pod)) => pod,

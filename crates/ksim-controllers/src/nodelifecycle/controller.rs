@@ -27,7 +27,9 @@ use tokio::sync::mpsc;
 
 use super::eviction::eviction_deadline;
 use super::health::{desired_taints, stale_conditions};
+use crate::common::watch_all;
 use crate::events::Events;
+use ksim_runtime::WithoutManagedFields;
 
 /// The namespace of the nodes' Leases.
 const LEASE_NAMESPACE: &str = "kube-node-lease";
@@ -121,9 +123,14 @@ pub async fn run(client: Client) {
 
 /// Runs the controller with the given timing until the watches end.
 pub async fn run_with(client: Client, config: NodeLifecycleConfig) {
-    let mut nodes = watcher(Api::<Node>::all(client.clone()));
-    let mut leases = watcher(Api::<Lease>::namespaced(client.clone(), LEASE_NAMESPACE));
-    let mut pods = watcher(Api::<Pod>::all(client.clone()));
+    let mut nodes = watch_all::<Node>(client.clone()).boxed();
+    let mut leases = watcher(Api::<WithoutManagedFields<Lease>>::namespaced(
+        client.clone(),
+        LEASE_NAMESPACE,
+    ))
+    .map(|event| event.map(ksim_runtime::lean::into_inner_event))
+    .boxed();
+    let mut pods = watch_all::<Pod>(client.clone()).boxed();
     let (failed, mut failures) = mpsc::unbounded_channel();
     let mut state = Lifecycle {
         events: Events::new(client.clone(), "taint-eviction-controller"),

@@ -61,12 +61,12 @@ pub async fn run(client: Client) {
     let (pods_synced_tx, pods_synced) = tokio::sync::watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(follow_replica_sets(
-        reflector::reflector(rs_writer, watch_all(Api::<ReplicaSet>::all(client.clone()))),
+        reflector::reflector(rs_writer, watch_all::<ReplicaSet>(client.clone())),
         Arc::clone(&expectations),
         queue.clone(),
     ));
     tasks.spawn(follow_pods(
-        watch_all(Api::<Pod>::all(client.clone())),
+        watch_all::<Pod>(client.clone()),
         PodFollower {
             pods: Arc::clone(&pods),
             replica_sets: rs_store.clone(),

@@ -11,6 +11,7 @@ use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ReplicationController, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use ksim_runtime::WithoutManagedFields;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
@@ -76,16 +77,12 @@ impl From<crate::framework::WorkloadKind> for Informer {
     }
 }
 
-/// Drops `metadata.managedFields`, which no scheduling decision reads (as
-/// kube-scheduler's informers trim them), so that the objects the cache,
-/// the queue and assumed bindings keep and clone stay small.
-fn trimmed<K: kube::Resource>(mut object: K) -> K {
-    object.meta_mut().managed_fields = None;
-    object
-}
-
+/// Watches one kind. Objects are decoded without `metadata.managedFields`,
+/// which no scheduling decision reads (as kube-scheduler's informers trim
+/// them), so that decoding is cheaper and the objects the cache, the queue and
+/// assumed bindings keep and clone stay small.
 fn spawn_one<K>(
-    api: Api<K>,
+    client: &kube::Client,
     tx: UnboundedSender<Message>,
     wrap: fn(Change<K>) -> Message,
 ) -> JoinHandle<()>
@@ -93,6 +90,7 @@ where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     K::DynamicType: Default,
 {
+    let api: Api<WithoutManagedFields<K>> = Api::all(client.clone());
     tokio::spawn(async move {
         let mut stream = watcher(api, watcher::Config::default())
             .default_backoff()
@@ -100,14 +98,14 @@ where
         let mut listed: Vec<K> = Vec::new();
         while let Some(event) = stream.next().await {
             let change = match event {
-                Ok(watcher::Event::Apply(object)) => Change::Apply(trimmed(object)),
-                Ok(watcher::Event::Delete(object)) => Change::Delete(trimmed(object)),
+                Ok(watcher::Event::Apply(object)) => Change::Apply(object.0),
+                Ok(watcher::Event::Delete(object)) => Change::Delete(object.0),
                 Ok(watcher::Event::Init) => {
                     listed.clear();
                     continue;
                 }
                 Ok(watcher::Event::InitApply(object)) => {
-                    listed.push(trimmed(object));
+                    listed.push(object.0);
                     continue;
                 }
                 Ok(watcher::Event::InitDone) => Change::Relist(std::mem::take(&mut listed)),
@@ -134,42 +132,14 @@ where
 /// Starts every informer; they stop when the receiver is dropped.
 pub fn spawn_all(client: &kube::Client, tx: &UnboundedSender<Message>) -> Vec<JoinHandle<()>> {
     vec![
-        spawn_one(Api::<Pod>::all(client.clone()), tx.clone(), Message::Pod),
-        spawn_one(Api::<Node>::all(client.clone()), tx.clone(), Message::Node),
-        spawn_one(
-            Api::<Namespace>::all(client.clone()),
-            tx.clone(),
-            Message::Namespace,
-        ),
-        spawn_one(
-            Api::<PodDisruptionBudget>::all(client.clone()),
-            tx.clone(),
-            Message::DisruptionBudget,
-        ),
-        spawn_one(
-            Api::<PriorityClass>::all(client.clone()),
-            tx.clone(),
-            Message::PriorityClass,
-        ),
-        spawn_one(
-            Api::<Service>::all(client.clone()),
-            tx.clone(),
-            Message::Service,
-        ),
-        spawn_one(
-            Api::<ReplicationController>::all(client.clone()),
-            tx.clone(),
-            Message::ReplicationController,
-        ),
-        spawn_one(
-            Api::<ReplicaSet>::all(client.clone()),
-            tx.clone(),
-            Message::ReplicaSet,
-        ),
-        spawn_one(
-            Api::<StatefulSet>::all(client.clone()),
-            tx.clone(),
-            Message::StatefulSet,
-        ),
+        spawn_one::<Pod>(client, tx.clone(), Message::Pod),
+        spawn_one::<Node>(client, tx.clone(), Message::Node),
+        spawn_one::<Namespace>(client, tx.clone(), Message::Namespace),
+        spawn_one::<PodDisruptionBudget>(client, tx.clone(), Message::DisruptionBudget),
+        spawn_one::<PriorityClass>(client, tx.clone(), Message::PriorityClass),
+        spawn_one::<Service>(client, tx.clone(), Message::Service),
+        spawn_one::<ReplicationController>(client, tx.clone(), Message::ReplicationController),
+        spawn_one::<ReplicaSet>(client, tx.clone(), Message::ReplicaSet),
+        spawn_one::<StatefulSet>(client, tx.clone(), Message::StatefulSet),
     ]
 }
