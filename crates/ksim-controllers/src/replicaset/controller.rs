@@ -31,6 +31,7 @@ use crate::common::{
 };
 use crate::deployment::nonzero;
 use crate::events::Events;
+use ksim_runtime::WithoutManagedFields;
 
 /// At most this many pods are created or deleted in one sync (upstream's `BurstReplicas`).
 pub const BURST_REPLICAS: usize = 500;
@@ -312,6 +313,9 @@ async fn reconcile(cached: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Act
         .ok_or_else(|| Error::Invalid(format!("replicaset {namespace}/{name} has no spec")))?;
     let selector = parse_selector(&spec.selector)?;
     let pods_api: Api<Pod> = Api::namespaced(context.client.clone(), &namespace);
+    // Creations and deletions read their response without managedFields.
+    let lean_pods_api: Api<WithoutManagedFields<Pod>> =
+        Api::namespaced(context.client.clone(), &namespace);
     let owner = controller_reference("apps/v1", "ReplicaSet", &rs.metadata);
     let deleting = rs.metadata.deletion_timestamp.is_some();
     // Read before the cache so that pods observed meanwhile only make the
@@ -363,7 +367,7 @@ async fn reconcile(cached: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Act
                 .expectations
                 .expect_creations(&owner.uid, count, Instant::now());
             let (created, result) = create_pods(
-                &pods_api,
+                &lean_pods_api,
                 &rs,
                 &spec.template,
                 &owner,
@@ -394,7 +398,7 @@ async fn reconcile(cached: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Act
                 Instant::now(),
             );
             let deletions = victims.iter().map(|pod| {
-                let pods_api = pods_api.clone();
+                let pods_api = lean_pods_api.clone();
                 let key = pod_key(pod);
                 async move {
                     let result = pods_api.delete(&key.1, &DeleteParams::default()).await;
@@ -642,7 +646,7 @@ fn pod_from_template(
 /// Creates `count` pods in slow-start batches (1, 2, 4, ...), stopping at
 /// the first batch with a failure; returns how many were created.
 async fn create_pods(
-    pods: &Api<Pod>,
+    pods: &Api<WithoutManagedFields<Pod>>,
     rs: &ReplicaSet,
     template: &Option<PodTemplateSpec>,
     owner: &OwnerReference,
@@ -650,7 +654,12 @@ async fn create_pods(
     events: &Events,
 ) -> (usize, Result<(), Error>) {
     let (namespace, name) = key_of(&rs.metadata);
-    let pod = pod_from_template(&name, &namespace, template.as_ref(), owner);
+    let pod = WithoutManagedFields(pod_from_template(
+        &name,
+        &namespace,
+        template.as_ref(),
+        owner,
+    ));
     let mut created = 0;
     let mut remaining = count;
     let mut batch = remaining.min(1);

@@ -9,6 +9,7 @@ mod pod_info;
 mod profile;
 mod schedule_one;
 mod status;
+mod topology_layout;
 
 pub use cycle_state::CycleState;
 pub use domain_counts::{DomainCountIndex, DomainCounts, KeptDomainCounts};
@@ -34,3 +35,4 @@ pub use schedule_one::{
     schedule_one, scheduled_message, select_host,
 };
 pub use status::{Code, Status};
+pub use topology_layout::TopologyLayout;

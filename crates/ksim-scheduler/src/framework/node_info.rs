@@ -10,6 +10,7 @@ use ksim_core::resources::resource_list;
 
 use super::domain_counts::{DomainCountIndex, DomainCounts, KeptDomainCounts};
 use super::pod_info::{HostPort, PodInfo, Resource, Selector};
+use super::topology_layout::TopologyLayout;
 
 const ANY_IP: &str = "0.0.0.0";
 
@@ -468,6 +469,8 @@ pub struct Snapshot {
     /// Matching-pod counts per topology domain, kept current (behind a
     /// lock so that a cycle reading the snapshot can add entries).
     domain_counts: std::sync::Mutex<DomainCountIndex>,
+    /// Each node's domain per topology key asked for, until nodes change.
+    topology_layouts: std::sync::Mutex<HashMap<String, Arc<TopologyLayout>>>,
 }
 
 impl Clone for Snapshot {
@@ -486,6 +489,7 @@ impl Clone for Snapshot {
             label_key_nodes: self.label_key_nodes.clone(),
             affinity_nodes: self.affinity_nodes,
             domain_counts: std::sync::Mutex::new(self.domain_index().clone()),
+            topology_layouts: std::sync::Mutex::new(self.layouts().clone()),
         }
     }
 }
@@ -618,6 +622,41 @@ impl Snapshot {
             .kept(namespace, selector, topology_key, &self.nodes)
     }
 
+    fn layouts(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<TopologyLayout>>> {
+        self.topology_layouts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Forgets the topology layouts (nodes were added, removed or relabelled).
+    fn nodes_relaid(&mut self) {
+        self.topology_layouts
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
+    }
+
+    /// Each node's domain for `topology_key`, indexed by [`Snapshot::position_of`].
+    pub fn topology_layout(&self, topology_key: &str) -> Arc<TopologyLayout> {
+        if let Some(layout) = self.layouts().get(topology_key) {
+            return Arc::clone(layout);
+        }
+        let layout = Arc::new(TopologyLayout::of(&self.nodes, topology_key));
+        self.layouts()
+            .insert(topology_key.to_string(), Arc::clone(&layout));
+        layout
+    }
+
+    /// The position in [`Snapshot::nodes`] of a node borrowed from it;
+    /// None for a node that is not this snapshot's.
+    pub fn position_of(&self, node: &NodeInfo) -> Option<usize> {
+        let address = std::ptr::from_ref(node) as usize;
+        let start = self.nodes.as_ptr() as usize;
+        let size = std::mem::size_of::<NodeInfo>();
+        let offset = address.checked_sub(start)?;
+        (offset % size == 0 && offset / size < self.nodes.len()).then_some(offset / size)
+    }
+
     /// How many nodes carry the label `key`.
     pub fn nodes_with_label(&self, key: &str) -> usize {
         self.label_key_nodes.get(key).copied().unwrap_or(0)
@@ -649,6 +688,7 @@ impl Snapshot {
                 let old = std::mem::replace(&mut self.nodes[i], NodeInfo::new(info.node.clone()));
                 let relabelled = old.node.metadata.labels != info.node.metadata.labels;
                 if relabelled {
+                    self.nodes_relaid();
                     self.domain_counts
                         .get_mut()
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -670,6 +710,7 @@ impl Snapshot {
                 self.nodes[i] = info;
             }
             None => {
+                self.nodes_relaid();
                 self.count_images(&info, 1);
                 self.count_label_keys(&info.node, 1);
                 self.domain_counts
@@ -690,6 +731,7 @@ impl Snapshot {
             return false;
         };
         let removed = self.nodes.remove(i);
+        self.nodes_relaid();
         self.affinity_nodes.node_removed(&removed);
         self.tree.remove(&zone_key(&removed.node), name);
         self.order = std::sync::OnceLock::new();

@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
+use ksim_runtime::WithoutManagedFields;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
@@ -293,8 +294,9 @@ pub async fn send_event(client: &kube::Client, write: EventWrite) -> Result<(), 
     match write {
         EventWrite::Create(event) => {
             let namespace = event.metadata.namespace.clone().unwrap_or_default();
-            Api::<Event>::namespaced(client.clone(), &namespace)
-                .create(&PostParams::default(), &event)
+            // The response is read without its managedFields.
+            Api::<WithoutManagedFields<Event>>::namespaced(client.clone(), &namespace)
+                .create(&PostParams::default(), &WithoutManagedFields(*event))
                 .await
                 .map(|_| ())
         }
@@ -304,7 +306,7 @@ pub async fn send_event(client: &kube::Client, write: EventWrite) -> Result<(), 
             series,
         } => {
             let patch = json!({"series": series});
-            Api::<Event>::namespaced(client.clone(), &namespace)
+            Api::<WithoutManagedFields<Event>>::namespaced(client.clone(), &namespace)
                 .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
                 .map(|_| ())

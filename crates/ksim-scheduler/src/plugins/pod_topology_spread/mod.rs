@@ -25,7 +25,7 @@ use common::{
 use crate::framework::{
     CycleState, DomainCounts, FilterPlugin, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo,
     PreFilterPlugin, PreFilterResult, PreScorePlugin, ScorePlugin, Selector, Snapshot, Status,
-    pod_labels, pod_namespace,
+    TopologyLayout, pod_labels, pod_namespace,
 };
 
 /// The plugin name.
@@ -528,7 +528,7 @@ struct PreScoreState {
     /// [`OWN_NODE`].
     node_domains: Vec<u32>,
     /// Per constraint, the domain values in order of first sight.
-    domain_values: Vec<Vec<String>>,
+    domain_values: Vec<Arc<Vec<String>>>,
     /// Per node PreScore was given and per constraint (row-major), the
     /// node's own matching pods where `node_domains` says [`OWN_NODE`] and
     /// `own_counts_kept` holds for the constraint.
@@ -591,55 +591,17 @@ impl PreScorePlugin for PodTopologySpread {
             ..Default::default()
         };
         let mut topology_size = vec![0usize; constraints.len()];
-        // Per constraint, domain value -> its position in `domain_values`.
-        let mut positions: Vec<HashMap<String, u32, FixedState>> =
-            vec![HashMap::default(); constraints.len()];
-        s.domain_values = vec![Vec::new(); constraints.len()];
         s.node_addresses.reserve(nodes.len());
         s.node_ignored.reserve(nodes.len());
         s.node_domains.reserve(nodes.len() * constraints.len());
-        let mut values: Vec<Option<&str>> = Vec::with_capacity(constraints.len());
-        for node in nodes {
-            s.node_addresses.push(node_address(node));
-            let labels = node.labels();
-            values.clear();
-            values.extend(
-                constraints
-                    .iter()
-                    .map(|c| labels.get(&c.topology_key).map(String::as_str)),
-            );
-            let ignored = require_all_topologies && values.iter().any(Option::is_none);
-            s.node_ignored.push(ignored);
-            if ignored {
-                s.ignored_nodes.insert(node.name().to_string());
-                s.node_domains
-                    .extend(std::iter::repeat_n(NO_DOMAIN, constraints.len()));
-                continue;
-            }
-            for (i, (c, value)) in constraints.iter().zip(&values).enumerate() {
-                if c.topology_key == HOSTNAME_LABEL {
-                    s.node_domains
-                        .push(if value.is_some() { OWN_NODE } else { NO_DOMAIN });
-                    continue;
-                }
-                let present = value.is_some();
-                let value = value.unwrap_or("");
-                let position = match positions[i].get(value) {
-                    Some(&position) => position,
-                    None => {
-                        let position =
-                            u32::try_from(s.domain_values[i].len()).unwrap_or(OWN_NODE - 1);
-                        positions[i].insert(value.to_string(), position);
-                        s.domain_values[i].push(value.to_string());
-                        s.pod_counts[i].insert(value.to_string(), 0);
-                        topology_size[i] += 1;
-                        position
-                    }
-                };
-                s.node_domains
-                    .push(if present { position } else { NO_DOMAIN });
-            }
-        }
+        s.domain_values = resolve_domains(
+            &mut s,
+            &mut topology_size,
+            &constraints,
+            require_all_topologies,
+            nodes,
+            snapshot,
+        );
         s.normalizing_weights = constraints
             .iter()
             .enumerate()
@@ -684,6 +646,86 @@ impl PreScorePlugin for PodTopologySpread {
         state.write(PRE_SCORE_KEY, s);
         Status::success()
     }
+}
+
+/// Resolves each node's domain per constraint into `s.node_domains` (and
+/// which nodes are ignored), registers the domains among `nodes` in
+/// `s.pod_counts` with `topology_size` counting them, and returns per
+/// constraint the domain values the positions refer to. Nodes of the
+/// snapshot are resolved through its kept [`TopologyLayout`]s (no label
+/// lookup per node); others (a what-if copy) by their labels.
+fn resolve_domains(
+    s: &mut PreScoreState,
+    topology_size: &mut [usize],
+    constraints: &[Constraint],
+    require_all_topologies: bool,
+    nodes: &[&NodeInfo],
+    snapshot: &Snapshot,
+) -> Vec<Arc<Vec<String>>> {
+    let positions: Option<Vec<usize>> = nodes.iter().map(|n| snapshot.position_of(n)).collect();
+    let layouts: Vec<Arc<TopologyLayout>> = match &positions {
+        Some(_) => constraints
+            .iter()
+            .map(|c| snapshot.topology_layout(&c.topology_key))
+            .collect(),
+        None => constraints
+            .iter()
+            .map(|c| Arc::new(TopologyLayout::of(nodes.iter().copied(), &c.topology_key)))
+            .collect(),
+    };
+    let mut seen: Vec<Vec<bool>> = constraints
+        .iter()
+        .zip(&layouts)
+        .map(|(c, l)| {
+            let values = if c.topology_key == HOSTNAME_LABEL {
+                0
+            } else {
+                l.values.len()
+            };
+            vec![false; values]
+        })
+        .collect();
+    for (k, node) in nodes.iter().enumerate() {
+        let at = positions.as_ref().map_or(k, |p| p[k]);
+        s.node_addresses.push(node_address(node));
+        let ignored = require_all_topologies && layouts.iter().any(|l| !l.present[at]);
+        s.node_ignored.push(ignored);
+        if ignored {
+            s.ignored_nodes.insert(node.name().to_string());
+            s.node_domains
+                .extend(std::iter::repeat_n(NO_DOMAIN, constraints.len()));
+            continue;
+        }
+        for (i, (c, layout)) in constraints.iter().zip(&layouts).enumerate() {
+            let present = layout.present[at];
+            if c.topology_key == HOSTNAME_LABEL {
+                s.node_domains
+                    .push(if present { OWN_NODE } else { NO_DOMAIN });
+                continue;
+            }
+            let position = layout.positions[at];
+            let first = &mut seen[i][position as usize];
+            if !*first {
+                *first = true;
+                s.pod_counts[i].insert(layout.values[position as usize].clone(), 0);
+                topology_size[i] += 1;
+            }
+            s.node_domains
+                .push(if present { position } else { NO_DOMAIN });
+        }
+    }
+    // Hostname domains are the nodes' own (OWN_NODE): no value is looked up.
+    constraints
+        .iter()
+        .zip(&layouts)
+        .map(|(c, l)| {
+            if c.topology_key == HOSTNAME_LABEL {
+                Arc::default()
+            } else {
+                Arc::clone(&l.values)
+            }
+        })
+        .collect()
 }
 
 /// Takes each node's own matching pods for hostname constraints from the
