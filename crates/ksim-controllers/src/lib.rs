@@ -19,6 +19,7 @@ pub mod disruption;
 mod error;
 mod events;
 pub mod garbagecollector;
+mod informer;
 pub mod job;
 pub mod manager;
 pub mod namespace;
@@ -28,4 +29,5 @@ pub mod statefulset;
 pub mod ttlafterfinished;
 
 pub use error::Error;
+pub use informer::SharedInformers;
 pub use manager::{ALL_CONTROLLERS, ControllerName, parse_controllers, run_controllers};

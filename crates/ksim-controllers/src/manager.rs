@@ -4,6 +4,7 @@
 use std::fmt;
 
 use crate::Error;
+use crate::informer::SharedInformers;
 
 /// A controller ksim can run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -119,22 +120,25 @@ pub fn parse_controllers(list: &str) -> Result<Vec<ControllerName>, Error> {
 /// cluster: until the process ends). Each runs in its own task.
 pub async fn run_controllers(client: kube::Client, controllers: &[ControllerName]) {
     let mut tasks = tokio::task::JoinSet::new();
+    // One watch per kind for every controller that reads it.
+    let informers = SharedInformers::new(client.clone());
     for controller in controllers {
         let client = client.clone();
+        let informers = informers.clone();
         let controller = *controller;
         tracing::info!(%controller, "starting controller");
         tasks.spawn(async move {
             match controller {
-                ControllerName::ReplicaSet => crate::replicaset::run(client).await,
+                ControllerName::ReplicaSet => crate::replicaset::run(client, informers).await,
                 ControllerName::Deployment => crate::deployment::run(client).await,
                 ControllerName::GarbageCollector => crate::garbagecollector::run(client).await,
-                ControllerName::Disruption => crate::disruption::run(client).await,
-                ControllerName::StatefulSet => crate::statefulset::run(client).await,
+                ControllerName::Disruption => crate::disruption::run(client, informers).await,
+                ControllerName::StatefulSet => crate::statefulset::run(client, informers).await,
                 ControllerName::DaemonSet => crate::daemonset::run(client).await,
                 ControllerName::Job => crate::job::run(client).await,
                 ControllerName::TtlAfterFinished => crate::ttlafterfinished::run(client).await,
                 ControllerName::Namespace => crate::namespace::run(client).await,
-                ControllerName::NodeLifecycle => crate::nodelifecycle::run(client).await,
+                ControllerName::NodeLifecycle => crate::nodelifecycle::run(client, informers).await,
             }
             controller
         });

@@ -9,6 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
+use ksim_controllers::SharedInformers;
 use ksim_controllers::nodelifecycle::{NodeLifecycleConfig, run_with};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -105,7 +106,11 @@ async fn a_silent_node_goes_unknown_and_its_intolerant_pods_are_evicted() {
         "DefaultTolerationSeconds admission: {tolerations:?}"
     );
 
-    let controller = tokio::spawn(run_with(client.clone(), short()));
+    let controller = tokio::spawn(run_with(
+        client.clone(),
+        short(),
+        SharedInformers::new(client.clone()),
+    ));
     let nodes: Api<Node> = Api::all(client.clone());
     let node = eventually("node Unknown and tainted unreachable", || async {
         let node = nodes.get("n1").await.ok()?;
@@ -163,6 +168,7 @@ async fn cordoned_nodes_get_the_unschedulable_taint() {
             grace_period: Duration::from_secs(600),
             ..short()
         },
+        SharedInformers::new(client.clone()),
     ));
     let nodes: Api<Node> = Api::all(client.clone());
     let cordon = |on: bool| Patch::Merge(json!({"spec": {"unschedulable": on}}));
@@ -224,7 +230,11 @@ async fn an_unreachable_node_marks_its_pods_not_ready_and_recovers_when_it_posts
     ready_node(&client, "n1").await;
     bound_pod(&client, "p", "n1", json!([{"operator": "Exists"}])).await;
     support::make_ready(&client, "default", "p").await;
-    let controller = tokio::spawn(run_with(client.clone(), short()));
+    let controller = tokio::spawn(run_with(
+        client.clone(),
+        short(),
+        SharedInformers::new(client.clone()),
+    ));
     let nodes: Api<Node> = Api::all(client.clone());
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let unreachable = "node.kubernetes.io/unreachable:NoExecute".to_string();
@@ -311,7 +321,11 @@ async fn nodes_that_come_and_go_get_registered_and_removing_events() {
     ready_node(&client, "n1").await;
     let nodes: Api<Node> = Api::all(client.clone());
     let uid = nodes.get("n1").await.expect("node").metadata.uid;
-    let controller = tokio::spawn(run_with(client.clone(), short()));
+    let controller = tokio::spawn(run_with(
+        client.clone(),
+        short(),
+        SharedInformers::new(client.clone()),
+    ));
     let registered = event_with_reason(&client, "RegisteredNode").await;
     assert_eq!(
         (registered.type_.as_deref(), registered.note.as_deref()),
@@ -352,7 +366,11 @@ async fn a_recovering_node_cancels_its_pods_pending_eviction() {
                 "effect": "NoExecute", "tolerationSeconds": 300}]),
     )
     .await;
-    let controller = tokio::spawn(run_with(client.clone(), short()));
+    let controller = tokio::spawn(run_with(
+        client.clone(),
+        short(),
+        SharedInformers::new(client.clone()),
+    ));
     let nodes: Api<Node> = Api::all(client.clone());
     eventually("the unreachable taint", || async {
         let node = nodes.get("n1").await.ok()?;

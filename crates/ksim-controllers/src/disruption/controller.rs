@@ -35,6 +35,7 @@ use crate::cache::{Key, PodIndex};
 use crate::common::watch_all;
 use crate::common::{controller_of, key_of, parse_selector, update_status};
 use crate::events::Events;
+use crate::informer::SharedInformers;
 
 const RETRY: Duration = Duration::from_millis(500);
 
@@ -63,7 +64,7 @@ struct Context {
 }
 
 /// Runs the disruption controller until the watch streams end.
-pub async fn run(client: Client) {
+pub async fn run(client: Client, informers: SharedInformers) {
     let (pdb_store, pdb_writer) = reflector::store::<PodDisruptionBudget>();
     let (rc_store, rc_writer) = reflector::store::<ReplicationController>();
     let (rs_store, rs_writer) = reflector::store();
@@ -105,7 +106,7 @@ pub async fn run(client: Client) {
     let (pods_synced, mut pods_ready) = tokio::sync::watch::channel(false);
     let stale = StaleCleanup::new(client.clone());
     tasks.spawn(follow_pods(
-        watch_all::<Pod>(client.clone()),
+        informers.pods(),
         Arc::clone(&caches),
         queue,
         pods_synced,
@@ -211,7 +212,7 @@ fn budget_ref(key: Key) -> ObjectRef<PodDisruptionBudget> {
 /// (those that selected its old labels too), and schedules the cleanup of
 /// stale DisruptionTarget conditions.
 async fn follow_pods(
-    stream: impl Stream<Item = Result<Event<Pod>, watcher::Error>>,
+    stream: impl Stream<Item = Event<Arc<Pod>>>,
     caches: Arc<Caches>,
     queue: mpsc::UnboundedSender<ObjectRef<PodDisruptionBudget>>,
     synced: tokio::sync::watch::Sender<bool>,
@@ -219,19 +220,11 @@ async fn follow_pods(
 ) {
     let mut stream = std::pin::pin!(stream);
     while let Some(event) = stream.next().await {
-        let event = match event {
-            Ok(event) => event,
-            Err(error) => {
-                tracing::debug!(%error, "pod watch failed");
-                continue;
-            }
-        };
         let mut changed: Vec<Arc<Pod>> = Vec::new();
         {
             let mut pods = caches.pods.write().expect("pod index lock poisoned");
             match event {
                 Event::Apply(pod) | Event::InitApply(pod) => {
-                    let pod = Arc::new(pod);
                     stale.check(&pod);
                     if let Some(old) = pods.apply(Arc::clone(&pod))
                         && old.metadata.labels != pod.metadata.labels
@@ -243,7 +236,7 @@ async fn follow_pods(
                 Event::Delete(pod) => {
                     let cached = pods.delete(&pod);
                     changed.extend(cached);
-                    changed.push(Arc::new(pod));
+                    changed.push(pod);
                 }
                 Event::Init => pods.start_relist(),
                 Event::InitDone => {

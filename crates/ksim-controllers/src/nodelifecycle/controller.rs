@@ -12,6 +12,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{StreamExt, future};
@@ -29,6 +30,7 @@ use super::eviction::eviction_deadline;
 use super::health::{desired_taints, stale_conditions};
 use crate::common::watch_all;
 use crate::events::Events;
+use crate::informer::SharedInformers;
 use ksim_runtime::WithoutManagedFields;
 
 /// The namespace of the nodes' Leases.
@@ -117,12 +119,12 @@ struct Lifecycle {
 }
 
 /// Runs the controller with upstream's timing until the watches end.
-pub async fn run(client: Client) {
-    run_with(client, NodeLifecycleConfig::default()).await;
+pub async fn run(client: Client, informers: SharedInformers) {
+    run_with(client, NodeLifecycleConfig::default(), informers).await;
 }
 
 /// Runs the controller with the given timing until the watches end.
-pub async fn run_with(client: Client, config: NodeLifecycleConfig) {
+pub async fn run_with(client: Client, config: NodeLifecycleConfig, informers: SharedInformers) {
     let mut nodes = watch_all::<Node>(client.clone()).boxed();
     let mut leases = watcher(Api::<WithoutManagedFields<Lease>>::namespaced(
         client.clone(),
@@ -130,7 +132,7 @@ pub async fn run_with(client: Client, config: NodeLifecycleConfig) {
     ))
     .map(|event| event.map(ksim_runtime::lean::into_inner_event))
     .boxed();
-    let mut pods = watch_all::<Pod>(client.clone()).boxed();
+    let mut pods = informers.pods().boxed();
     let (failed, mut failures) = mpsc::unbounded_channel();
     let mut state = Lifecycle {
         events: Events::new(client.clone(), "taint-eviction-controller"),
@@ -173,10 +175,7 @@ pub async fn run_with(client: Client, config: NodeLifecycleConfig) {
                 Ok(event) => state.on_lease(event),
                 Err(error) => tracing::debug!(%error, "lease watch failed"),
             },
-            Some(event) = pods.next() => match event {
-                Ok(event) => state.on_pod(event),
-                Err(error) => tracing::debug!(%error, "pod watch failed"),
-            },
+            Some(event) = pods.next() => state.on_pod(event),
             Some(key) = failures.recv() => {
                 state.evicting.remove(&key);
                 state.schedule(key, Timestamp::now() + EVICTION_RETRY);
@@ -260,7 +259,7 @@ impl Lifecycle {
         }
     }
 
-    fn on_pod(&mut self, event: Event<Pod>) {
+    fn on_pod(&mut self, event: Event<Arc<Pod>>) {
         match event {
             Event::Apply(pod) | Event::InitApply(pod) => {
                 let key = (pod.namespace().unwrap_or_default(), pod.name_any());

@@ -31,6 +31,7 @@ use crate::common::{
 };
 use crate::deployment::nonzero;
 use crate::events::Events;
+use crate::informer::SharedInformers;
 use ksim_runtime::WithoutManagedFields;
 
 /// At most this many pods are created or deleted in one sync (upstream's `BurstReplicas`).
@@ -53,7 +54,7 @@ struct Context {
 }
 
 /// Runs the ReplicaSet controller until the watch streams end.
-pub async fn run(client: Client) {
+pub async fn run(client: Client, informers: SharedInformers) {
     let (rs_store, rs_writer) = reflector::store::<ReplicaSet>();
     let pods = Arc::new(RwLock::new(PodIndex::default()));
     let expectations = Arc::new(Expectations::default());
@@ -67,7 +68,7 @@ pub async fn run(client: Client) {
         queue.clone(),
     ));
     tasks.spawn(follow_pods(
-        watch_all::<Pod>(client.clone()),
+        informers.pods(),
         PodFollower {
             pods: Arc::clone(&pods),
             replica_sets: rs_store.clone(),
@@ -159,25 +160,14 @@ fn pod_key(pod: &Pod) -> PodKey {
 
 /// Keeps the pod index, records observed creations and deletions in the
 /// expectations, and enqueues the ReplicaSets each change concerns.
-async fn follow_pods(
-    stream: impl Stream<Item = Result<Event<Pod>, watcher::Error>>,
-    follower: PodFollower,
-) {
+async fn follow_pods(stream: impl Stream<Item = Event<Arc<Pod>>>, follower: PodFollower) {
     let mut stream = std::pin::pin!(stream);
     while let Some(event) = stream.next().await {
-        let event = match event {
-            Ok(event) => event,
-            Err(error) => {
-                tracing::debug!(%error, "pod watch failed");
-                continue;
-            }
-        };
         let mut changed: Vec<Arc<Pod>> = Vec::new();
         {
             let mut pods = follower.pods.write().expect("pod index lock poisoned");
             match event {
                 Event::Apply(pod) | Event::InitApply(pod) => {
-                    let pod = Arc::new(pod);
                     let old = pods.apply(Arc::clone(&pod));
                     if let Some(uid) = replica_set_uid(&pod) {
                         let was_deleting = old
@@ -204,7 +194,7 @@ async fn follow_pods(
                         follower.expectations.deletion_observed(uid, &pod_key(&pod));
                     }
                     changed.extend(cached);
-                    changed.push(Arc::new(pod));
+                    changed.push(pod);
                 }
                 Event::Init => pods.start_relist(),
                 Event::InitDone => {

@@ -36,7 +36,7 @@ use crate::common::{
 use crate::controller_ref::{ControllerRefManager, Owner, OwnerMapper, ReleaseHints};
 use crate::deployment::{compute_hash, nonzero};
 use crate::events::Events;
-use ksim_runtime::WithoutManagedFields;
+use crate::informer::SharedInformers;
 
 /// The label naming a pod's revision (`<set>-<hash>`).
 pub const REVISION_LABEL: &str = "controller-revision-hash";
@@ -56,10 +56,8 @@ struct Context {
 }
 
 /// Runs the StatefulSet controller until the watch streams end.
-pub async fn run(client: Client) {
+pub async fn run(client: Client, informers: SharedInformers) {
     let sets: Api<StatefulSet> = Api::all(client.clone());
-    // Pods without managedFields, which no decision reads.
-    let pods: Api<WithoutManagedFields<Pod>> = Api::all(client.clone());
     let hints = ReleaseHints::default();
     let controller = Controller::new(sets, watcher::Config::default());
     let mapper = OwnerMapper::new(
@@ -68,11 +66,9 @@ pub async fn run(client: Client) {
         hints.clone(),
     );
     controller
-        .watches(
-            pods,
-            watcher::Config::default(),
-            move |pod: WithoutManagedFields<Pod>| mapper.owners_of(&pod),
-        )
+        .watches_shared_stream(informers.pod_triggers(), move |pod: Arc<Pod>| {
+            mapper.owners_of(pod.as_ref())
+        })
         .run(
             reconcile,
             error_policy,
