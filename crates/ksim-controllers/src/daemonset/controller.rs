@@ -1,17 +1,21 @@
 //! The DaemonSet controller's sync: claim the set's ControllerRevisions
 //! and make sure one records the current template (`constructHistory`),
-//! claim the set's pods (adopting matching orphans, releasing pods that
-//! stopped matching), group them by target node, create the missing ones,
-//! delete failed, surplus, misplaced and orphaned (node gone) ones, replace
-//! outdated pods within maxUnavailable, delete old revisions beyond
-//! `revisionHistoryLimit`, and write the status. Node changes that matter
-//! (labels, taints, additions, removals) requeue every DaemonSet.
+//! claim the set's pods from the pod cache (adopting matching orphans,
+//! releasing owned pods that stopped matching), group them by target node,
+//! create the missing ones, delete failed, surplus, misplaced and orphaned
+//! (node gone) ones, replace outdated pods within maxUnavailable, delete
+//! old revisions beyond `revisionHistoryLimit`, and write the status. Pods
+//! and nodes are read from the caches of [`super::informers`]; creations
+//! and deletions wait for the cache to observe the previous ones
+//! (expectations), as upstream.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use futures::{StreamExt, future};
+use futures::StreamExt;
+use futures::channel::mpsc;
+use futures::future::join_all;
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -19,25 +23,33 @@ use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::controller::{self, Action};
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::{Client, Resource, ResourceExt};
 
 use super::history::{next_revision, revisions_to_clean, split_current};
-use super::placement::{daemon_pod_spec, node_fit, target_node};
+use super::informers::{
+    Caches, NodeFollower, PodFollower, follow_nodes, follow_pods, follow_revisions, follow_sets,
+};
+use super::placement::{Placement, daemon_pod_spec, target_node};
 use crate::Error;
 use crate::common::{
     controller_reference, is_pod_available, is_pod_ready, key_of, parse_selector, pod_phase,
-    scaled_value, selector_query, update_status,
+    scaled_value, selector_matches, selector_query, update_status, watch_all,
 };
 use crate::common::{create_pod, delete_pod};
 use crate::controller_ref::{ControllerRefManager, Owner, OwnerMapper, ReleaseHints};
 use crate::deployment::compute_hash;
 use crate::events::Events;
+use crate::replicaset::{Expectations, PodKey};
 use crate::statefulset::{REVISION_LABEL, revision_data};
 
 /// The label carrying the set's generation when the pod was made.
 pub const TEMPLATE_GENERATION_LABEL: &str = "pod-template-generation";
+
+/// At most this many pods are created or deleted in one sync (upstream's
+/// `BurstReplicas` for the DaemonSet controller).
+pub const BURST_REPLICAS: usize = 250;
 
 /// How long to wait before retrying a failed sync.
 const RETRY: Duration = Duration::from_millis(500);
@@ -45,70 +57,93 @@ const RETRY: Duration = Duration::from_millis(500);
 struct Context {
     client: Client,
     events: Events,
-    /// Owned pods that stopped matching their set's selector.
-    hints: ReleaseHints,
+    caches: Arc<Caches>,
+    /// Whether the pod and node caches have listed once.
+    pods_synced: tokio::sync::watch::Receiver<bool>,
+    nodes_synced: tokio::sync::watch::Receiver<bool>,
+    expectations: Arc<Expectations>,
+    /// Pods the pod watch saw stop matching: the cache finds them by
+    /// controller uid, so these records are only dropped.
+    pod_hints: ReleaseHints,
+    /// Owned revisions that stopped matching their set's selector.
+    revision_hints: ReleaseHints,
 }
 
-/// What of a node decides where daemons run.
-fn node_fingerprint(node: &Node) -> String {
-    let spec = node.spec.as_ref();
-    serde_json::to_string(&(
-        &node.metadata.labels,
-        spec.and_then(|s| s.taints.as_ref()),
-        spec.and_then(|s| s.unschedulable),
-    ))
-    .unwrap_or_default()
+fn selector_of(
+    set: &DaemonSet,
+) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector> {
+    set.spec.as_ref().map(|s| &s.selector)
 }
 
 /// Runs the DaemonSet controller until the watch streams end.
 pub async fn run(client: Client) {
-    let sets: Api<DaemonSet> = Api::all(client.clone());
-    let pods: Api<Pod> = Api::all(client.clone());
-    let nodes: Api<Node> = Api::all(client.clone());
-    let mut seen: HashMap<String, String> = HashMap::new();
-    let node_changes =
-        watcher::watcher(nodes, watcher::Config::default()).filter_map(move |event| {
-            let changed = match event {
-                Ok(watcher::Event::Apply(node) | watcher::Event::InitApply(node)) => {
-                    let fingerprint = node_fingerprint(&node);
-                    seen.insert(node.name_any(), fingerprint.clone()) != Some(fingerprint)
-                }
-                Ok(watcher::Event::Delete(node)) => {
-                    seen.remove(&node.name_any());
-                    true
-                }
-                Ok(watcher::Event::InitDone) => true,
-                Ok(watcher::Event::Init) | Err(_) => false,
-            };
-            future::ready(changed.then_some(()))
-        });
-    let hints = ReleaseHints::default();
-    let controller = Controller::new(sets, watcher::Config::default());
-    let mapper = OwnerMapper::new(
-        controller.store(),
-        |set: &DaemonSet| set.spec.as_ref().map(|s| &s.selector),
-        hints.clone(),
-    );
-    controller
-        .watches(pods, watcher::Config::default(), move |pod: Pod| {
-            mapper.owners_of(&pod)
-        })
-        .reconcile_all_on(node_changes)
-        .run(
-            reconcile,
-            error_policy,
-            Arc::new(Context {
-                events: Events::new(client.clone(), "daemonset-controller"),
-                client,
-                hints,
-            }),
-        )
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "daemonset sync failed");
-            }
-        })
-        .await;
+    let (set_store, set_writer) = reflector::store::<DaemonSet>();
+    let caches = Arc::new(Caches::default());
+    let expectations = Arc::new(Expectations::default());
+    let pod_hints = ReleaseHints::default();
+    let revision_hints = ReleaseHints::default();
+    let (queue, requests) = mpsc::unbounded::<ObjectRef<DaemonSet>>();
+    let (pods_synced_tx, pods_synced) = tokio::sync::watch::channel(false);
+    let (nodes_synced_tx, nodes_synced) = tokio::sync::watch::channel(false);
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(follow_sets(
+        reflector::reflector(set_writer, watch_all(Api::<DaemonSet>::all(client.clone()))),
+        Arc::clone(&expectations),
+        queue.clone(),
+    ));
+    tasks.spawn(follow_pods(
+        watch_all(Api::<Pod>::all(client.clone())),
+        PodFollower {
+            caches: Arc::clone(&caches),
+            mapper: OwnerMapper::new(set_store.clone(), selector_of, pod_hints.clone()),
+            expectations: Arc::clone(&expectations),
+            queue: queue.clone(),
+            synced: pods_synced_tx,
+        },
+    ));
+    tasks.spawn(follow_nodes(
+        watch_all(Api::<Node>::all(client.clone())),
+        NodeFollower {
+            caches: Arc::clone(&caches),
+            sets: set_store.clone(),
+            queue: queue.clone(),
+            synced: nodes_synced_tx,
+        },
+    ));
+    tasks.spawn(follow_revisions(
+        watch_all(Api::<ControllerRevision>::all(client.clone())),
+        OwnerMapper::new(set_store.clone(), selector_of, revision_hints.clone()),
+        queue,
+    ));
+    if set_store.wait_until_ready().await.is_err() {
+        tracing::warn!("daemonset controller cache never synced");
+        return;
+    }
+    let context = Arc::new(Context {
+        events: Events::new(client.clone(), "daemonset-controller"),
+        client,
+        caches,
+        pods_synced,
+        nodes_synced,
+        expectations,
+        pod_hints,
+        revision_hints,
+    });
+    controller::applier(
+        |set, context| Box::pin(reconcile(set, context)),
+        error_policy,
+        context,
+        set_store,
+        requests.map(Ok::<_, std::convert::Infallible>),
+        controller::Config::default(),
+    )
+    .for_each(|result| async move {
+        if let Err(e) = result {
+            tracing::debug!(error = %e, "daemonset sync failed");
+        }
+    })
+    .await;
+    tasks.abort_all();
 }
 
 fn error_policy(_set: Arc<DaemonSet>, error: &Error, _context: Arc<Context>) -> Action {
@@ -124,12 +159,25 @@ fn oldest_first(a: &&Pod, b: &&Pod) -> std::cmp::Ordering {
         .then_with(|| a.metadata.name.cmp(&b.metadata.name))
 }
 
+/// Waits until the pod and node caches have listed once (as upstream, no
+/// sync before); false when the controller is stopping.
+async fn caches_synced(context: &Context) -> bool {
+    let mut pods = context.pods_synced.clone();
+    let mut nodes = context.nodes_synced.clone();
+    pods.wait_for(|synced| *synced).await.is_ok() && nodes.wait_for(|synced| *synced).await.is_ok()
+}
+
 async fn reconcile(cached: Arc<DaemonSet>, context: Arc<Context>) -> Result<Action, Error> {
     let (namespace, name) = key_of(&cached.metadata);
+    if !caches_synced(&context).await {
+        return Ok(Action::await_change());
+    }
+    // The pod cache finds pods that stopped matching by controller uid.
+    context.pod_hints.take(&namespace, &name);
     let sets: Api<DaemonSet> = Api::namespaced(context.client.clone(), &namespace);
     let Some(set) = sets.get_opt(&name).await? else {
         // Gone: nothing of it is left to release.
-        context.hints.take(&namespace, &name);
+        context.revision_hints.take(&namespace, &name);
         return Ok(Action::await_change());
     };
     if set.metadata.uid != cached.metadata.uid || set.metadata.deletion_timestamp.is_some() {
@@ -155,8 +203,14 @@ async fn reconcile(cached: Arc<DaemonSet>, context: Arc<Context>) -> Result<Acti
     );
     let revisions_api: Api<ControllerRevision> =
         Api::namespaced(context.client.clone(), &namespace);
-    let (current, old_revisions) =
-        construct_history(&revisions_api, &sets, &set, &mut manager).await?;
+    let (current, old_revisions) = construct_history(
+        &revisions_api,
+        &sets,
+        &set,
+        &mut manager,
+        &context.revision_hints,
+    )
+    .await?;
     let hash = current
         .metadata
         .labels
@@ -165,34 +219,33 @@ async fn reconcile(cached: Arc<DaemonSet>, context: Arc<Context>) -> Result<Acti
         .unwrap_or_else(|| compute_hash(&spec.template, collision_count));
     let min_ready_seconds = spec.min_ready_seconds.unwrap_or(0);
     let now = Timestamp::now();
+    // Read before the cache, so that pods observed meanwhile only make the
+    // expectations look less satisfied than they are, never more.
+    let may_manage = context.expectations.satisfied(&owner.uid, Instant::now());
 
-    let nodes: Vec<Node> = Api::<Node>::all(context.client.clone())
-        .list(&ListParams::default())
-        .await?
-        .items;
     let pods_api: Api<Pod> = Api::namespaced(context.client.clone(), &namespace);
-    let mut listed = pods_api
-        .list(&ListParams::default().labels(&selector_query(&spec.selector)))
-        .await?
-        .items;
-    // Owned pods that stopped matching are not listed: the watch named them.
-    context
-        .hints
-        .add_recorded(&pods_api, &namespace, &name, &mut listed)
-        .await?;
-    let pods: Vec<Pod> = manager.claim(&pods_api, listed, |_| true).await?;
-    let mut by_node: BTreeMap<String, Vec<&Pod>> = BTreeMap::new();
-    let mut deletions: Vec<String> = Vec::new();
+    let pods = claim_pods(&context, &mut manager, &pods_api, &owner.uid, &selector).await?;
+    let nodes: Vec<Arc<Node>> = context
+        .caches
+        .nodes
+        .read()
+        .expect("node cache lock poisoned")
+        .values()
+        .cloned()
+        .collect();
+    let placement = Placement::new(&template_spec);
+    let mut by_node: HashMap<String, Vec<&Pod>> = HashMap::new();
+    let mut deletions: Vec<&Pod> = Vec::new();
     for pod in &pods {
         match target_node(pod) {
             Some(node) => by_node.entry(node).or_default().push(pod),
-            None => deletions.push(pod.name_any()),
+            None => deletions.push(pod),
         }
     }
     let updated = |p: &Pod| p.labels().get(REVISION_LABEL) == Some(&hash);
     let available = |p: &Pod| is_pod_available(p, min_ready_seconds, now);
 
-    let mut creations: Vec<String> = Vec::new();
+    let mut creations: Vec<&str> = Vec::new();
     let mut status = DaemonSetStatus {
         observed_generation: set.metadata.generation,
         collision_count,
@@ -204,9 +257,9 @@ async fn reconcile(cached: Arc<DaemonSet>, context: Arc<Context>) -> Result<Acti
     let mut outdated: Vec<(&Pod, bool)> = Vec::new();
     let mut unavailable = 0;
     for node in &nodes {
-        let node_name = node.name_any();
-        let fit = node_fit(&template_spec, node);
-        let mut daemons: Vec<&Pod> = by_node.remove(&node_name).unwrap_or_default();
+        let node_name = node.metadata.name.as_deref().unwrap_or_default();
+        let fit = placement.fit(node);
+        let mut daemons: Vec<&Pod> = by_node.remove(node_name).unwrap_or_default();
         daemons.sort_by(oldest_first);
         let (terminating, live): (Vec<&Pod>, Vec<&Pod>) = daemons
             .into_iter()
@@ -215,7 +268,7 @@ async fn reconcile(cached: Arc<DaemonSet>, context: Arc<Context>) -> Result<Acti
             status.desired_number_scheduled += 1;
             let (failed, running): (Vec<&Pod>, Vec<&Pod>) =
                 live.into_iter().partition(|p| pod_phase(p) == "Failed");
-            deletions.extend(failed.iter().map(|p| p.name_any()));
+            deletions.extend(failed);
             match running.split_first() {
                 None => {
                     unavailable += 1;
@@ -224,7 +277,7 @@ async fn reconcile(cached: Arc<DaemonSet>, context: Arc<Context>) -> Result<Acti
                     }
                 }
                 Some((kept, surplus)) => {
-                    deletions.extend(surplus.iter().map(|p| p.name_any()));
+                    deletions.extend(surplus.iter().copied());
                     status.current_number_scheduled += 1;
                     if is_pod_ready(kept) {
                         status.number_ready += 1;
@@ -245,7 +298,7 @@ async fn reconcile(cached: Arc<DaemonSet>, context: Arc<Context>) -> Result<Acti
         } else if !live.is_empty() {
             status.number_misscheduled += 1;
             if !fit.should_continue_running {
-                deletions.extend(live.iter().map(|p| p.name_any()));
+                deletions.extend(live);
             }
         }
     }
@@ -254,7 +307,7 @@ async fn reconcile(cached: Arc<DaemonSet>, context: Arc<Context>) -> Result<Acti
         deletions.extend(
             pods.iter()
                 .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .map(|p| p.name_any()),
+                .copied(),
         );
     }
     status.number_available = Some(number_available);
@@ -279,28 +332,22 @@ async fn reconcile(cached: Arc<DaemonSet>, context: Arc<Context>) -> Result<Acti
         outdated.sort_by_key(|(_, is_available)| *is_available);
         for (pod, is_available) in outdated {
             if !is_available {
-                deletions.push(pod.name_any());
+                deletions.push(pod);
             } else if budget > 0 {
                 budget -= 1;
-                deletions.push(pod.name_any());
+                deletions.push(pod);
             }
         }
     }
 
     let mut failure = None;
-    for node_name in &creations {
-        let pod = daemon_pod(&set, &owner, node_name, &hash);
-        if let Err(e) = create_pod(&pods_api, &context.events, set.object_ref(&()), &pod).await {
-            failure = Some(e);
-            break;
-        }
-    }
-    for pod_name in &deletions {
-        let owner = set.object_ref(&());
-        match delete_pod(&pods_api, &context.events, owner, pod_name).await {
-            Err(e) if !e.is_not_found() => failure = Some(e),
-            _ => {}
-        }
+    if may_manage {
+        failure = manage(
+            &context, &set, &owner, &pods_api, &hash, &creations, &deletions,
+        )
+        .await;
+    } else {
+        tracing::debug!(daemonset = %name, "waiting for earlier creations and deletions to be observed");
     }
     // The revision history limit (`cleanupHistory`).
     if failure.is_none() {
@@ -341,6 +388,117 @@ async fn reconcile(cached: Arc<DaemonSet>, context: Arc<Context>) -> Result<Acti
     Ok(Action::await_change())
 }
 
+/// The set's pods (`getDaemonPods`), from the cache: those it controls and
+/// its selector matches, plus the matching orphans it adopts; the owned
+/// ones that stopped matching are released.
+async fn claim_pods(
+    context: &Context,
+    manager: &mut ControllerRefManager<'_, DaemonSet>,
+    pods_api: &Api<Pod>,
+    uid: &str,
+    selector: &ksim_core::selector::LabelSelectorRequirements,
+) -> Result<Vec<Arc<Pod>>, Error> {
+    let namespace = pods_api.namespace().unwrap_or_default().to_string();
+    let (mut pods, unmatched, orphans) = {
+        let cache = context.caches.pods.read().expect("pod cache lock poisoned");
+        let (matched, unmatched): (Vec<Arc<Pod>>, Vec<Arc<Pod>>) = cache
+            .index
+            .controlled_by(&namespace, uid)
+            .into_iter()
+            .partition(|p| selector_matches(selector, p.metadata.labels.as_ref()));
+        let orphans = if selector.is_empty() {
+            Vec::new()
+        } else {
+            cache.index.orphans(&namespace, selector)
+        };
+        (matched, unmatched, orphans)
+    };
+    if unmatched.is_empty() && orphans.is_empty() {
+        return Ok(pods);
+    }
+    let candidates: Vec<Pod> = unmatched
+        .iter()
+        .chain(orphans.iter())
+        .map(|p| Pod::clone(p))
+        .collect();
+    let adopted = manager.claim(pods_api, candidates, |_| true).await?;
+    pods.extend(adopted.into_iter().map(Arc::new));
+    Ok(pods)
+}
+
+/// Creates the missing pods (slow start: batches of 1, 2, 4, ...) and
+/// deletes the doomed ones, at most [`BURST_REPLICAS`] of each, under
+/// expectations the pod watch settles. Returns the first failure.
+#[allow(clippy::too_many_arguments)]
+async fn manage(
+    context: &Context,
+    set: &DaemonSet,
+    owner: &OwnerReference,
+    pods_api: &Api<Pod>,
+    hash: &str,
+    creations: &[&str],
+    deletions: &[&Pod],
+) -> Option<Error> {
+    let creations = &creations[..creations.len().min(BURST_REPLICAS)];
+    let mut seen = HashSet::new();
+    let deletions: Vec<&Pod> = deletions
+        .iter()
+        .copied()
+        .filter(|p| seen.insert(p.metadata.name.clone()))
+        .take(BURST_REPLICAS)
+        .collect();
+    if creations.is_empty() && deletions.is_empty() {
+        return None;
+    }
+    let keys: HashSet<PodKey> = deletions.iter().map(|p| key_of(&p.metadata)).collect();
+    context
+        .expectations
+        .expect(&owner.uid, creations.len(), keys, Instant::now());
+    let set_ref = set.object_ref(&());
+    let mut failure = None;
+    let mut created = 0;
+    let mut batch = creations.len().min(1);
+    while created < creations.len() {
+        let chunk = &creations[created..(created + batch).min(creations.len())];
+        let results = join_all(chunk.iter().map(|node_name| {
+            let pod = daemon_pod(set, owner, node_name, hash);
+            let set_ref = set_ref.clone();
+            async move { create_pod(pods_api, &context.events, set_ref, &pod).await }
+        }))
+        .await;
+        created += chunk.len();
+        let failed = results.iter().filter(|r| r.is_err()).count();
+        if failed > 0 {
+            // Those creations will never be observed; nor will the rest.
+            context
+                .expectations
+                .creations_observed(&owner.uid, failed + creations.len() - created);
+            failure = results.into_iter().find_map(Result::err);
+            break;
+        }
+        batch *= 2;
+    }
+    let results = join_all(deletions.iter().map(|pod| {
+        let set_ref = set_ref.clone();
+        async move {
+            let result = delete_pod(pods_api, &context.events, set_ref, &pod.name_any()).await;
+            (pod, result)
+        }
+    }))
+    .await;
+    for (pod, result) in results {
+        if let Err(e) = result {
+            context
+                .expectations
+                .deletion_observed(&owner.uid, &key_of(&pod.metadata));
+            if !e.is_not_found() {
+                failure.get_or_insert(e);
+            }
+        }
+    }
+    failure
+}
+
 /// The daemon pod of `set` for `node`.
 fn daemon_pod(set: &DaemonSet, owner: &OwnerReference, node: &str, hash: &str) -> Pod {
     let (namespace, name) = key_of(&set.metadata);
@@ -379,15 +537,22 @@ async fn construct_history(
     sets: &Api<DaemonSet>,
     set: &DaemonSet,
     manager: &mut ControllerRefManager<'_, DaemonSet>,
+    hints: &ReleaseHints,
 ) -> Result<(ControllerRevision, Vec<ControllerRevision>), Error> {
     let spec = set
         .spec
         .as_ref()
         .ok_or_else(|| Error::Invalid("daemonset has no spec".into()))?;
-    let listed = api
+    let mut listed = api
         .list(&ListParams::default().labels(&selector_query(&spec.selector)))
         .await?
         .items;
+    // Owned revisions that stopped matching are not listed: the revision
+    // watch named them, and claiming releases them.
+    let (namespace, name) = key_of(&set.metadata);
+    hints
+        .add_recorded(api, &namespace, &name, &mut listed)
+        .await?;
     let mut revisions = manager.claim(api, listed, |_| true).await?;
     for revision in &mut revisions {
         let name = revision.name_any();

@@ -7,13 +7,19 @@
 //! status ds/<name>` reads; ControllerRevisions `<set>-<hash>` recording
 //! each template (what `kubectl rollout history|undo ds` reads), old ones
 //! beyond `revisionHistoryLimit` deleted; orphan pods and revisions that
-//! match the selector adopted, pods that stop matching released.
+//! match the selector adopted, pods and revisions that stop matching
+//! released. Pods and nodes come from watch-fed caches (`informers`): a pod
+//! event syncs its set, a node event only the sets whose pod on that node
+//! must change; creations and deletions wait on expectations.
 
 mod controller;
 mod history;
+mod informers;
 mod placement;
 #[cfg(test)]
 mod tests;
 
-pub use controller::{TEMPLATE_GENERATION_LABEL, run};
-pub use placement::{NodeFit, daemon_pod_spec, node_fit, target_node};
+pub use controller::{BURST_REPLICAS, TEMPLATE_GENERATION_LABEL, run};
+pub use placement::{
+    NodeFit, Placement, daemon_pod_spec, node_fit, placement_changed, target_node,
+};
