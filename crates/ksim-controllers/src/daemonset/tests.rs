@@ -2,9 +2,14 @@
 //! and follows nodes coming and going and labels changing; pods and
 //! revisions that stop matching are released.
 
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
 use serde_json::json;
 
 use super::target_node;
@@ -173,6 +178,22 @@ async fn twenty_nodes_get_exactly_one_pod_each_and_follow_label_changes() {
             .await
             .expect("node");
     }
+    // Every pod ever created, seen by a watch from before the set exists.
+    let created = Arc::new(Mutex::new(HashSet::new()));
+    let watch = {
+        let created = Arc::clone(&created);
+        let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
+        tokio::spawn(async move {
+            let config = watcher::Config::default().labels("app=agent");
+            let mut events = std::pin::pin!(watcher::watcher(pods, config));
+            while let Some(Ok(event)) = events.next().await {
+                if let watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) = event {
+                    let mut created = created.lock().expect("lock");
+                    created.insert(pod.metadata.name.unwrap_or_default());
+                }
+            }
+        })
+    };
     let sets: Api<DaemonSet> = Api::namespaced(cluster.client.clone(), "default");
     let set = sets
         .create(&PostParams::default(), &agent_set())
@@ -190,6 +211,16 @@ async fn twenty_nodes_get_exactly_one_pod_each_and_follow_label_changes() {
     })
     .await;
     assert_eq!(status.number_misscheduled, 0);
+    eventually("the watch to see every pod", || async {
+        (created.lock().expect("lock").len() >= 20).then_some(())
+    })
+    .await;
+    assert_eq!(
+        created.lock().expect("lock").len(),
+        20,
+        "no pod was created twice while the cache lagged"
+    );
+    watch.abort();
 
     // A node added later gets its pod; a node labelled out loses its pod.
     nodes

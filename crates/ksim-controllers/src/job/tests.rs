@@ -643,3 +643,36 @@ async fn a_failed_pod_is_replaced_only_after_its_doubling_backoff() {
         .expect("status");
     assert_eq!(status.failed, Some(2));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wide_job_creates_exactly_its_parallelism_while_its_pods_change() {
+    let cluster = start();
+    let jobs: Api<Job> = Api::namespaced(cluster.client.clone(), "default");
+    jobs.create(
+        &PostParams::default(),
+        &job("wide", json!({"completions": 500, "parallelism": 500})),
+    )
+    .await
+    .expect("create");
+    let pods = eventually("500 active pods", || async {
+        let status = jobs.get("wide").await.ok()?.status?;
+        (status.active == Some(500)).then_some(())?;
+        let pods = cluster.pods("job-name=wide").await;
+        (pods.len() >= 500).then_some(pods)
+    })
+    .await;
+    assert_eq!(
+        pods.len(),
+        500,
+        "no pod created twice while the cache lagged"
+    );
+    // Every pod changes (as the kubelet would) while the Job syncs.
+    for pod in &pods {
+        cluster.set_phase(&pod.name_any(), "Running").await;
+    }
+    for pod in &pods {
+        cluster.set_phase(&pod.name_any(), "Succeeded").await;
+    }
+    wait_for_condition(&jobs, "wide", "Complete").await;
+    assert_eq!(cluster.pods("job-name=wide").await.len(), 500);
+}
