@@ -10,7 +10,7 @@
 //! (expectations), as upstream.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -29,13 +29,15 @@ use kube::{Client, Resource, ResourceExt};
 
 use super::history::{next_revision, revisions_to_clean, split_current};
 use super::informers::{
-    Caches, NodeFollower, PodFollower, follow_nodes, follow_pods, follow_revisions, follow_sets,
+    Caches, Dirty, DirtyNodes, NodeFollower, PodFollower, follow_nodes, follow_pods,
+    follow_revisions, follow_sets,
 };
 use super::placement::{Placement, daemon_pod_spec, target_node};
+use super::tally::{Tally, Totals, plan_node};
 use crate::Error;
 use crate::common::{
-    controller_reference, is_pod_available, is_pod_ready, key_of, parse_selector, pod_phase,
-    scaled_value, selector_matches, selector_query, update_status, watch_all,
+    controller_reference, is_pod_available, key_of, parse_selector, scaled_value, selector_matches,
+    selector_query, update_status, watch_all,
 };
 use crate::common::{create_pod, delete_pod};
 use crate::controller_ref::{ControllerRefManager, Owner, OwnerMapper, ReleaseHints};
@@ -67,6 +69,10 @@ struct Context {
     pod_hints: ReleaseHints,
     /// Owned revisions that stopped matching their set's selector.
     revision_hints: ReleaseHints,
+    /// The nodes each set's next sync must plan.
+    dirty: Arc<Dirty>,
+    /// What each set's last full sync kept, by (namespace, name).
+    states: Mutex<HashMap<(String, String), SetState>>,
 }
 
 fn selector_of(
@@ -82,6 +88,7 @@ pub async fn run(client: Client) {
     let expectations = Arc::new(Expectations::default());
     let pod_hints = ReleaseHints::default();
     let revision_hints = ReleaseHints::default();
+    let dirty = Arc::new(Dirty::default());
     let (queue, requests) = mpsc::unbounded::<ObjectRef<DaemonSet>>();
     let (pods_synced_tx, pods_synced) = tokio::sync::watch::channel(false);
     let (nodes_synced_tx, nodes_synced) = tokio::sync::watch::channel(false);
@@ -89,6 +96,7 @@ pub async fn run(client: Client) {
     tasks.spawn(follow_sets(
         reflector::reflector(set_writer, watch_all(Api::<DaemonSet>::all(client.clone()))),
         Arc::clone(&expectations),
+        Arc::clone(&dirty),
         queue.clone(),
     ));
     tasks.spawn(follow_pods(
@@ -97,6 +105,7 @@ pub async fn run(client: Client) {
             caches: Arc::clone(&caches),
             mapper: OwnerMapper::new(set_store.clone(), selector_of, pod_hints.clone()),
             expectations: Arc::clone(&expectations),
+            dirty: Arc::clone(&dirty),
             queue: queue.clone(),
             synced: pods_synced_tx,
         },
@@ -106,6 +115,7 @@ pub async fn run(client: Client) {
         NodeFollower {
             caches: Arc::clone(&caches),
             sets: set_store.clone(),
+            dirty: Arc::clone(&dirty),
             queue: queue.clone(),
             synced: nodes_synced_tx,
         },
@@ -113,6 +123,7 @@ pub async fn run(client: Client) {
     tasks.spawn(follow_revisions(
         watch_all(Api::<ControllerRevision>::all(client.clone())),
         OwnerMapper::new(set_store.clone(), selector_of, revision_hints.clone()),
+        Arc::clone(&dirty),
         queue,
     ));
     if set_store.wait_until_ready().await.is_err() {
@@ -128,6 +139,8 @@ pub async fn run(client: Client) {
         expectations,
         pod_hints,
         revision_hints,
+        dirty,
+        states: Mutex::default(),
     });
     controller::applier(
         |set, context| Box::pin(reconcile(set, context)),
@@ -151,14 +164,6 @@ fn error_policy(_set: Arc<DaemonSet>, error: &Error, _context: Arc<Context>) -> 
     Action::requeue(RETRY)
 }
 
-/// The creation order of pods (oldest first, then by name).
-fn oldest_first(a: &&Pod, b: &&Pod) -> std::cmp::Ordering {
-    let created = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
-    created(a)
-        .cmp(&created(b))
-        .then_with(|| a.metadata.name.cmp(&b.metadata.name))
-}
-
 /// Waits until the pod and node caches have listed once (as upstream, no
 /// sync before); false when the controller is stopping.
 async fn caches_synced(context: &Context) -> bool {
@@ -174,10 +179,190 @@ async fn reconcile(cached: Arc<DaemonSet>, context: Arc<Context>) -> Result<Acti
     }
     // The pod cache finds pods that stopped matching by controller uid.
     context.pod_hints.take(&namespace, &name);
+    if let DirtyNodes::Some(nodes) = context.dirty.take(&namespace, &name) {
+        match sync_nodes(&cached, &context, &nodes).await? {
+            Some(action) => return Ok(action),
+            None => tracing::debug!(daemonset = %name, "planning every node"),
+        }
+    }
+    sync_all(&cached, &context).await
+}
+
+/// What a full sync of a set left for the syncs that plan only some nodes.
+struct SetState {
+    uid: String,
+    generation: Option<i64>,
+    hash: String,
+    placement: Arc<Placement>,
+    tally: Tally,
+}
+
+/// The status of `set` with these counts.
+fn status_of(set: &DaemonSet, totals: &Totals) -> DaemonSetStatus {
+    let previous = set.status.as_ref();
+    DaemonSetStatus {
+        observed_generation: set.metadata.generation,
+        collision_count: previous.and_then(|s| s.collision_count),
+        conditions: previous.and_then(|s| s.conditions.clone()),
+        desired_number_scheduled: totals.desired,
+        current_number_scheduled: totals.scheduled,
+        number_ready: totals.ready,
+        number_misscheduled: totals.misscheduled,
+        number_available: Some(totals.available),
+        number_unavailable: Some(totals.desired - totals.available),
+        updated_number_scheduled: Some(totals.updated),
+    }
+}
+
+/// Writes the status when it changed; false when the set is gone.
+async fn write_status(
+    sets: &Api<DaemonSet>,
+    set: &DaemonSet,
+    status: &DaemonSetStatus,
+) -> Result<bool, Error> {
+    if set.status.as_ref() == Some(status) {
+        return Ok(true);
+    }
+    let name = set.name_any();
+    match update_status(sets, &name, |fresh| fresh.status = Some(status.clone())).await {
+        Ok(_) => Ok(true),
+        Err(e) if e.is_not_found() => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// A node's name, the node (if it still exists) and the set's pods there.
+type NodeToPlan<'a> = (&'a String, Option<Arc<Node>>, Vec<Arc<Pod>>);
+
+/// Plans only `nodes` (after pod and node events), from the caches and the
+/// counts the last full sync kept; `None` when a full sync is needed (no
+/// counts kept, the set changed, a rollout or minReadySeconds under way,
+/// or a pod that stopped matching).
+async fn sync_nodes(
+    cached: &DaemonSet,
+    context: &Context,
+    nodes: &HashSet<String>,
+) -> Result<Option<Action>, Error> {
+    let (namespace, name) = key_of(&cached.metadata);
+    let key = (namespace.clone(), name.clone());
+    let Some(mut state) = context
+        .states
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove(&key)
+    else {
+        return Ok(None);
+    };
+    let Some(spec) = cached.spec.as_ref() else {
+        return Ok(None);
+    };
+    let uid = cached.metadata.uid.clone().unwrap_or_default();
+    if state.uid != uid
+        || state.generation != cached.metadata.generation
+        || state.tally.has_outdated()
+        || spec.min_ready_seconds.unwrap_or(0) > 0
+        || cached.metadata.deletion_timestamp.is_some()
+    {
+        return Ok(None);
+    }
+    let selector = parse_selector(&spec.selector)?;
+    let may_manage = context.expectations.satisfied(&uid, Instant::now());
+    let planned: Vec<NodeToPlan<'_>> = {
+        let cached_nodes = context
+            .caches
+            .nodes
+            .read()
+            .expect("node cache lock poisoned");
+        let pods = context.caches.pods.read().expect("pod cache lock poisoned");
+        nodes
+            .iter()
+            .map(|node| {
+                (
+                    node,
+                    cached_nodes.get(node).cloned(),
+                    pods.pods_on(&uid, node),
+                )
+            })
+            .collect()
+    };
+    let matches = |p: &Arc<Pod>| selector_matches(&selector, p.metadata.labels.as_ref());
+    if planned.iter().any(|(_, _, pods)| !pods.iter().all(matches)) {
+        return Ok(None);
+    }
+    let hash = state.hash.clone();
+    let updated = |p: &Pod| p.labels().get(REVISION_LABEL) == Some(&hash);
+    let now = Timestamp::now();
+    let available = |p: &Pod| is_pod_available(p, 0, now);
+    let mut creations: Vec<&str> = Vec::new();
+    let mut deletions: Vec<&Pod> = Vec::new();
+    for (node_name, node, pods) in &planned {
+        let fit = node.as_ref().map(|n| state.placement.fit(n));
+        let plan = plan_node(
+            fit,
+            pods.iter().map(AsRef::as_ref).collect(),
+            updated,
+            available,
+        );
+        if plan.create {
+            creations.push(node_name);
+        }
+        deletions.extend(plan.delete);
+        state.tally.set(node_name, plan.count);
+    }
+    if state.tally.has_outdated() {
+        return Ok(None);
+    }
+    let owner = controller_reference("apps/v1", "DaemonSet", &cached.metadata);
+    let pods_api: Api<Pod> = Api::namespaced(context.client.clone(), &namespace);
+    let mut failure = None;
+    let set_ref = ObjectRef::from_obj(cached);
+    if may_manage {
+        failure = manage(
+            context, cached, &owner, &pods_api, &hash, &creations, &deletions,
+        )
+        .await;
+        if creations.len() > BURST_REPLICAS || deletions.len() > BURST_REPLICAS {
+            context.dirty.all(&set_ref);
+        }
+    } else {
+        // Planned again once the earlier ones are observed.
+        for node in &creations {
+            context.dirty.node(&set_ref, node);
+        }
+        for node in deletions.iter().filter_map(|p| target_node(p)) {
+            context.dirty.node(&set_ref, &node);
+        }
+    }
+    let status = status_of(cached, &state.tally.totals());
+    context
+        .states
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(key, state);
+    let sets: Api<DaemonSet> = Api::namespaced(context.client.clone(), &namespace);
+    if !write_status(&sets, cached, &status).await? {
+        return Ok(Some(Action::await_change()));
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(Some(Action::await_change())),
+    }
+}
+
+/// Plans every node of the set (a set change, a retry, or what
+/// [`sync_nodes`] does not cover), with its revisions and adoption.
+async fn sync_all(cached: &DaemonSet, context: &Context) -> Result<Action, Error> {
+    let (namespace, name) = key_of(&cached.metadata);
+    let key = (namespace.clone(), name.clone());
     let sets: Api<DaemonSet> = Api::namespaced(context.client.clone(), &namespace);
     let Some(set) = sets.get_opt(&name).await? else {
         // Gone: nothing of it is left to release.
         context.revision_hints.take(&namespace, &name);
+        context
+            .states
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&key);
         return Ok(Action::await_change());
     };
     if set.metadata.uid != cached.metadata.uid || set.metadata.deletion_timestamp.is_some() {
@@ -224,7 +409,7 @@ async fn reconcile(cached: Arc<DaemonSet>, context: Arc<Context>) -> Result<Acti
     let may_manage = context.expectations.satisfied(&owner.uid, Instant::now());
 
     let pods_api: Api<Pod> = Api::namespaced(context.client.clone(), &namespace);
-    let pods = claim_pods(&context, &mut manager, &pods_api, &owner.uid, &selector).await?;
+    let pods = claim_pods(context, &mut manager, &pods_api, &owner.uid, &selector).await?;
     let nodes: Vec<Arc<Node>> = context
         .caches
         .nodes
@@ -246,73 +431,26 @@ async fn reconcile(cached: Arc<DaemonSet>, context: Arc<Context>) -> Result<Acti
     let available = |p: &Pod| is_pod_available(p, min_ready_seconds, now);
 
     let mut creations: Vec<&str> = Vec::new();
-    let mut status = DaemonSetStatus {
-        observed_generation: set.metadata.generation,
-        collision_count,
-        conditions: set.status.as_ref().and_then(|s| s.conditions.clone()),
-        ..DaemonSetStatus::default()
-    };
-    let (mut number_available, mut updated_scheduled) = (0, 0);
+    let mut tally = Tally::default();
     // Pods kept on desired nodes that are outdated, and whether available.
     let mut outdated: Vec<(&Pod, bool)> = Vec::new();
-    let mut unavailable = 0;
     for node in &nodes {
         let node_name = node.metadata.name.as_deref().unwrap_or_default();
-        let fit = placement.fit(node);
-        let mut daemons: Vec<&Pod> = by_node.remove(node_name).unwrap_or_default();
-        daemons.sort_by(oldest_first);
-        let (terminating, live): (Vec<&Pod>, Vec<&Pod>) = daemons
-            .into_iter()
-            .partition(|p| p.metadata.deletion_timestamp.is_some());
-        if fit.should_run {
-            status.desired_number_scheduled += 1;
-            let (failed, running): (Vec<&Pod>, Vec<&Pod>) =
-                live.into_iter().partition(|p| pod_phase(p) == "Failed");
-            deletions.extend(failed);
-            match running.split_first() {
-                None => {
-                    unavailable += 1;
-                    if terminating.is_empty() {
-                        creations.push(node_name);
-                    }
-                }
-                Some((kept, surplus)) => {
-                    deletions.extend(surplus.iter().copied());
-                    status.current_number_scheduled += 1;
-                    if is_pod_ready(kept) {
-                        status.number_ready += 1;
-                    }
-                    let is_available = available(kept);
-                    if is_available {
-                        number_available += 1;
-                    } else {
-                        unavailable += 1;
-                    }
-                    if updated(kept) {
-                        updated_scheduled += 1;
-                    } else {
-                        outdated.push((kept, is_available));
-                    }
-                }
-            }
-        } else if !live.is_empty() {
-            status.number_misscheduled += 1;
-            if !fit.should_continue_running {
-                deletions.extend(live);
-            }
+        let daemons = by_node.remove(node_name).unwrap_or_default();
+        let plan = plan_node(Some(placement.fit(node)), daemons, updated, available);
+        if plan.create {
+            creations.push(node_name);
         }
+        deletions.extend(plan.delete);
+        outdated.extend(plan.outdated);
+        tally.set(node_name, plan.count);
     }
     // Pods of nodes that no longer exist.
-    for pods in by_node.values() {
-        deletions.extend(
-            pods.iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .copied(),
-        );
+    for daemons in by_node.into_values() {
+        deletions.extend(plan_node(None, daemons, updated, available).delete);
     }
-    status.number_available = Some(number_available);
-    status.number_unavailable = Some(status.desired_number_scheduled - number_available);
-    status.updated_number_scheduled = Some(updated_scheduled);
+    let totals = tally.totals();
+    let status = status_of(&set, &totals);
 
     // RollingUpdate: replace outdated pods, unavailable ones first, while
     // no more than maxUnavailable desired nodes lack an available pod.
@@ -326,9 +464,8 @@ async fn reconcile(cached: Arc<DaemonSet>, context: Arc<Context>) -> Result<Acti
             .and_then(|s| s.rolling_update.as_ref())
             .and_then(|r| r.max_unavailable.clone())
             .unwrap_or(IntOrString::Int(1));
-        let max_unavailable =
-            scaled_value(&max_unavailable, status.desired_number_scheduled, true)?.max(1);
-        let mut budget = max_unavailable - unavailable;
+        let max_unavailable = scaled_value(&max_unavailable, totals.desired, true)?.max(1);
+        let mut budget = max_unavailable - totals.unavailable;
         outdated.sort_by_key(|(_, is_available)| *is_available);
         for (pod, is_available) in outdated {
             if !is_available {
@@ -341,13 +478,19 @@ async fn reconcile(cached: Arc<DaemonSet>, context: Arc<Context>) -> Result<Acti
     }
 
     let mut failure = None;
+    let set_ref = ObjectRef::from_obj(&set);
     if may_manage {
         failure = manage(
-            &context, &set, &owner, &pods_api, &hash, &creations, &deletions,
+            context, &set, &owner, &pods_api, &hash, &creations, &deletions,
         )
         .await;
-    } else {
+        if creations.len() > BURST_REPLICAS || deletions.len() > BURST_REPLICAS {
+            // The rest waits for the next sync, which plans every node.
+            context.dirty.all(&set_ref);
+        }
+    } else if !creations.is_empty() || !deletions.is_empty() {
         tracing::debug!(daemonset = %name, "waiting for earlier creations and deletions to be observed");
+        context.dirty.all(&set_ref);
     }
     // The revision history limit (`cleanupHistory`).
     if failure.is_none() {
@@ -369,18 +512,28 @@ async fn reconcile(cached: Arc<DaemonSet>, context: Arc<Context>) -> Result<Acti
             }
         }
     }
+    context
+        .states
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(
+            key,
+            SetState {
+                uid: owner.uid.clone(),
+                generation: set.metadata.generation,
+                hash: hash.clone(),
+                placement: Arc::new(placement),
+                tally,
+            },
+        );
 
-    if set.status.as_ref() != Some(&status) {
-        match update_status(&sets, &name, |fresh| fresh.status = Some(status.clone())).await {
-            Ok(_) => {}
-            Err(e) if e.is_not_found() => return Ok(Action::await_change()),
-            Err(e) => return Err(e),
-        }
+    if !write_status(&sets, &set, &status).await? {
+        return Ok(Action::await_change());
     }
     if let Some(e) = failure {
         return Err(e);
     }
-    if min_ready_seconds > 0 && status.number_ready != number_available {
+    if min_ready_seconds > 0 && totals.ready != totals.available {
         return Ok(Action::requeue(Duration::from_secs(
             u64::try_from(min_ready_seconds).unwrap_or(1),
         )));

@@ -9,7 +9,7 @@
 //! creations and deletions are recorded in the expectations.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
@@ -25,12 +25,15 @@ use crate::common::{controller_of, key_of};
 use crate::controller_ref::OwnerMapper;
 use crate::replicaset::Expectations;
 
-/// Every pod, and the daemon pods counted by set uid and target node.
+/// Pods by name.
+type PodsByName = HashMap<String, Arc<Pod>>;
+
+/// Every pod, and the daemon pods by set uid and target node.
 #[derive(Default)]
 pub(crate) struct DaemonPods {
     pub(crate) index: PodIndex,
     /// Pods per target node, per DaemonSet uid.
-    placed: HashMap<String, HashMap<String, usize>>,
+    placed: HashMap<String, HashMap<String, PodsByName>>,
 }
 
 /// The uid of the DaemonSet controlling `pod`, if one does.
@@ -41,28 +44,44 @@ pub(crate) fn daemon_set_uid(pod: &Pod) -> Option<&str> {
 }
 
 impl DaemonPods {
-    fn count(&mut self, pod: &Pod, delta: isize) {
+    fn place(&mut self, pod: &Arc<Pod>) {
         let (Some(uid), Some(node)) = (daemon_set_uid(pod), target_node(pod)) else {
             return;
         };
-        let nodes = self.placed.entry(uid.to_string()).or_default();
-        let count = nodes.entry(node.clone()).or_default();
-        *count = count.saturating_add_signed(delta);
-        if *count == 0 {
-            nodes.remove(&node);
-            if nodes.is_empty() {
-                self.placed.remove(uid);
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        self.placed
+            .entry(uid.to_string())
+            .or_default()
+            .entry(node)
+            .or_default()
+            .insert(name, Arc::clone(pod));
+    }
+
+    fn unplace(&mut self, pod: &Pod) {
+        let (Some(uid), Some(node)) = (daemon_set_uid(pod), target_node(pod)) else {
+            return;
+        };
+        let Some(nodes) = self.placed.get_mut(uid) else {
+            return;
+        };
+        if let Some(pods) = nodes.get_mut(&node) {
+            pods.remove(pod.metadata.name.as_deref().unwrap_or_default());
+            if pods.is_empty() {
+                nodes.remove(&node);
             }
+        }
+        if nodes.is_empty() {
+            self.placed.remove(uid);
         }
     }
 
     /// Stores `pod`; returns the version it replaced.
     pub(crate) fn apply(&mut self, pod: Arc<Pod>) -> Option<Arc<Pod>> {
-        self.count(&pod, 1);
-        let old = self.index.apply(pod);
+        let old = self.index.apply(Arc::clone(&pod));
         if let Some(old) = &old {
-            self.count(old, -1);
+            self.unplace(old);
         }
+        self.place(&pod);
         old
     }
 
@@ -70,7 +89,7 @@ impl DaemonPods {
     pub(crate) fn delete(&mut self, pod: &Pod) -> Option<Arc<Pod>> {
         let old = self.index.delete(pod);
         if let Some(old) = &old {
-            self.count(old, -1);
+            self.unplace(old);
         }
         old
     }
@@ -78,14 +97,75 @@ impl DaemonPods {
     fn finish_relist(&mut self) -> Vec<Arc<Pod>> {
         let gone = self.index.finish_relist();
         for pod in &gone {
-            self.count(pod, -1);
+            self.unplace(pod);
         }
         gone
+    }
+
+    /// The pods of the set with `uid` meant for `node`.
+    pub(crate) fn pods_on(&self, uid: &str, node: &str) -> Vec<Arc<Pod>> {
+        self.placed
+            .get(uid)
+            .and_then(|nodes| nodes.get(node))
+            .map(|pods| pods.values().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Whether the set with `uid` has a pod meant for `node`.
     pub(crate) fn has_pod_on(&self, uid: &str, node: &str) -> bool {
         self.placed.get(uid).is_some_and(|n| n.contains_key(node))
+    }
+}
+
+/// Which nodes a set's next sync must plan again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum DirtyNodes {
+    /// Every node (the set changed, or what changed is not one node's).
+    All,
+    /// Only these.
+    Some(HashSet<String>),
+}
+
+/// The nodes each set's next sync must plan, by set (namespace, name); a
+/// set without a record (a retry) plans every node.
+#[derive(Debug, Default)]
+pub(crate) struct Dirty {
+    by_set: Mutex<HashMap<(String, String), DirtyNodes>>,
+}
+
+impl Dirty {
+    fn with<T>(&self, f: impl FnOnce(&mut HashMap<(String, String), DirtyNodes>) -> T) -> T {
+        f(&mut self.by_set.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// The set's next sync plans every node.
+    pub(crate) fn all(&self, set: &ObjectRef<DaemonSet>) {
+        let key = (set.namespace.clone().unwrap_or_default(), set.name.clone());
+        self.with(|map| {
+            map.insert(key, DirtyNodes::All);
+        });
+    }
+
+    /// The set's next sync plans `node` (and whatever else it must).
+    pub(crate) fn node(&self, set: &ObjectRef<DaemonSet>, node: &str) {
+        let key = (set.namespace.clone().unwrap_or_default(), set.name.clone());
+        self.with(|map| {
+            match map
+                .entry(key)
+                .or_insert_with(|| DirtyNodes::Some(HashSet::new()))
+            {
+                DirtyNodes::All => {}
+                DirtyNodes::Some(nodes) => {
+                    nodes.insert(node.to_string());
+                }
+            }
+        });
+    }
+
+    /// Takes what the set's sync must plan.
+    pub(crate) fn take(&self, namespace: &str, name: &str) -> DirtyNodes {
+        self.with(|map| map.remove(&(namespace.to_string(), name.to_string())))
+            .unwrap_or(DirtyNodes::All)
     }
 }
 
@@ -108,6 +188,24 @@ const NO_FIT: NodeFit = NodeFit {
     should_continue_running: false,
 };
 
+/// Marks each (set, node) dirty (`None`: every node) and queues each set
+/// once; false when the queue is closed.
+fn mark_and_send(
+    dirty: &Dirty,
+    queue: &mpsc::UnboundedSender<ObjectRef<DaemonSet>>,
+    marks: impl IntoIterator<Item = (ObjectRef<DaemonSet>, Option<String>)>,
+) -> bool {
+    let mut sets = Vec::new();
+    for (set, node) in marks {
+        match node {
+            Some(node) => dirty.node(&set, &node),
+            None => dirty.all(&set),
+        }
+        sets.push(set);
+    }
+    send_all(queue, sets)
+}
+
 /// Sends each reference once; false when the queue is closed.
 fn send_all(
     queue: &mpsc::UnboundedSender<ObjectRef<DaemonSet>>,
@@ -127,6 +225,7 @@ fn send_all(
 pub(crate) async fn follow_sets(
     stream: impl Stream<Item = Result<Event<DaemonSet>, watcher::Error>>,
     expectations: Arc<Expectations>,
+    dirty: Arc<Dirty>,
     queue: mpsc::UnboundedSender<ObjectRef<DaemonSet>>,
 ) {
     let mut stream = std::pin::pin!(stream);
@@ -145,7 +244,7 @@ pub(crate) async fn follow_sets(
                 continue;
             }
         };
-        if queue.unbounded_send(ObjectRef::from_obj(&set)).is_err() {
+        if !mark_and_send(&dirty, &queue, [(ObjectRef::from_obj(&set), None)]) {
             return;
         }
     }
@@ -156,8 +255,25 @@ pub(crate) struct PodFollower {
     pub(crate) caches: Arc<Caches>,
     pub(crate) mapper: OwnerMapper<DaemonSet>,
     pub(crate) expectations: Arc<Expectations>,
+    pub(crate) dirty: Arc<Dirty>,
     pub(crate) queue: mpsc::UnboundedSender<ObjectRef<DaemonSet>>,
     pub(crate) synced: tokio::sync::watch::Sender<bool>,
+}
+
+impl PodFollower {
+    /// The sets a pod change concerns, with the node to plan again: its
+    /// controller with the pod's node, else (an orphan, or a pod whose
+    /// labels or owners changed) every set it may concern, all nodes.
+    fn marks(&self, pod: &Pod, relabelled: bool) -> Vec<(ObjectRef<DaemonSet>, Option<String>)> {
+        let node = daemon_set_uid(pod)
+            .and_then(|_| target_node(pod))
+            .filter(|_| !relabelled);
+        self.mapper
+            .owners_of(pod)
+            .into_iter()
+            .map(|set| (set, node.clone()))
+            .collect()
+    }
 }
 
 /// Keeps the pod cache, records observed creations and deletions, and
@@ -175,7 +291,8 @@ pub(crate) async fn follow_pods(
                 continue;
             }
         };
-        let mut changed: Vec<Arc<Pod>> = Vec::new();
+        // Changed pods, and whether their labels or owners changed.
+        let mut changed: Vec<(Arc<Pod>, bool)> = Vec::new();
         {
             let mut pods = follower
                 .caches
@@ -199,13 +316,17 @@ pub(crate) async fn follow_pods(
                                 .deletion_observed(uid, &key_of(&pod.metadata));
                         }
                     }
-                    if let Some(old) = old
-                        && (old.metadata.labels != pod.metadata.labels
-                            || old.metadata.owner_references != pod.metadata.owner_references)
-                    {
-                        changed.push(old);
+                    let relabelled = old.as_ref().is_some_and(|old| {
+                        old.metadata.labels != pod.metadata.labels
+                            || old.metadata.owner_references != pod.metadata.owner_references
+                    });
+                    if let Some(old) = old {
+                        let moved = target_node(&old) != target_node(&pod);
+                        if relabelled || moved {
+                            changed.push((old, relabelled));
+                        }
                     }
-                    changed.push(pod);
+                    changed.push((pod, relabelled));
                 }
                 Event::Delete(pod) => {
                     let cached = pods.delete(&pod);
@@ -214,8 +335,8 @@ pub(crate) async fn follow_pods(
                             .expectations
                             .deletion_observed(uid, &key_of(&pod.metadata));
                     }
-                    changed.extend(cached);
-                    changed.push(Arc::new(pod));
+                    changed.extend(cached.map(|p| (p, false)));
+                    changed.push((Arc::new(pod), false));
                 }
                 Event::Init => pods.index.start_relist(),
                 Event::InitDone => {
@@ -225,7 +346,7 @@ pub(crate) async fn follow_pods(
                                 .expectations
                                 .deletion_observed(uid, &key_of(&pod.metadata));
                         }
-                        changed.push(pod);
+                        changed.push((pod, true));
                     }
                     tracing::debug!(
                         pods = pods.index.len(),
@@ -235,10 +356,10 @@ pub(crate) async fn follow_pods(
                 }
             }
         }
-        let owners = changed
+        let marks = changed
             .iter()
-            .flat_map(|pod| follower.mapper.owners_of(pod.as_ref()));
-        if !send_all(&follower.queue, owners) {
+            .flat_map(|(pod, relabelled)| follower.marks(pod, *relabelled));
+        if !mark_and_send(&follower.dirty, &follower.queue, marks) {
             return;
         }
     }
@@ -275,6 +396,7 @@ impl Placements {
 pub(crate) struct NodeFollower {
     pub(crate) caches: Arc<Caches>,
     pub(crate) sets: Store<DaemonSet>,
+    pub(crate) dirty: Arc<Dirty>,
     pub(crate) queue: mpsc::UnboundedSender<ObjectRef<DaemonSet>>,
     pub(crate) synced: tokio::sync::watch::Sender<bool>,
 }
@@ -376,16 +498,13 @@ pub(crate) async fn follow_nodes(
                 }
             }
         }
-        let mut concerned = Vec::new();
+        let mut marks = Vec::new();
         for (name, old, new) in &changes {
-            concerned.extend(follower.sets_concerned(
-                &mut placements,
-                name,
-                old.as_deref(),
-                new.as_deref(),
-            ));
+            let sets =
+                follower.sets_concerned(&mut placements, name, old.as_deref(), new.as_deref());
+            marks.extend(sets.into_iter().map(|set| (set, Some(name.clone()))));
         }
-        if !send_all(&follower.queue, concerned) {
+        if !mark_and_send(&follower.dirty, &follower.queue, marks) {
             return;
         }
     }
@@ -397,6 +516,7 @@ pub(crate) async fn follow_nodes(
 pub(crate) async fn follow_revisions(
     stream: impl Stream<Item = Result<Event<ControllerRevision>, watcher::Error>>,
     mapper: OwnerMapper<DaemonSet>,
+    dirty: Arc<Dirty>,
     queue: mpsc::UnboundedSender<ObjectRef<DaemonSet>>,
 ) {
     let mut stream = std::pin::pin!(stream);
@@ -412,7 +532,11 @@ pub(crate) async fn follow_revisions(
         let is_daemon_revision = controller_of(revision.meta()).is_none_or(|owner| {
             owner.kind == "DaemonSet" && owner.api_version.starts_with("apps/")
         });
-        if is_daemon_revision && !send_all(&queue, mapper.owners_of(&revision)) {
+        let marks = mapper
+            .owners_of(&revision)
+            .into_iter()
+            .map(|set| (set, None));
+        if is_daemon_revision && !mark_and_send(&dirty, &queue, marks) {
             return;
         }
     }

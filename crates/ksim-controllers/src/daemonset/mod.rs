@@ -16,6 +16,7 @@ mod controller;
 mod history;
 mod informers;
 mod placement;
+mod tally;
 #[cfg(test)]
 mod tests;
 
