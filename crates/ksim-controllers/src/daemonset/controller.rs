@@ -195,6 +195,8 @@ struct SetState {
     hash: String,
     placement: Arc<Placement>,
     tally: Tally,
+    /// The status last written (the cached set may not show it yet).
+    status: DaemonSetStatus,
 }
 
 /// The status of `set` with these counts.
@@ -334,13 +336,15 @@ async fn sync_nodes(
         }
     }
     let status = status_of(cached, &state.tally.totals());
+    let unchanged = state.status == status;
+    state.status = status.clone();
     context
         .states
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .insert(key, state);
     let sets: Api<DaemonSet> = Api::namespaced(context.client.clone(), &namespace);
-    if !write_status(&sets, cached, &status).await? {
+    if !unchanged && !write_status(&sets, cached, &status).await? {
         return Ok(Some(Action::await_change()));
     }
     match failure {
@@ -524,6 +528,7 @@ async fn sync_all(cached: &DaemonSet, context: &Context) -> Result<Action, Error
                 hash: hash.clone(),
                 placement: Arc::new(placement),
                 tally,
+                status: status.clone(),
             },
         );
 

@@ -220,8 +220,9 @@ fn send_all(
     true
 }
 
-/// Keeps the set store (the reflector does) and queues every set that
-/// changes; a deleted one's expectations are forgotten.
+/// Keeps the set store (the reflector does) and queues every set whose
+/// spec changed (a new generation; its own status writes queue nothing),
+/// to plan every node; a deleted one's expectations are forgotten.
 pub(crate) async fn follow_sets(
     stream: impl Stream<Item = Result<Event<DaemonSet>, watcher::Error>>,
     expectations: Arc<Expectations>,
@@ -229,12 +230,22 @@ pub(crate) async fn follow_sets(
     queue: mpsc::UnboundedSender<ObjectRef<DaemonSet>>,
 ) {
     let mut stream = std::pin::pin!(stream);
+    // The generation last queued, by set uid.
+    let mut generations: HashMap<String, Option<i64>> = HashMap::new();
     while let Some(event) = stream.next().await {
         let set = match event {
-            Ok(Event::Apply(set) | Event::InitApply(set)) => set,
+            Ok(Event::InitApply(set)) => set,
+            Ok(Event::Apply(set)) => {
+                let uid = set.metadata.uid.clone().unwrap_or_default();
+                if generations.get(&uid) == Some(&set.metadata.generation) {
+                    continue;
+                }
+                set
+            }
             Ok(Event::Delete(set)) => {
                 if let Some(uid) = set.metadata.uid.as_deref() {
                     expectations.forget(uid);
+                    generations.remove(uid);
                 }
                 continue;
             }
@@ -244,6 +255,10 @@ pub(crate) async fn follow_sets(
                 continue;
             }
         };
+        generations.insert(
+            set.metadata.uid.clone().unwrap_or_default(),
+            set.metadata.generation,
+        );
         if !mark_and_send(&dirty, &queue, [(ObjectRef::from_obj(&set), None)]) {
             return;
         }
