@@ -378,24 +378,20 @@ impl Sync<'_> {
             .fold((0, 0), |(a, b), (c, d)| (a.max(c), b.max(d)))
     }
 
-    /// How long a new pod of `index` must still wait: by the failures of
-    /// the index's last failed pod (`getRemainingTimePerIndex`).
-    fn index_backoff(&self, index: i32, now: Timestamp, base: Duration, max: Duration) -> Duration {
-        let last_failed = self
-            .pods
-            .iter()
-            .filter(|p| index_of(p) == Some(index) && self.is_failed(p))
-            .max_by_key(|p| finished_time(p));
-        let Some(pod) = last_failed else {
-            return Duration::ZERO;
-        };
-        let failures = annotation_count(pod, INDEX_FAILURE_COUNT_ANNOTATION)
-            .saturating_add(annotation_count(
-                pod,
-                INDEX_IGNORED_FAILURE_COUNT_ANNOTATION,
-            ))
-            .saturating_add(1);
-        remaining_for(failures, Some(finished_time(pod)), now, base, max)
+    /// Each index's last failed pod (by finish time), in one pass.
+    fn last_failed_by_index(&self) -> HashMap<i32, (&Pod, Timestamp)> {
+        let mut last: HashMap<i32, (&Pod, Timestamp)> = HashMap::new();
+        for pod in self.pods.iter().filter(|p| self.is_failed(p)) {
+            let Some(index) = index_of(pod) else {
+                continue;
+            };
+            let finished = finished_time(pod);
+            let entry = last.entry(index).or_insert((pod, finished));
+            if finished > entry.1 {
+                *entry = (pod, finished);
+            }
+        }
+        last
     }
 
     /// `pastBackoffLimitOnFailure`: restarts of running pods' containers
@@ -917,9 +913,10 @@ async fn manage_job(
         if sync.per_index.is_some() {
             // Each index waits by its own failures
             // (`getPodCreationInfoForIndependentIndexes`).
+            let last_failed = sync.last_failed_by_index();
             let mut ready = Vec::new();
             for index in pending {
-                match sync.index_backoff(index, now, base, max) {
+                match index_backoff(last_failed.get(&index).copied(), now, base, max) {
                     wait if wait.is_zero() => ready.push(Some(index)),
                     wait => {
                         managed.backoff = Some(managed.backoff.map_or(wait, |w| w.min(wait)));
@@ -986,6 +983,26 @@ async fn manage_job(
         batch *= 2;
     }
     managed
+}
+
+/// How long a new pod of an index must still wait, by the failures of the
+/// index's last failed pod and its finish time (`getRemainingTimePerIndex`).
+fn index_backoff(
+    last_failed: Option<(&Pod, Timestamp)>,
+    now: Timestamp,
+    base: Duration,
+    max: Duration,
+) -> Duration {
+    let Some((pod, finished)) = last_failed else {
+        return Duration::ZERO;
+    };
+    let failures = annotation_count(pod, INDEX_FAILURE_COUNT_ANNOTATION)
+        .saturating_add(annotation_count(
+            pod,
+            INDEX_IGNORED_FAILURE_COUNT_ANNOTATION,
+        ))
+        .saturating_add(1);
+    remaining_for(failures, Some(finished), now, base, max)
 }
 
 /// `activePodsForRemoval`: pods of duplicate or invalid indexes first, then
@@ -1401,6 +1418,32 @@ mod tests {
         let uncounted = status.uncounted_terminated_pods.expect("uncounted");
         assert_eq!(uncounted.succeeded, Some(vec!["b".to_string()]));
         assert_eq!(uncounted.failed, None);
+    }
+
+    #[test]
+    fn an_index_waits_by_its_last_failed_pods_failure_count() {
+        let pod = |counted: &str, ignored: &str| -> Pod {
+            serde_json::from_value(json!({"metadata": {"name": "p", "annotations": {
+                INDEX_FAILURE_COUNT_ANNOTATION: counted,
+                INDEX_IGNORED_FAILURE_COUNT_ANNOTATION: ignored,
+            }}}))
+            .expect("pod")
+        };
+        let failed = Timestamp::from_second(1_800_000_000).expect("time");
+        let after = |s: i64| failed + SignedDuration::from_secs(s);
+        let (base, max) = (Duration::from_secs(10), Duration::from_secs(360));
+        let (first, third, ignored) = (pod("0", "0"), pod("2", "0"), pod("1", "1"));
+        let cases = [
+            ("no failed pod", None, 0, 0),
+            ("a first failure", Some(&first), 4, 6),
+            ("a third failure", Some(&third), 0, 40),
+            ("ignored failures count too", Some(&ignored), 30, 10),
+            ("past the delay", Some(&first), 11, 0),
+        ];
+        for (what, pod, elapsed, want) in cases {
+            let got = index_backoff(pod.map(|p| (p, failed)), after(elapsed), base, max);
+            assert_eq!(got, Duration::from_secs(want), "{what}");
+        }
     }
 
     #[test]
