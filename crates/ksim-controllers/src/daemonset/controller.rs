@@ -4,10 +4,12 @@
 //! releasing owned pods that stopped matching), group them by target node,
 //! create the missing ones, delete failed, surplus, misplaced and orphaned
 //! (node gone) ones, replace outdated pods within maxUnavailable, delete
-//! old revisions beyond `revisionHistoryLimit`, and write the status. Pods
-//! and nodes are read from the caches of [`super::informers`]; creations
-//! and deletions wait for the cache to observe the previous ones
-//! (expectations), as upstream.
+//! old revisions beyond `revisionHistoryLimit`, and write the status
+//! (`sync_all`); after pod and node events, plan only the nodes they
+//! touched and adjust the kept counts (`sync_nodes`). Pods and nodes are
+//! read from the caches of [`super::informers`]; creations and deletions
+//! wait for the cache to observe the previous ones (expectations), as
+//! upstream.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};

@@ -2,10 +2,12 @@
 //! pod in a [`PodIndex`] (a set finds its pods by controller uid, adoption
 //! candidates through the orphan index) plus a count of each set's pods by
 //! target node, every node by name, and the sets' store. Each event queues
-//! only the sets it concerns: a pod event its controller (or the sets
-//! matching an orphan); a node event the sets for which that one node
-//! changes (it should now run, or stop running, their pod, or its fit
-//! changed); heartbeats and status changes queue nothing. Observed pod
+//! only the sets it concerns, marking the nodes their next sync must plan
+//! ([`Dirty`]): a pod event its controller, for the pod's node (or every
+//! set matching an orphan or a relabelled pod, for all nodes); a node event
+//! the sets for which that one node changes (it should now run, or stop
+//! running, their pod, or its fit changed); heartbeats, node status and the
+//! sets' own status writes queue nothing. Observed pod
 //! creations and deletions are recorded in the expectations.
 
 use std::collections::{HashMap, HashSet};

@@ -8,9 +8,13 @@
 //! each template (what `kubectl rollout history|undo ds` reads), old ones
 //! beyond `revisionHistoryLimit` deleted; orphan pods and revisions that
 //! match the selector adopted, pods and revisions that stop matching
-//! released. Pods and nodes come from watch-fed caches (`informers`): a pod
-//! event syncs its set, a node event only the sets whose pod on that node
-//! must change; creations and deletions wait on expectations.
+//! released. Pods and nodes come from watch-fed caches (`informers`). The
+//! work per event follows what changed: a pod event marks its node for its
+//! set, a node event marks that node for the sets whose pod there must
+//! change, and such a sync plans only the marked nodes, adjusting the
+//! status counts the last full sync kept (`tally`); a new generation, a
+//! retry, a rollout, minReadySeconds, adoption or release plan every node
+//! of that one set. Creations and deletions wait on expectations.
 
 mod controller;
 mod history;

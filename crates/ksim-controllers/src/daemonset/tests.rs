@@ -222,6 +222,31 @@ async fn twenty_nodes_get_exactly_one_pod_each_and_follow_label_changes() {
     );
     watch.abort();
 
+    // Pod changes are planned node by node: a Ready pod is counted, a
+    // deleted one replaced.
+    let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
+    let first = cluster.pods("app=agent").await.remove(0);
+    cluster
+        .set_phase(&first.metadata.name.clone().expect("name"), "Running")
+        .await;
+    eventually("the Ready pod counted", || async {
+        let s = sets.get("agent").await.ok()?.status?;
+        (s.number_ready == 1 && s.number_available == Some(1)).then_some(())
+    })
+    .await;
+    pods.delete(
+        &first.metadata.name.clone().expect("name"),
+        &DeleteParams::default(),
+    )
+    .await
+    .expect("delete a pod");
+    eventually("the deleted pod replaced", || async {
+        let s = sets.get("agent").await.ok()?.status?;
+        let replaced = owned_targets(&cluster, &uid).await == want;
+        (replaced && s.number_ready == 0 && s.current_number_scheduled == 20).then_some(())
+    })
+    .await;
+
     // A node added later gets its pod; a node labelled out loses its pod.
     nodes
         .create(
