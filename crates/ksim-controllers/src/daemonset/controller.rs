@@ -73,8 +73,8 @@ struct Context {
     revision_hints: ReleaseHints,
     /// The nodes each set's next sync must plan.
     dirty: Arc<Dirty>,
-    /// What each set's last full sync kept, by (namespace, name).
-    states: Mutex<HashMap<(String, String), SetState>>,
+    /// What each set's last full sync kept.
+    states: Arc<Mutex<SetStates>>,
 }
 
 fn selector_of(
@@ -91,6 +91,16 @@ pub async fn run(client: Client) {
     let pod_hints = ReleaseHints::default();
     let revision_hints = ReleaseHints::default();
     let dirty = Arc::new(Dirty::default());
+    let states: Arc<Mutex<SetStates>> = Arc::default();
+    let forget_state = {
+        let states = Arc::clone(&states);
+        Box::new(move |namespace: &str, name: &str| {
+            states
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&(namespace.to_string(), name.to_string()));
+        })
+    };
     let (queue, requests) = mpsc::unbounded::<ObjectRef<DaemonSet>>();
     let (pods_synced_tx, pods_synced) = tokio::sync::watch::channel(false);
     let (nodes_synced_tx, nodes_synced) = tokio::sync::watch::channel(false);
@@ -99,6 +109,7 @@ pub async fn run(client: Client) {
         reflector::reflector(set_writer, watch_all(Api::<DaemonSet>::all(client.clone()))),
         Arc::clone(&expectations),
         Arc::clone(&dirty),
+        forget_state,
         queue.clone(),
     ));
     tasks.spawn(follow_pods(
@@ -106,6 +117,7 @@ pub async fn run(client: Client) {
         PodFollower {
             caches: Arc::clone(&caches),
             mapper: OwnerMapper::new(set_store.clone(), selector_of, pod_hints.clone()),
+            sets: set_store.clone(),
             expectations: Arc::clone(&expectations),
             dirty: Arc::clone(&dirty),
             queue: queue.clone(),
@@ -142,7 +154,7 @@ pub async fn run(client: Client) {
         pod_hints,
         revision_hints,
         dirty,
-        states: Mutex::default(),
+        states,
     });
     controller::applier(
         |set, context| Box::pin(reconcile(set, context)),
@@ -189,6 +201,9 @@ async fn reconcile(cached: Arc<DaemonSet>, context: Arc<Context>) -> Result<Acti
     }
     sync_all(&cached, &context).await
 }
+
+/// What each set's last full sync kept, by (namespace, name).
+type SetStates = HashMap<(String, String), SetState>;
 
 /// What a full sync of a set left for the syncs that plan only some nodes.
 struct SetState {

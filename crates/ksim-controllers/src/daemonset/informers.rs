@@ -164,6 +164,13 @@ impl Dirty {
         });
     }
 
+    /// The set is gone.
+    pub(crate) fn forget(&self, namespace: &str, name: &str) {
+        self.with(|map| {
+            map.remove(&(namespace.to_string(), name.to_string()));
+        });
+    }
+
     /// Takes what the set's sync must plan.
     pub(crate) fn take(&self, namespace: &str, name: &str) -> DirtyNodes {
         self.with(|map| map.remove(&(namespace.to_string(), name.to_string())))
@@ -222,6 +229,9 @@ fn send_all(
     true
 }
 
+/// Forgets what the controller keeps for a deleted set (namespace, name).
+pub(crate) type ForgetSet = Box<dyn Fn(&str, &str) + Send + Sync>;
+
 /// Keeps the set store (the reflector does) and queues every set whose
 /// spec changed (a new generation; its own status writes queue nothing),
 /// to plan every node; a deleted one's expectations are forgotten.
@@ -229,6 +239,7 @@ pub(crate) async fn follow_sets(
     stream: impl Stream<Item = Result<Event<DaemonSet>, watcher::Error>>,
     expectations: Arc<Expectations>,
     dirty: Arc<Dirty>,
+    forget: ForgetSet,
     queue: mpsc::UnboundedSender<ObjectRef<DaemonSet>>,
 ) {
     let mut stream = std::pin::pin!(stream);
@@ -249,6 +260,9 @@ pub(crate) async fn follow_sets(
                     expectations.forget(uid);
                     generations.remove(uid);
                 }
+                let (namespace, name) = key_of(&set.metadata);
+                dirty.forget(&namespace, &name);
+                forget(&namespace, &name);
                 continue;
             }
             Ok(Event::Init | Event::InitDone) => continue,
@@ -271,6 +285,8 @@ pub(crate) async fn follow_sets(
 pub(crate) struct PodFollower {
     pub(crate) caches: Arc<Caches>,
     pub(crate) mapper: OwnerMapper<DaemonSet>,
+    /// The sets' store: events of sets no longer there mark nothing.
+    pub(crate) sets: Store<DaemonSet>,
     pub(crate) expectations: Arc<Expectations>,
     pub(crate) dirty: Arc<Dirty>,
     pub(crate) queue: mpsc::UnboundedSender<ObjectRef<DaemonSet>>,
@@ -288,6 +304,7 @@ impl PodFollower {
         self.mapper
             .owners_of(pod)
             .into_iter()
+            .filter(|set| self.sets.get(set).is_some())
             .map(|set| (set, node.clone()))
             .collect()
     }
