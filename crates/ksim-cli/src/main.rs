@@ -209,6 +209,10 @@ enum BenchCommand {
     /// A Deployment of 10,000 replicas on 1,000 nodes with the whole
     /// cluster in process: create to all Ready, then a rolling update.
     Workloads(commands::WorkloadsBench),
+    /// A DaemonSet on 1,000 nodes with the whole cluster in process: create
+    /// to a Ready pod on every node, then a node added later.
+    #[command(name = "daemonset")]
+    DaemonSet(commands::DaemonSetBench),
     /// Kubelet simulator: nodes to Ready, idle CPU and RSS with leases,
     /// pre-bound pods to Running and their deletion.
     Kubelet(commands::KubeletBench),
@@ -348,5 +352,6 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Bench(BenchCommand::Drain(bench)) => commands::bench_drain(&bench),
         Command::Bench(BenchCommand::All { runs, api }) => commands::bench_all(runs, &api),
         Command::Bench(BenchCommand::Workloads(bench)) => commands::bench_workloads(&bench),
+        Command::Bench(BenchCommand::DaemonSet(bench)) => commands::bench_daemonset(&bench),
     }
 }

@@ -7,13 +7,24 @@
 //! status ds/<name>` reads; ControllerRevisions `<set>-<hash>` recording
 //! each template (what `kubectl rollout history|undo ds` reads), old ones
 //! beyond `revisionHistoryLimit` deleted; orphan pods and revisions that
-//! match the selector adopted, pods that stop matching released.
+//! match the selector adopted, pods and revisions that stop matching
+//! released. Pods and nodes come from watch-fed caches (`informers`). The
+//! work per event follows what changed: a pod event marks its node for its
+//! set, a node event marks that node for the sets whose pod there must
+//! change, and such a sync plans only the marked nodes, adjusting the
+//! status counts the last full sync kept (`tally`); a new generation, a
+//! retry, a rollout, minReadySeconds, adoption or release plan every node
+//! of that one set. Creations and deletions wait on expectations.
 
 mod controller;
 mod history;
+mod informers;
 mod placement;
+mod tally;
 #[cfg(test)]
 mod tests;
 
-pub use controller::{TEMPLATE_GENERATION_LABEL, run};
-pub use placement::{NodeFit, daemon_pod_spec, node_fit, target_node};
+pub use controller::{BURST_REPLICAS, TEMPLATE_GENERATION_LABEL, run};
+pub use placement::{
+    NodeFit, Placement, daemon_pod_spec, node_fit, placement_changed, target_node,
+};

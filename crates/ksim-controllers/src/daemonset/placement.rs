@@ -4,7 +4,7 @@
 
 use k8s_openapi::api::core::v1::{
     Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
-    PodSpec, Toleration,
+    PodSpec, Taint, Toleration,
 };
 use ksim_core::node_affinity::RequiredNodeAffinity;
 use ksim_core::toleration::find_matching_untolerated_taint;
@@ -82,40 +82,75 @@ pub fn daemon_pod_spec(template: &PodSpec, node: &str) -> PodSpec {
     spec
 }
 
-/// Whether `node` should run the daemon pod of `template` (a pod built from
-/// the set's template): its nodeSelector and required affinity match and
-/// its tolerations (with the daemon ones) tolerate the node's NoSchedule
-/// and NoExecute taints.
-pub fn node_fit(template: &PodSpec, node: &Node) -> NodeFit {
-    let spec = with_daemon_tolerations(template.clone());
-    let node_name = node.metadata.name.as_deref().unwrap_or_default();
-    let fits_name = spec
-        .node_name
-        .as_deref()
-        .is_none_or(|n| n.is_empty() || n == node_name);
-    let tolerations = spec.tolerations.clone().unwrap_or_default();
-    let pod = Pod {
-        spec: Some(spec),
-        ..Pod::default()
-    };
-    let fits_affinity = RequiredNodeAffinity::from_pod(&pod).matches(node);
-    let taints = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.clone())
-        .unwrap_or_default();
-    let schedulable = find_matching_untolerated_taint(&taints, &tolerations, |t| {
-        t.effect == "NoSchedule" || t.effect == "NoExecute"
-    })
-    .is_none();
-    let not_evicted =
-        find_matching_untolerated_taint(&taints, &tolerations, |t| t.effect == "NoExecute")
-            .is_none();
-    let fits = fits_name && fits_affinity;
-    NodeFit {
-        should_run: fits && schedulable,
-        should_continue_running: fits && not_evicted,
+/// What of a set's template decides where its pods run, prepared once per
+/// sync so that judging each node copies nothing.
+#[derive(Debug, Clone)]
+pub struct Placement {
+    node_name: Option<String>,
+    affinity: RequiredNodeAffinity,
+    tolerations: Vec<Toleration>,
+}
+
+impl Placement {
+    /// The placement of pods built from `template`, with the daemon
+    /// tolerations added.
+    pub fn new(template: &PodSpec) -> Self {
+        let spec = with_daemon_tolerations(template.clone());
+        let node_name = spec.node_name.clone().filter(|n| !n.is_empty());
+        let tolerations = spec.tolerations.clone().unwrap_or_default();
+        let pod = Pod {
+            spec: Some(spec),
+            ..Pod::default()
+        };
+        Placement {
+            node_name,
+            affinity: RequiredNodeAffinity::from_pod(&pod),
+            tolerations,
+        }
     }
+
+    /// Whether `node` should run the daemon pod: its nodeSelector and
+    /// required affinity match and its tolerations (with the daemon ones)
+    /// tolerate the node's NoSchedule and NoExecute taints.
+    pub fn fit(&self, node: &Node) -> NodeFit {
+        let node_name = node.metadata.name.as_deref().unwrap_or_default();
+        let fits_name = self.node_name.as_deref().is_none_or(|n| n == node_name);
+        let fits = fits_name && self.affinity.matches(node);
+        let taints: &[Taint] = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_deref())
+            .unwrap_or_default();
+        let schedulable = find_matching_untolerated_taint(taints, &self.tolerations, |t| {
+            t.effect == "NoSchedule" || t.effect == "NoExecute"
+        })
+        .is_none();
+        let not_evicted =
+            find_matching_untolerated_taint(taints, &self.tolerations, |t| t.effect == "NoExecute")
+                .is_none();
+        NodeFit {
+            should_run: fits && schedulable,
+            should_continue_running: fits && not_evicted,
+        }
+    }
+}
+
+/// Whether `node` should run the daemon pod of `template` (a pod built from
+/// the set's template); see [`Placement::fit`].
+pub fn node_fit(template: &PodSpec, node: &Node) -> NodeFit {
+    Placement::new(template).fit(node)
+}
+
+/// Whether a change from `old` to `new` can change where daemons run: the
+/// node's labels, taints or unschedulable flag changed (status and
+/// heartbeats do not matter).
+pub fn placement_changed(old: &Node, new: &Node) -> bool {
+    fn spec(n: &Node) -> Option<(Option<&Vec<Taint>>, Option<bool>)> {
+        n.spec
+            .as_ref()
+            .map(|s| (s.taints.as_ref(), s.unschedulable))
+    }
+    old.metadata.labels != new.metadata.labels || spec(old) != spec(new)
 }
 
 /// The node a daemon pod is for: its nodeName, else the node its required
@@ -258,6 +293,40 @@ mod tests {
         for (what, spec, node, want) in cases {
             assert_eq!(node_fit(spec, &node), want, "{what}");
         }
+    }
+
+    #[test]
+    fn only_labels_taints_and_unschedulable_change_placement() {
+        let base = node(json!({"a": "1"}), json!([]));
+        let mut heartbeat = base.clone();
+        heartbeat.status = Some(
+            serde_json::from_value(json!({"conditions": [
+                {"type": "Ready", "status": "True"}
+            ]}))
+            .expect("status"),
+        );
+        heartbeat.metadata.resource_version = Some("7".into());
+        let cases = [
+            ("a heartbeat", heartbeat, false),
+            ("a label", node(json!({"a": "2"}), json!([])), true),
+            (
+                "a taint",
+                node(
+                    json!({"a": "1"}),
+                    json!([{"key": "k", "effect": "NoSchedule"}]),
+                ),
+                true,
+            ),
+        ];
+        for (what, new, want) in cases {
+            assert_eq!(placement_changed(&base, &new), want, "{what}");
+        }
+        let mut cordoned = base.clone();
+        cordoned
+            .spec
+            .get_or_insert_with(Default::default)
+            .unschedulable = Some(true);
+        assert!(placement_changed(&base, &cordoned));
     }
 
     #[test]

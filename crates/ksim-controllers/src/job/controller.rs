@@ -4,31 +4,40 @@
 //! limit, active deadline, pod failure and success policies, completions,
 //! suspension), create or delete pods, and write the status and conditions.
 
-use std::collections::{BTreeSet, HashSet};
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use futures::channel::mpsc;
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus, UncountedTerminatedPods};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::api::{Api, ListParams, Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{self, Action};
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
+use super::backoff::{
+    BackoffRecord, DEFAULT_POD_FAILURE_BACKOFF, MAX_POD_FAILURE_BACKOFF, finished_time,
+    remaining_for,
+};
+use super::informers::{FinalizerRemovals, JobFollower, PodFollower, follow_jobs, follow_pods};
 use super::policy::{FailureAction, match_pod_failure_policy, match_success_policy};
 use super::progress::{format_indexes, is_complete, parse_indexes, want_active};
 use crate::Error;
+use crate::cache::PodIndex;
 use crate::common::{
     controller_reference, is_pod_active, is_pod_ready, key_of, parse_selector, pod_phase,
-    selector_query, update_status,
+    selector_matches, update_status, watch_all,
 };
 use crate::common::{create_pod, delete_pod};
 use crate::controller_ref::{ControllerRefManager, Owner, OwnerMapper, ReleaseHints};
 use crate::events::Events;
+use crate::informer::SharedInformers;
+use crate::replicaset::{Expectations, PodKey};
 
 /// The annotation (and label) carrying an Indexed Job pod's index.
 pub const COMPLETION_INDEX_ANNOTATION: &str = "batch.kubernetes.io/job-completion-index";
@@ -52,41 +61,126 @@ const SLOW_START_INITIAL_BATCH_SIZE: usize = 1;
 /// Finalizer removals in flight at once.
 const PARALLEL_WRITES: usize = 16;
 
+/// What the Job controller can be tuned with (tests shorten the backoff).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobConfig {
+    /// The delay before replacing the first failed pod; it doubles per
+    /// failure since the last success (upstream: 10 s).
+    pub pod_failure_backoff: Duration,
+    /// The longest such delay (upstream: 6 minutes).
+    pub max_pod_failure_backoff: Duration,
+}
+
+impl Default for JobConfig {
+    fn default() -> Self {
+        JobConfig {
+            pod_failure_backoff: DEFAULT_POD_FAILURE_BACKOFF,
+            max_pod_failure_backoff: MAX_POD_FAILURE_BACKOFF,
+        }
+    }
+}
+
+/// Each Job's backoff record, by uid.
+type BackoffRecords = Arc<Mutex<HashMap<String, BackoffRecord>>>;
+
 struct Context {
     client: Client,
     events: Events,
-    /// Owned pods that stopped matching their Job's selector.
+    config: JobConfig,
+    /// Every pod, indexed by controller uid and as orphans (one watch).
+    pods: Arc<RwLock<PodIndex>>,
+    /// Whether the pod cache has listed once.
+    pods_synced: tokio::sync::watch::Receiver<bool>,
+    expectations: Arc<Expectations>,
+    removals: Arc<FinalizerRemovals>,
+    backoffs: BackoffRecords,
+    /// Pods the watch saw stop matching: the cache finds them by
+    /// controller uid, so these records are only dropped.
     hints: ReleaseHints,
 }
 
-/// Runs the Job controller until the watch streams end.
-pub async fn run(client: Client) {
-    let jobs: Api<Job> = Api::all(client.clone());
-    let pods: Api<Pod> = Api::all(client.clone());
+/// Runs the Job controller, as upstream configures it, until the watch
+/// streams end.
+pub async fn run(client: Client, informers: SharedInformers) {
+    run_with(client, JobConfig::default(), informers).await;
+}
+
+/// Runs the Job controller with `config` until the watch streams end.
+pub async fn run_with(client: Client, config: JobConfig, informers: SharedInformers) {
+    let (job_store, job_writer) = reflector::store::<Job>();
+    let pods = Arc::new(RwLock::new(PodIndex::default()));
+    let expectations = Arc::new(Expectations::default());
+    let removals = Arc::new(FinalizerRemovals::default());
+    let backoffs: BackoffRecords = Arc::default();
     let hints = ReleaseHints::default();
-    let controller = Controller::new(jobs, watcher::Config::default());
-    let store = controller.store();
-    let mapper = OwnerMapper::new(
-        controller.store(),
-        |job: &Job| job.spec.as_ref().and_then(|s| s.selector.as_ref()),
-        hints.clone(),
-    );
+    let (queue, requests) = mpsc::unbounded::<ObjectRef<Job>>();
+    let (pods_synced_tx, pods_synced) = tokio::sync::watch::channel(false);
+    let forget_backoff = Arc::clone(&backoffs);
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(follow_jobs(
+        reflector::reflector(job_writer, watch_all::<Job>(client.clone())),
+        JobFollower {
+            client: client.clone(),
+            pods: Arc::clone(&pods),
+            jobs: job_store.clone(),
+            expectations: Arc::clone(&expectations),
+            removals: Arc::clone(&removals),
+            forget: Box::new(move |uid| {
+                forget_backoff
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(uid);
+            }),
+            queue: queue.clone(),
+        },
+    ));
+    tasks.spawn(follow_pods(
+        informers.pods(),
+        PodFollower {
+            client: client.clone(),
+            pods: Arc::clone(&pods),
+            jobs: job_store.clone(),
+            mapper: OwnerMapper::new(
+                job_store.clone(),
+                |job: &Job| job.spec.as_ref().and_then(|s| s.selector.as_ref()),
+                hints.clone(),
+            ),
+            expectations: Arc::clone(&expectations),
+            removals: Arc::clone(&removals),
+            queue,
+            synced: pods_synced_tx,
+        },
+    ));
+    if job_store.wait_until_ready().await.is_err() {
+        tracing::warn!("job controller cache never synced");
+        return;
+    }
     let context = Arc::new(Context {
         events: Events::new(client.clone(), "job-controller"),
-        client: client.clone(),
+        client,
+        config,
+        pods,
+        pods_synced,
+        expectations,
+        removals,
+        backoffs,
         hints,
     });
-    let jobs_loop = controller
-        .watches(pods, watcher::Config::default(), move |pod: Pod| {
-            mapper.owners_of(&pod)
-        })
-        .run(reconcile, error_policy, context)
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "job sync failed");
-            }
-        });
-    futures::join!(jobs_loop, super::orphans::run(client, store));
+    controller::applier(
+        |job, context| Box::pin(reconcile(job, context)),
+        error_policy,
+        context,
+        job_store,
+        requests.map(Ok::<_, std::convert::Infallible>),
+        controller::Config::default(),
+    )
+    .for_each(|result| async move {
+        if let Err(e) = result {
+            tracing::debug!(error = %e, "job sync failed");
+        }
+    })
+    .await;
+    tasks.abort_all();
 }
 
 fn error_policy(_job: Arc<Job>, error: &Error, _context: Arc<Context>) -> Action {
@@ -199,7 +293,10 @@ impl Finish {
 struct Sync<'a> {
     job: &'a Job,
     spec: &'a JobSpec,
-    pods: &'a [Pod],
+    pods: &'a [Arc<Pod>],
+    /// Pods whose finalizer removal the cache has not shown yet: already
+    /// counted, so treated as released.
+    removing: &'a HashSet<String>,
     indexed: bool,
     completions: i32,
     /// Pods are replaced only once Failed (`onlyReplaceFailedPods`).
@@ -216,6 +313,11 @@ fn annotation_count(pod: &Pod, key: &str) -> i32 {
 }
 
 impl Sync<'_> {
+    /// Holds the tracking finalizer, as far as this sync knows.
+    fn tracked(&self, pod: &Pod) -> bool {
+        has_tracking_finalizer(pod) && !self.removing.contains(uid_of(pod))
+    }
+
     /// `isPodFailed`: Failed, or (unless only failed pods are replaced)
     /// deleted before it succeeded.
     fn is_failed(&self, pod: &Pod) -> bool {
@@ -277,6 +379,22 @@ impl Sync<'_> {
             .fold((0, 0), |(a, b), (c, d)| (a.max(c), b.max(d)))
     }
 
+    /// Each index's last failed pod (by finish time), in one pass.
+    fn last_failed_by_index(&self) -> HashMap<i32, (&Pod, Timestamp)> {
+        let mut last: HashMap<i32, (&Pod, Timestamp)> = HashMap::new();
+        for pod in self.pods.iter().filter(|p| self.is_failed(p)) {
+            let Some(index) = index_of(pod) else {
+                continue;
+            };
+            let finished = finished_time(pod);
+            let entry = last.entry(index).or_insert((pod, finished));
+            if finished > entry.1 {
+                *entry = (pod, finished);
+            }
+        }
+        last
+    }
+
     /// `pastBackoffLimitOnFailure`: restarts of running pods' containers
     /// reach the limit (restartPolicy OnFailure only).
     fn past_backoff_limit_on_failure(&self) -> bool {
@@ -317,6 +435,17 @@ fn to_i32(n: usize) -> i32 {
 
 async fn reconcile(cached: Arc<Job>, context: Arc<Context>) -> Result<Action, Error> {
     let (namespace, name) = key_of(&cached.metadata);
+    // As upstream, no sync before the pod cache has listed once.
+    if context
+        .pods_synced
+        .clone()
+        .wait_for(|synced| *synced)
+        .await
+        .is_err()
+    {
+        return Ok(Action::await_change());
+    }
+    context.hints.take(&namespace, &name);
     let jobs: Api<Job> = Api::namespaced(context.client.clone(), &namespace);
     let Some(job) = jobs.get_opt(&name).await? else {
         return Ok(Action::await_change());
@@ -348,16 +477,17 @@ async fn reconcile(cached: Arc<Job>, context: Arc<Context>) -> Result<Action, Er
     let selector = parse_selector(&selector_spec)?;
     let owner = controller_reference("batch/v1", "Job", &job.metadata);
     let pods_api: Api<Pod> = Api::namespaced(context.client.clone(), &namespace);
-    let listed = pods_api
-        .list(&ListParams::default().labels(&selector_query(&selector_spec)))
-        .await?
-        .items;
-    let pods: Vec<Pod> = claim_pods(&context, &jobs, &job, &owner, &selector, listed).await?;
+    // Read before the cache, so that pods observed meanwhile only make the
+    // expectations look less satisfied than they are, never more.
+    let may_manage = context.expectations.satisfied(&owner.uid, Instant::now());
+    let removing = context.removals.pending(&owner.uid);
+    let pods = claim_pods(&context, &jobs, &job, &owner, &selector).await?;
 
     let sync = Sync {
         job: &job,
         spec,
         pods: &pods,
+        removing: &removing,
         indexed: spec.completion_mode.as_deref() == Some("Indexed"),
         completions: spec.completions.unwrap_or(0),
         only_failed: spec.pod_replacement_policy.as_deref() == Some("Failed")
@@ -382,17 +512,30 @@ async fn reconcile(cached: Arc<Job>, context: Arc<Context>) -> Result<Action, Er
         .map(String::as_str)
         .collect();
 
-    let active_pods: Vec<&Pod> = pods.iter().filter(|p| is_pod_active(p)).collect();
+    let active_pods: Vec<&Pod> = pods
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|p| is_pod_active(p))
+        .collect();
     let mut terminating = to_i32(pods.iter().filter(|p| is_terminating(p)).count());
     // Finished pods not yet counted: they still carry the finalizer.
     let new_finished = |uncounted: &HashSet<&str>, finished: &dyn Fn(&Pod) -> bool| {
         pods.iter()
-            .filter(|p| has_tracking_finalizer(p) && !uncounted.contains(uid_of(p)))
+            .map(AsRef::as_ref)
+            .filter(|p| sync.tracked(p) && !uncounted.contains(uid_of(p)))
             .filter(|p| sync.has_valid_index(p) && finished(p))
             .collect::<Vec<&Pod>>()
     };
     let new_succeeded = new_finished(&uncounted_succeeded, &|p| pod_phase(p) == "Succeeded");
     let new_failed = new_finished(&uncounted_failed, &|p| sync.is_failed(p));
+    let backoff = context
+        .backoffs
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&owner.uid)
+        .copied()
+        .unwrap_or_default()
+        .advance(&new_succeeded, &new_failed);
     let mut succeeded =
         status.succeeded.unwrap_or(0) + to_i32(new_succeeded.len() + uncounted_succeeded.len());
     let failed = status.failed.unwrap_or(0)
@@ -464,7 +607,7 @@ async fn reconcile(cached: Arc<Job>, context: Arc<Context>) -> Result<Action, Er
         succeeded_indexes.extend(
             pods.iter()
                 .filter(|p| pod_phase(p) == "Succeeded" && sync.has_valid_index(p))
-                .filter_map(index_of),
+                .filter_map(|p| index_of(p)),
         );
         succeeded = to_i32(succeeded_indexes.len());
         if sync.per_index.is_some() {
@@ -531,19 +674,25 @@ async fn reconcile(cached: Arc<Job>, context: Arc<Context>) -> Result<Action, Er
         active -= deleted;
         terminating += deleted;
     } else {
-        if job.metadata.deletion_timestamp.is_none() {
+        if job.metadata.deletion_timestamp.is_none() && may_manage {
             let managed = manage_job(
                 &sync,
                 &context,
                 &pods_api,
                 &owner,
                 &active_pods,
-                succeeded,
-                &succeeded_indexes,
-                failed_indexes.as_ref(),
-                terminating,
+                Progress {
+                    succeeded,
+                    succeeded_indexes: &succeeded_indexes,
+                    failed_indexes: failed_indexes.as_ref(),
+                    terminating,
+                    backoff: &backoff,
+                },
             )
             .await;
+            if let Some(wait) = managed.backoff {
+                requeue = Some(requeue.map_or(wait, |r: Duration| r.min(wait)));
+            }
             active += managed.created - managed.deleted;
             terminating += managed.deleted;
             ready -= managed.deleted_ready;
@@ -607,6 +756,13 @@ async fn reconcile(cached: Arc<Job>, context: Arc<Context>) -> Result<Action, Er
         terminating,
     )
     .await;
+    if tracked.is_ok() {
+        context
+            .backoffs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(owner.uid.clone(), backoff);
+    }
     if let Err(e) = tracked {
         return if e.is_not_found() {
             Ok(Action::await_change())
@@ -630,9 +786,9 @@ fn calculate_failed_indexes(sync: &Sync<'_>, status: &JobStatus) -> BTreeSet<i32
     failed.extend(
         sync.pods
             .iter()
-            .filter(|p| has_tracking_finalizer(p) && sync.has_valid_index(p))
+            .filter(|p| sync.tracked(p) && sync.has_valid_index(p))
             .filter(|p| sync.is_index_failed(p))
-            .filter_map(index_of),
+            .filter_map(|p| index_of(p)),
     );
     failed
 }
@@ -644,22 +800,36 @@ struct Managed {
     deleted: i32,
     deleted_ready: i32,
     error: Option<Error>,
+    /// Creations wait this long for the pod failure backoff.
+    backoff: Option<Duration>,
+}
+
+/// Where the Job stands, for `manage_job`.
+struct Progress<'a> {
+    succeeded: i32,
+    succeeded_indexes: &'a BTreeSet<i32>,
+    failed_indexes: Option<&'a BTreeSet<i32>>,
+    terminating: i32,
+    backoff: &'a BackoffRecord,
 }
 
 /// `manageJob`: delete every active pod of a suspended Job; otherwise
 /// delete the surplus (and duplicate indexes) or create the missing pods.
-#[allow(clippy::too_many_arguments)]
 async fn manage_job(
     sync: &Sync<'_>,
     context: &Context,
     pods_api: &Api<Pod>,
     owner: &OwnerReference,
     active_pods: &[&Pod],
-    succeeded: i32,
-    succeeded_indexes: &BTreeSet<i32>,
-    failed_indexes: Option<&BTreeSet<i32>>,
-    terminating: i32,
+    progress: Progress<'_>,
 ) -> Managed {
+    let Progress {
+        succeeded,
+        succeeded_indexes,
+        failed_indexes,
+        terminating,
+        backoff,
+    } = progress;
     let job = sync.job;
     let active = to_i32(active_pods.len());
     let mut managed = Managed::default();
@@ -679,9 +849,18 @@ async fn manage_job(
         usize::try_from(active - want).unwrap_or(0),
     );
     if !removals.is_empty() {
-        for pod in removals.into_iter().take(MAX_POD_CREATE_DELETE_PER_SYNC) {
+        let removals: Vec<&Pod> = removals
+            .into_iter()
+            .take(MAX_POD_CREATE_DELETE_PER_SYNC)
+            .collect();
+        let keys: HashSet<PodKey> = removals.iter().map(|p| key_of(&p.metadata)).collect();
+        context
+            .expectations
+            .expect(&owner.uid, 0, keys, Instant::now());
+        for pod in removals {
             // Surplus pods are not failures: uncount them first.
-            let result = match remove_tracking_finalizer(pods_api, pod).await {
+            let removed = remove_finalizer_expected(context, &owner.uid, pods_api, pod).await;
+            let result = match removed {
                 Ok(()) => {
                     delete_pod(
                         pods_api,
@@ -693,6 +872,11 @@ async fn manage_job(
                 }
                 Err(e) => Err(e),
             };
+            if result.is_err() {
+                context
+                    .expectations
+                    .deletion_observed(&owner.uid, &key_of(&pod.metadata));
+            }
             match result {
                 Err(e) if !e.is_not_found() => managed.error = Some(e),
                 _ => {
@@ -710,18 +894,46 @@ async fn manage_job(
     if missing == 0 {
         return managed;
     }
+    let (base, max) = (
+        context.config.pod_failure_backoff,
+        context.config.max_pod_failure_backoff,
+    );
+    let now = Timestamp::now();
+    let wait = backoff.remaining(now, base, max);
+    if !wait.is_zero() {
+        managed.backoff = Some(wait);
+        return managed;
+    }
     let missing = missing.min(MAX_POD_CREATE_DELETE_PER_SYNC);
     let indexes: Vec<Option<i32>> = if sync.indexed {
         let busy: BTreeSet<i32> = active_pods.iter().filter_map(|p| index_of(p)).collect();
-        (0..sync.completions)
+        let pending = (0..sync.completions)
             .filter(|i| !succeeded_indexes.contains(i) && !busy.contains(i))
             .filter(|i| failed_indexes.is_none_or(|f| !f.contains(i)))
-            .take(missing)
-            .map(Some)
-            .collect()
+            .take(missing);
+        if sync.per_index.is_some() {
+            // Each index waits by its own failures
+            // (`getPodCreationInfoForIndependentIndexes`).
+            let last_failed = sync.last_failed_by_index();
+            let mut ready = Vec::new();
+            for index in pending {
+                match index_backoff(last_failed.get(&index).copied(), now, base, max) {
+                    wait if wait.is_zero() => ready.push(Some(index)),
+                    wait => {
+                        managed.backoff = Some(managed.backoff.map_or(wait, |w| w.min(wait)));
+                    }
+                }
+            }
+            ready
+        } else {
+            pending.map(Some).collect()
+        }
     } else {
         vec![None; missing]
     };
+    if indexes.is_empty() {
+        return managed;
+    }
     let mut pods: Vec<Pod> = Vec::with_capacity(indexes.len());
     for index in indexes {
         let mut pod = job_pod(job, owner, index);
@@ -743,6 +955,9 @@ async fn manage_job(
     }
     // Slow start, as upstream: batches of 1, 2, 4, ... created at once;
     // a failed batch stops the rest until the next sync.
+    context
+        .expectations
+        .expect_creations(&owner.uid, pods.len(), Instant::now());
     let mut batch = SLOW_START_INITIAL_BATCH_SIZE;
     let mut rest = pods.as_slice();
     while !rest.is_empty() {
@@ -759,12 +974,36 @@ async fn manage_job(
             }
         }
         if managed.error.is_some() {
+            // The creations that failed or will not be tried are not
+            // waited for.
+            let skipped = pods.len() - usize::try_from(managed.created).unwrap_or(0);
+            context.expectations.creations_observed(&owner.uid, skipped);
             break;
         }
         rest = later;
         batch *= 2;
     }
     managed
+}
+
+/// How long a new pod of an index must still wait, by the failures of the
+/// index's last failed pod and its finish time (`getRemainingTimePerIndex`).
+fn index_backoff(
+    last_failed: Option<(&Pod, Timestamp)>,
+    now: Timestamp,
+    base: Duration,
+    max: Duration,
+) -> Duration {
+    let Some((pod, finished)) = last_failed else {
+        return Duration::ZERO;
+    };
+    let failures = annotation_count(pod, INDEX_FAILURE_COUNT_ANNOTATION)
+        .saturating_add(annotation_count(
+            pod,
+            INDEX_IGNORED_FAILURE_COUNT_ANNOTATION,
+        ))
+        .saturating_add(1);
+    remaining_for(failures, Some(finished), now, base, max)
 }
 
 /// `activePodsForRemoval`: pods of duplicate or invalid indexes first, then
@@ -830,6 +1069,26 @@ async fn remove_tracking_finalizer(pods_api: &Api<Pod>, pod: &Pod) -> Result<(),
     }
 }
 
+/// Removes the tracking finalizer, expecting the cache to show it gone
+/// (the expectation is dropped again when the patch fails).
+async fn remove_finalizer_expected(
+    context: &Context,
+    job_uid: &str,
+    pods_api: &Api<Pod>,
+    pod: &Pod,
+) -> Result<(), Error> {
+    if !has_tracking_finalizer(pod) {
+        return Ok(());
+    }
+    let pod_uid = uid_of(pod);
+    context.removals.expect(job_uid, pod_uid);
+    let result = remove_tracking_finalizer(pods_api, pod).await;
+    if result.is_err() {
+        context.removals.observed(job_uid, pod_uid);
+    }
+    result
+}
+
 /// `cleanUncountedPodsWithoutFinalizers`: pods listed as uncounted whose
 /// finalizer is gone move into the counters. Returns whether any moved.
 fn count_uncounted(status: &mut JobStatus, with_finalizer: &HashSet<String>) -> bool {
@@ -878,7 +1137,7 @@ async fn track_and_remove_finalizers(
     let mut with_finalizer: HashSet<String> = sync
         .pods
         .iter()
-        .filter(|p| has_tracking_finalizer(p))
+        .filter(|p| sync.tracked(p))
         .map(|p| uid_of(p).to_string())
         .collect();
     count_uncounted(&mut status, &with_finalizer);
@@ -890,7 +1149,7 @@ async fn track_and_remove_finalizers(
     let failing = finish.as_ref().is_some_and(|f| !f.is_success());
     let mut to_release: Vec<&Pod> = Vec::new();
     let mut reached_max = false;
-    for pod in sync.pods.iter().filter(|p| has_tracking_finalizer(p)) {
+    for pod in sync.pods.iter().filter(|p| sync.tracked(p)) {
         let failed = sync.is_failed(pod);
         let releasable = job.metadata.deletion_timestamp.is_some()
             || finish.is_some()
@@ -959,10 +1218,11 @@ async fn track_and_remove_finalizers(
     }
     let mut release_error = None;
     for chunk in to_release.chunks(PARALLEL_WRITES) {
+        let job_uid = job.metadata.uid.as_deref().unwrap_or_default();
         let results = futures::future::join_all(
             chunk
                 .iter()
-                .map(|pod| remove_tracking_finalizer(pods_api, pod)),
+                .map(|pod| remove_finalizer_expected(context, job_uid, pods_api, pod)),
         )
         .await;
         for (pod, result) in chunk.iter().zip(results) {
@@ -1090,32 +1350,52 @@ fn job_pod(job: &Job, owner: &OwnerReference, index: Option<i32>) -> Pod {
     }
 }
 
-/// Claims the Job's pods (upstream's `ClaimPods` in `getPodsForJob`):
-/// matching orphans are adopted, owned pods that stopped matching (named by
-/// the pod watch) released.
+/// Claims the Job's pods (upstream's `ClaimPods` in `getPodsForJob`) from
+/// the pod cache: the pods it controls that its selector matches, plus the
+/// matching orphans it adopts (adding the tracking finalizer); the owned
+/// pods that stopped matching are released.
 async fn claim_pods(
     context: &Context,
     jobs: &Api<Job>,
     job: &Job,
     owner: &OwnerReference,
     selector: &ksim_core::selector::LabelSelectorRequirements,
-    mut listed: Vec<Pod>,
-) -> Result<Vec<Pod>, Error> {
-    let (namespace, name) = key_of(&job.metadata);
+) -> Result<Vec<Arc<Pod>>, Error> {
+    let (namespace, _) = key_of(&job.metadata);
+    let deleting = job.metadata.deletion_timestamp.is_some();
+    let (mut pods, unmatched, orphans) = {
+        let cache = context.pods.read().expect("pod index lock poisoned");
+        let (matched, unmatched): (Vec<Arc<Pod>>, Vec<Arc<Pod>>) = cache
+            .controlled_by(&namespace, &owner.uid)
+            .into_iter()
+            .partition(|p| selector_matches(selector, p.metadata.labels.as_ref()));
+        let orphans = if selector.is_empty() || deleting {
+            Vec::new()
+        } else {
+            cache.orphans(&namespace, selector)
+        };
+        (matched, unmatched, orphans)
+    };
+    if unmatched.is_empty() && orphans.is_empty() {
+        return Ok(pods);
+    }
+    let candidates: Vec<Pod> = unmatched
+        .iter()
+        .chain(orphans.iter())
+        .map(|p| Pod::clone(p))
+        .collect();
     let pods_api: Api<Pod> = Api::namespaced(context.client.clone(), &namespace);
-    context
-        .hints
-        .add_recorded(&pods_api, &namespace, &name, &mut listed)
-        .await?;
     let owner = Owner {
         reference: owner,
         namespace: &namespace,
-        deleting: job.metadata.deletion_timestamp.is_some(),
+        deleting,
     };
-    ControllerRefManager::new(owner, "Job", jobs.clone(), selector)
+    let adopted = ControllerRefManager::new(owner, "Job", jobs.clone(), selector)
         .with_finalizers(&[TRACKING_FINALIZER])
-        .claim(&pods_api, listed, |_| true)
-        .await
+        .claim(&pods_api, candidates, |_| true)
+        .await?;
+    pods.extend(adopted.into_iter().map(Arc::new));
+    Ok(pods)
 }
 
 #[cfg(test)]
@@ -1139,6 +1419,32 @@ mod tests {
         let uncounted = status.uncounted_terminated_pods.expect("uncounted");
         assert_eq!(uncounted.succeeded, Some(vec!["b".to_string()]));
         assert_eq!(uncounted.failed, None);
+    }
+
+    #[test]
+    fn an_index_waits_by_its_last_failed_pods_failure_count() {
+        let pod = |counted: &str, ignored: &str| -> Pod {
+            serde_json::from_value(json!({"metadata": {"name": "p", "annotations": {
+                INDEX_FAILURE_COUNT_ANNOTATION: counted,
+                INDEX_IGNORED_FAILURE_COUNT_ANNOTATION: ignored,
+            }}}))
+            .expect("pod")
+        };
+        let failed = Timestamp::from_second(1_800_000_000).expect("time");
+        let after = |s: i64| failed + SignedDuration::from_secs(s);
+        let (base, max) = (Duration::from_secs(10), Duration::from_secs(360));
+        let (first, third, ignored) = (pod("0", "0"), pod("2", "0"), pod("1", "1"));
+        let cases = [
+            ("no failed pod", None, 0, 0),
+            ("a first failure", Some(&first), 4, 6),
+            ("a third failure", Some(&third), 0, 40),
+            ("ignored failures count too", Some(&ignored), 30, 10),
+            ("past the delay", Some(&first), 11, 0),
+        ];
+        for (what, pod, elapsed, want) in cases {
+            let got = index_backoff(pod.map(|p| (p, failed)), after(elapsed), base, max);
+            assert_eq!(got, Duration::from_secs(want), "{what}");
+        }
     }
 
     #[test]

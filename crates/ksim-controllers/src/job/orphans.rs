@@ -1,21 +1,19 @@
 //! Releasing orphaned pods (`handleOrphanPod`, `cleanupPodFinalizers`): a
 //! pod still holding the `batch.kubernetes.io/job-tracking` finalizer whose
 //! Job is gone, replaced or finished loses the finalizer, so it can be
-//! deleted. Watches pods; only pods with the finalizer and a Job owner are
-//! looked at, and the API is asked only when the cache does not vouch for
-//! the Job.
+//! deleted. Fed by the controller's one pod watch (`informers`): only pods
+//! with the finalizer and a Job owner are looked at, and the API is asked
+//! only when the cache does not vouch for the Job.
 
-use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher::Event;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use super::controller::{TRACKING_FINALIZER, is_finished};
-use crate::common::{controller_of, watch_all};
+use crate::common::controller_of;
 
 /// The owning Job's name and uid, for a pod holding the tracking finalizer.
 fn tracked_owner(pod: &Pod) -> Option<(&str, &str)> {
@@ -34,52 +32,43 @@ fn running(job: Option<&Job>, uid: &str) -> bool {
     })
 }
 
-/// Watches pods and releases the orphaned ones until the watch ends.
-pub(crate) async fn run(client: Client, jobs: Store<Job>) {
-    let mut pods = watch_all::<Pod>(client.clone()).boxed();
-    while let Some(event) = pods.next().await {
-        let pod = match event {
-            Ok(Event::Apply(pod) | Event::InitApply(pod)) => pod,
-            Ok(_) => continue,
-            Err(error) => {
-                tracing::debug!(%error, "job pod watch failed");
-                continue;
-            }
-        };
-        let Some((job_name, uid)) = tracked_owner(&pod) else {
-            continue;
-        };
-        let namespace = pod.namespace().unwrap_or_default();
-        let cached = jobs.get(&ObjectRef::new(job_name).within(&namespace));
-        if running(cached.as_deref(), uid) {
-            continue;
-        }
-        let client = client.clone();
-        let (job_name, uid) = (job_name.to_string(), uid.to_string());
-        tokio::spawn(async move {
-            let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
-            match jobs.get_opt(&job_name).await {
-                Ok(live) if running(live.as_ref(), &uid) => return,
-                Ok(_) => {}
-                Err(error) => {
-                    tracing::debug!(%error, job = %job_name, "cannot read a pod's job");
-                    return;
-                }
-            }
-            let pods: Api<Pod> = Api::namespaced(client, &namespace);
-            let patch =
-                json!({"metadata": {"$deleteFromPrimitiveList/finalizers": [TRACKING_FINALIZER]}});
-            let name = pod.name_any();
-            match pods
-                .patch(&name, &PatchParams::default(), &Patch::Strategic(patch))
-                .await
-            {
-                Ok(_) => tracing::debug!(pod = %name, %namespace, "released an orphaned job pod"),
-                Err(kube::Error::Api(status)) if status.code == 404 => {}
-                Err(error) => tracing::debug!(%error, pod = %name, "cannot release a job pod"),
-            }
-        });
+/// Releases `pod` when it holds the finalizer for a Job that is gone,
+/// replaced or finished: the API is asked (in a task of its own) only when
+/// the cache does not vouch for the Job.
+pub(crate) fn release_if_orphaned(client: &Client, jobs: &Store<Job>, pod: &Pod) {
+    let Some((job_name, uid)) = tracked_owner(pod) else {
+        return;
+    };
+    let namespace = pod.namespace().unwrap_or_default();
+    let cached = jobs.get(&ObjectRef::new(job_name).within(&namespace));
+    if running(cached.as_deref(), uid) {
+        return;
     }
+    let client = client.clone();
+    let (job_name, uid) = (job_name.to_string(), uid.to_string());
+    let name = pod.name_any();
+    tokio::spawn(async move {
+        let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
+        match jobs.get_opt(&job_name).await {
+            Ok(live) if running(live.as_ref(), &uid) => return,
+            Ok(_) => {}
+            Err(error) => {
+                tracing::debug!(%error, job = %job_name, "cannot read a pod's job");
+                return;
+            }
+        }
+        let pods: Api<Pod> = Api::namespaced(client, &namespace);
+        let patch =
+            json!({"metadata": {"$deleteFromPrimitiveList/finalizers": [TRACKING_FINALIZER]}});
+        match pods
+            .patch(&name, &PatchParams::default(), &Patch::Strategic(patch))
+            .await
+        {
+            Ok(_) => tracing::debug!(pod = %name, %namespace, "released an orphaned job pod"),
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => tracing::debug!(%error, pod = %name, "cannot release a job pod"),
+        }
+    });
 }
 
 #[cfg(test)]

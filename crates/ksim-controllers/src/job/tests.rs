@@ -9,8 +9,30 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
+use std::time::Duration;
+
 use crate::ControllerName;
+use crate::job::{JobConfig, run_with};
 use crate::statefulset::testing::{Cluster, eventually};
+
+/// The pod failure backoff the tests run with (upstream's 10 s would
+/// only slow them down).
+const TEST_BACKOFF: Duration = Duration::from_millis(200);
+
+/// A cluster running the Job controller with [`TEST_BACKOFF`].
+fn start() -> Cluster {
+    start_with_backoff(TEST_BACKOFF)
+}
+
+fn start_with_backoff(backoff: Duration) -> Cluster {
+    let config = JobConfig {
+        pod_failure_backoff: backoff,
+        ..JobConfig::default()
+    };
+    Cluster::start_with(move |client| {
+        run_with(client.clone(), config, crate::SharedInformers::new(client))
+    })
+}
 
 fn job(name: &str, spec: serde_json::Value) -> Job {
     let mut value = json!({
@@ -35,7 +57,7 @@ fn conditions(job: &Job) -> Vec<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_runs_parallelism_pods_until_completions_succeed() {
-    let cluster = Cluster::start(&[ControllerName::Job]);
+    let cluster = start();
     let jobs: Api<Job> = Api::namespaced(cluster.client.clone(), "default");
     jobs.create(
         &PostParams::default(),
@@ -93,7 +115,7 @@ async fn a_job_runs_parallelism_pods_until_completions_succeed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failures_beyond_the_backoff_limit_fail_the_job() {
-    let cluster = Cluster::start(&[ControllerName::Job]);
+    let cluster = start();
     let jobs: Api<Job> = Api::namespaced(cluster.client.clone(), "default");
     jobs.create(
         &PostParams::default(),
@@ -135,7 +157,7 @@ async fn failures_beyond_the_backoff_limit_fail_the_job() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_indexed_job_runs_one_pod_per_index() {
-    let cluster = Cluster::start(&[ControllerName::Job]);
+    let cluster = start();
     let jobs: Api<Job> = Api::namespaced(cluster.client.clone(), "default");
     jobs.create(
         &PostParams::default(),
@@ -224,7 +246,7 @@ async fn next_pod(cluster: &Cluster, job: &str, count: usize) -> Pod {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_active_deadline_fails_the_job_and_deletes_its_pods() {
-    let cluster = Cluster::start(&[ControllerName::Job]);
+    let cluster = start();
     let jobs: Api<Job> = Api::namespaced(cluster.client.clone(), "default");
     jobs.create(
         &PostParams::default(),
@@ -262,7 +284,7 @@ async fn an_active_deadline_fails_the_job_and_deletes_its_pods() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fail_job_rule_fails_the_job_on_the_pods_exit_code() {
-    let cluster = Cluster::start(&[ControllerName::Job]);
+    let cluster = start();
     let jobs: Api<Job> = Api::namespaced(cluster.client.clone(), "default");
     jobs.create(
         &PostParams::default(),
@@ -303,7 +325,7 @@ async fn a_fail_job_rule_fails_the_job_on_the_pods_exit_code() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignored_failures_do_not_count_toward_the_backoff_limit() {
-    let cluster = Cluster::start(&[ControllerName::Job]);
+    let cluster = start();
     let jobs: Api<Job> = Api::namespaced(cluster.client.clone(), "default");
     jobs.create(
         &PostParams::default(),
@@ -340,7 +362,7 @@ async fn ignored_failures_do_not_count_toward_the_backoff_limit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counts_survive_the_deletion_of_finished_pods() {
-    let cluster = Cluster::start(&[ControllerName::Job]);
+    let cluster = start();
     let jobs: Api<Job> = Api::namespaced(cluster.client.clone(), "default");
     let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
     jobs.create(
@@ -377,7 +399,7 @@ async fn counts_survive_the_deletion_of_finished_pods() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suspending_deletes_the_active_pods_and_resuming_recreates_them() {
-    let cluster = Cluster::start(&[ControllerName::Job]);
+    let cluster = start();
     let jobs: Api<Job> = Api::namespaced(cluster.client.clone(), "default");
     jobs.create(
         &PostParams::default(),
@@ -431,7 +453,7 @@ async fn suspending_deletes_the_active_pods_and_resuming_recreates_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_success_policy_completes_an_indexed_job_early() {
-    let cluster = Cluster::start(&[ControllerName::Job]);
+    let cluster = start();
     let jobs: Api<Job> = Api::namespaced(cluster.client.clone(), "default");
     jobs.create(
         &PostParams::default(),
@@ -493,7 +515,17 @@ async fn a_finished_job_is_deleted_with_its_pods_after_its_ttl() {
     .expect("create");
     let pod = next_pod(&cluster, "shortlived", 1).await;
     cluster.set_phase(&pod.name_any(), "Succeeded").await;
-    wait_for_condition(&jobs, "shortlived", "Complete").await;
+    // A slow poll may find the Job already deleted by its TTL.
+    eventually("Complete, or already gone", || async {
+        match jobs.get_opt("shortlived").await.ok()? {
+            None => Some(()),
+            Some(job) => conditions(&job)
+                .iter()
+                .any(|(t, _)| t == "Complete")
+                .then_some(()),
+        }
+    })
+    .await;
     eventually("the job and its pod gone", || async {
         let gone = jobs.get_opt("shortlived").await.ok()?.is_none();
         (gone && cluster.pods("job-name=shortlived").await.is_empty()).then_some(())
@@ -503,7 +535,7 @@ async fn a_finished_job_is_deleted_with_its_pods_after_its_ttl() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_index_past_its_backoff_limit_fails_and_the_job_ends_with_failed_indexes() {
-    let cluster = Cluster::start(&[ControllerName::Job]);
+    let cluster = start();
     let jobs: Api<Job> = Api::namespaced(cluster.client.clone(), "default");
     jobs.create(
         &PostParams::default(),
@@ -565,4 +597,94 @@ async fn an_index_past_its_backoff_limit_fails_and_the_job_ends_with_failed_inde
         3,
         "no third try for index 0"
     );
+}
+
+/// When a pod's Ready condition turned False (its finish time).
+fn failed_at(pod: &Pod) -> k8s_openapi::jiff::Timestamp {
+    pod.status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .find(|c| c.type_ == "Ready")
+        .and_then(|c| c.last_transition_time.as_ref())
+        .map(|t| t.0)
+        .expect("a finish time")
+}
+
+fn created_at(pod: &Pod) -> k8s_openapi::jiff::Timestamp {
+    pod.metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0)
+        .expect("a creation time")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_pod_is_replaced_only_after_its_doubling_backoff() {
+    let backoff = Duration::from_secs(2);
+    let cluster = start_with_backoff(backoff);
+    let jobs: Api<Job> = Api::namespaced(cluster.client.clone(), "default");
+    jobs.create(
+        &PostParams::default(),
+        &job("retry", json!({"backoffLimit": 3})),
+    )
+    .await
+    .expect("create");
+    let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
+    let mut wait = backoff;
+    for failures in 1..=2 {
+        let pod = next_pod(&cluster, "retry", failures).await;
+        cluster.set_phase(&pod.name_any(), "Failed").await;
+        let failed = failed_at(&pods.get(&pod.name_any()).await.expect("failed pod"));
+        let replacement = next_pod(&cluster, "retry", failures + 1).await;
+        // Creation times have whole seconds: allow one less.
+        let waited = created_at(&replacement).duration_since(failed);
+        let least = k8s_openapi::jiff::SignedDuration::try_from(wait)
+            .expect("small")
+            .saturating_sub(k8s_openapi::jiff::SignedDuration::from_secs(1));
+        assert!(
+            waited >= least,
+            "replacement {failures} came {waited:?} after the failure, before the {wait:?} backoff"
+        );
+        wait *= 2;
+    }
+    let status = jobs
+        .get("retry")
+        .await
+        .expect("job")
+        .status
+        .expect("status");
+    assert_eq!(status.failed, Some(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wide_job_creates_exactly_its_parallelism_while_its_pods_change() {
+    let cluster = start();
+    let jobs: Api<Job> = Api::namespaced(cluster.client.clone(), "default");
+    jobs.create(
+        &PostParams::default(),
+        &job("wide", json!({"completions": 500, "parallelism": 500})),
+    )
+    .await
+    .expect("create");
+    let pods = eventually("500 active pods", || async {
+        let status = jobs.get("wide").await.ok()?.status?;
+        (status.active == Some(500)).then_some(())?;
+        let pods = cluster.pods("job-name=wide").await;
+        (pods.len() >= 500).then_some(pods)
+    })
+    .await;
+    assert_eq!(
+        pods.len(),
+        500,
+        "no pod created twice while the cache lagged"
+    );
+    // Every pod changes (as the kubelet would) while the Job syncs.
+    for pod in &pods {
+        cluster.set_phase(&pod.name_any(), "Running").await;
+    }
+    for pod in &pods {
+        cluster.set_phase(&pod.name_any(), "Succeeded").await;
+    }
+    wait_for_condition(&jobs, "wide", "Complete").await;
+    assert_eq!(cluster.pods("job-name=wide").await.len(), 500);
 }

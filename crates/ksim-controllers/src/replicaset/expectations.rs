@@ -1,6 +1,7 @@
-//! The ReplicaSet controller's expectations (upstream's
+//! The controllers' expectations, shared by the ReplicaSet, DaemonSet and
+//! Job controllers (upstream's
 //! `UIDTrackingControllerExpectations`): after a sync creates or deletes
-//! pods, the next syncs of that ReplicaSet leave its replicas alone until
+//! pods, the next syncs of that owner leave its replicas alone until
 //! the pod cache has observed those creations and deletions (or the
 //! expectations expire), so a lagging cache never causes extra pods.
 
@@ -72,6 +73,28 @@ impl Expectations {
                 Pending {
                     adds: 0,
                     deletions: pods,
+                    set_at: now,
+                },
+            );
+        });
+    }
+
+    /// The owner is about to create `adds` pods and delete `deletions`
+    /// (both at once, as upstream's `SetExpectations`).
+    pub(crate) fn expect(
+        &self,
+        owner_uid: &str,
+        adds: usize,
+        deletions: HashSet<PodKey>,
+        now: Instant,
+    ) {
+        let adds = i64::try_from(adds).unwrap_or(i64::MAX);
+        self.with(|map| {
+            map.insert(
+                owner_uid.to_string(),
+                Pending {
+                    adds,
+                    deletions,
                     set_at: now,
                 },
             );

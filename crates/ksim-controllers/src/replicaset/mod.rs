@@ -9,4 +9,5 @@ mod expectations;
 mod ranking;
 
 pub use controller::{BURST_REPLICAS, run};
+pub(crate) use expectations::{Expectations, PodKey};
 pub use ranking::{POD_DELETION_COST, compare_for_deletion, pods_to_delete};

@@ -42,6 +42,22 @@ impl Cluster {
         }
     }
 
+    /// An API server with the controller `run` starts against it (a
+    /// controller with a test configuration).
+    pub(crate) fn start_with<Fut>(run: impl FnOnce(kube::Client) -> Fut) -> Self
+    where
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let server = ApiServer::new();
+        let client = ksim_runtime::client::in_process(&server);
+        let task = tokio::spawn(run(client.clone()));
+        Cluster {
+            client,
+            _server: server,
+            task,
+        }
+    }
+
     /// The pods of `default` matching `selector`, sorted by name.
     pub(crate) async fn pods(&self, selector: &str) -> Vec<Pod> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), "default");

@@ -2,10 +2,11 @@
 //! targets. `startup` (time to /readyz, idle RSS), `api` (creates, lists,
 //! RSS holding many pods, watch fan-out), `all` (both), and the component
 //! benchmarks: `kubelet`, `workloads` (a large Deployment with the whole
-//! cluster in process) and `drain` (nodes drained under a
+//! cluster in process), `daemonset` (a DaemonSet on many nodes) and `drain` (nodes drained under a
 //! PodDisruptionBudget).
 
 mod api;
+mod daemonset;
 mod drain;
 mod kubelet;
 mod measure;
@@ -14,6 +15,7 @@ mod startup;
 mod workloads;
 
 pub use api::{ApiBench, bench_api};
+pub use daemonset::{DaemonSetBench, bench_daemonset};
 pub use drain::{DrainBench, bench_drain};
 pub use kubelet::{KubeletBench, bench_kubelet};
 pub use startup::bench_startup;
