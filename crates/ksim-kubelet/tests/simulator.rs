@@ -271,6 +271,42 @@ async fn bound_pod_runs_with_an_ip_from_its_nodes_cidr_and_is_removed_when_delet
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_runs_once_it_is_bound_and_not_before() {
+    // The simulator watches bound pods only: a pod entering that selection
+    // through its binding must still be seen and run.
+    let cluster = start(None).await;
+    create_node(&cluster.client, "node-late", "10.0.8.0/24", "10.128.0.18").await;
+    let pods = Api::<Pod>::namespaced(cluster.client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("unbound", "", &[]))
+        .await
+        .expect("pod created");
+    // A bound pod created after it runs first, so the unbound one was seen
+    // by then and left alone.
+    pods.create(&PostParams::default(), &pod("marker", "node-late", &[]))
+        .await
+        .expect("pod created");
+    running_pod(&pods, "marker").await;
+    let unbound = pods.get("unbound").await.expect("pod");
+    assert_eq!(phase(&unbound), Some("Pending"));
+    let binding = json!({
+        "apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": "unbound"},
+        "target": {"kind": "Node", "name": "node-late"},
+    });
+    pods.create_subresource::<_, serde_json::Value>(
+        "binding",
+        "unbound",
+        &PostParams::default(),
+        &binding,
+    )
+    .await
+    .expect("bound");
+    let running = running_pod(&pods, "unbound").await;
+    let ip = running.status.and_then(|s| s.pod_ip).expect("pod IP");
+    assert!(ip.starts_with("10.0.8."), "{ip}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn terminating_pod_waits_for_a_foreign_finalizer() {
     let cluster = start(None).await;
     create_node(&cluster.client, "node-c", "10.0.10.0/24", "10.128.0.20").await;

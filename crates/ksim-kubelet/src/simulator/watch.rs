@@ -181,7 +181,14 @@ pub async fn watch_objects(engine: Arc<Engine>, kind: SimulatedKind) -> Result<(
         SimulatedKind::Pod => resource("", "v1", "Pod", "pods"),
     };
     let api: Api<RawObject> = Api::all_with(engine.client.clone(), &resource);
-    let mut stream = std::pin::pin!(changes(api, informer_config()));
+    let config = match kind {
+        SimulatedKind::Node => informer_config(),
+        // Only pods bound to a node: no stage acts on a pod before (a kubelet
+        // watches its node's pods alone), and the scheduling queue's churn is
+        // not sent here at all.
+        SimulatedKind::Pod => informer_config().fields("spec.nodeName!="),
+    };
+    let mut stream = std::pin::pin!(changes(api, config));
     while let Some(change) = stream.next().await {
         match change {
             Change::Listed(object) | Change::Applied(object) => match kind {
