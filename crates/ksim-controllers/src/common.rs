@@ -13,7 +13,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use ksim_core::selector::LabelSelectorRequirements;
-use ksim_runtime::WithoutManagedFields;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde::Serialize;
@@ -141,57 +140,8 @@ pub(crate) fn scaled_value(value: &IntOrString, total: i32, round_up: bool) -> R
     }
 }
 
-/// Reads the object `name` as it is now (not as a cache has it), without
-/// its managedFields.
-async fn get_without_managed_fields<K>(api: &Api<K>, name: &str) -> Result<K, kube::Error>
-where
-    K: kube::Resource + Clone + Debug + DeserializeOwned,
-{
-    let request = kube::core::Request::new(api.resource_url())
-        .get(name, &kube::api::GetParams::default())
-        .map_err(kube::Error::BuildRequest)?;
-    let object: WithoutManagedFields<K> = api.clone().into_client().request(request).await?;
-    Ok(object.0)
-}
-
-/// Reads the object `name` as it is now (not as a cache has it), without
-/// its managedFields; None when it does not exist.
-pub(crate) async fn get_fresh<K>(api: &Api<K>, name: &str) -> Result<Option<K>, Error>
-where
-    K: kube::Resource + Clone + Debug + DeserializeOwned,
-{
-    match get_without_managed_fields(api, name).await {
-        Ok(object) => Ok(Some(object)),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Lists the objects `api` and `params` select as they are now (not as a
-/// cache has them), without their managedFields.
-pub(crate) async fn list_fresh<K>(
-    api: &Api<K>,
-    params: &kube::api::ListParams,
-) -> Result<Vec<K>, Error>
-where
-    K: kube::Resource + Clone + Debug + DeserializeOwned,
-{
-    let request = kube::core::Request::new(api.resource_url())
-        .list(params)
-        .map_err(kube::Error::BuildRequest)?;
-    let list: kube::core::ObjectList<WithoutManagedFields<K>> =
-        api.clone().into_client().request(request).await?;
-    Ok(list
-        .items
-        .into_iter()
-        .map(WithoutManagedFields::into_inner)
-        .collect())
-}
-
-/// Writes a status as upstream's controllers do with `UpdateStatus`:
-/// reads the object fresh, applies `change`, and replaces its status,
-/// retrying on conflicts. Objects are read and returned without their
-/// managedFields (an update without them keeps the live ones).
+/// Reads the object afresh, lets `change` edit it, and writes it back through
+/// the status subresource; retried a few times on conflicts.
 pub(crate) async fn update_status<K>(
     api: &Api<K>,
     name: &str,
@@ -200,18 +150,15 @@ pub(crate) async fn update_status<K>(
 where
     K: kube::Resource + Clone + Debug + Serialize + DeserializeOwned,
 {
-    let client = api.clone().into_client();
-    let requests = kube::core::Request::new(api.resource_url());
     let mut last = None;
     for _ in 0..4 {
-        let mut object = get_without_managed_fields(api, name).await?;
+        let mut object = api.get(name).await?;
         change(&mut object);
-        let body = serde_json::to_vec(&object)?;
-        let request = requests
-            .replace_subresource("status", name, &PostParams::default(), body)
-            .map_err(kube::Error::BuildRequest)?;
-        match client.request::<WithoutManagedFields<K>>(request).await {
-            Ok(updated) => return Ok(updated.0),
+        match api
+            .replace_status(name, &PostParams::default(), &object)
+            .await
+        {
+            Ok(updated) => return Ok(updated),
             Err(e) => {
                 let e = Error::from(e);
                 if !e.is_conflict() {

@@ -38,8 +38,8 @@ use super::placement::{Placement, daemon_pod_spec, target_node};
 use super::tally::{Tally, Totals, plan_node};
 use crate::Error;
 use crate::common::{
-    controller_reference, get_fresh, is_pod_available, key_of, parse_selector, scaled_value,
-    selector_matches, selector_query, update_status, watch_all,
+    controller_reference, is_pod_available, key_of, parse_selector, scaled_value, selector_matches,
+    selector_query, update_status, watch_all,
 };
 use crate::common::{create_pod, delete_pod};
 use crate::controller_ref::{ControllerRefManager, Owner, OwnerMapper, ReleaseHints};
@@ -377,7 +377,7 @@ async fn sync_all(cached: &DaemonSet, context: &Context) -> Result<Action, Error
     let (namespace, name) = key_of(&cached.metadata);
     let key = (namespace.clone(), name.clone());
     let sets: Api<DaemonSet> = Api::namespaced(context.client.clone(), &namespace);
-    let Some(set) = get_fresh(&sets, &name).await? else {
+    let Some(set) = sets.get_opt(&name).await? else {
         // Gone: nothing of it is left to release.
         context.revision_hints.take(&namespace, &name);
         context

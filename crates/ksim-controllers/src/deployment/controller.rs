@@ -31,8 +31,7 @@ use super::status::{
 };
 use crate::Error;
 use crate::common::{
-    controller_of, controller_reference, get_fresh, key_of, list_fresh, parse_selector,
-    selector_matches, update_status,
+    controller_of, controller_reference, key_of, parse_selector, selector_matches, update_status,
 };
 use crate::events::Events;
 
@@ -188,7 +187,7 @@ async fn reconcile(cached: Arc<Deployment>, context: Arc<Context>) -> Result<Act
     let (namespace, name) = key_of(&cached.metadata);
     // The cache may lag: act on the Deployment as it is now.
     let deployments: Api<Deployment> = Api::namespaced(context.client.clone(), &namespace);
-    let Some(d) = get_fresh(&deployments, &name).await? else {
+    let Some(d) = deployments.get_opt(&name).await? else {
         return Ok(Action::await_change());
     };
     if d.metadata.uid != cached.metadata.uid {
@@ -283,7 +282,7 @@ async fn claim_replica_sets(
     let owner = controller_reference("apps/v1", "Deployment", &d.metadata);
     let deleting = d.metadata.deletion_timestamp.is_some();
     let mut owned = Vec::new();
-    for rs in list_fresh(api, &ListParams::default()).await? {
+    for rs in api.list(&ListParams::default()).await?.items {
         let matches = selector_matches(selector, rs.metadata.labels.as_ref());
         match controller_of(&rs.metadata) {
             Some(r) if r.uid == owner.uid => {

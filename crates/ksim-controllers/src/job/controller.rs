@@ -30,8 +30,8 @@ use super::progress::{format_indexes, is_complete, parse_indexes, want_active};
 use crate::Error;
 use crate::cache::PodIndex;
 use crate::common::{
-    controller_reference, get_fresh, is_pod_active, is_pod_ready, key_of, parse_selector,
-    pod_phase, selector_matches, update_status, watch_all,
+    controller_reference, is_pod_active, is_pod_ready, key_of, parse_selector, pod_phase,
+    selector_matches, update_status, watch_all,
 };
 use crate::common::{create_pod, delete_pod};
 use crate::controller_ref::{ControllerRefManager, Owner, OwnerMapper, ReleaseHints};
@@ -447,7 +447,7 @@ async fn reconcile(cached: Arc<Job>, context: Arc<Context>) -> Result<Action, Er
     }
     context.hints.take(&namespace, &name);
     let jobs: Api<Job> = Api::namespaced(context.client.clone(), &namespace);
-    let Some(job) = get_fresh(&jobs, &name).await? else {
+    let Some(job) = jobs.get_opt(&name).await? else {
         return Ok(Action::await_change());
     };
     if job.metadata.uid != cached.metadata.uid {

@@ -62,7 +62,7 @@ async fn reconcile(cached: Arc<Namespace>, context: Arc<Context>) -> Result<Acti
     }
     let name = cached.name_any();
     let namespaces: Api<Namespace> = Api::all(context.client.clone());
-    let Some(ns) = crate::common::get_fresh(&namespaces, &name).await? else {
+    let Some(ns) = namespaces.get_opt(&name).await? else {
         return Ok(Action::await_change());
     };
     if ns.metadata.deletion_timestamp.is_none() || !holds_finalizer(&ns) {

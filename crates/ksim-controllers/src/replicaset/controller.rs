@@ -26,8 +26,8 @@ use crate::Error;
 use crate::cache::PodIndex;
 use crate::common::watch_all;
 use crate::common::{
-    controller_of, controller_reference, get_fresh, is_pod_active, is_pod_available, is_pod_ready,
-    key_of, parse_selector, selector_matches, update_status,
+    controller_of, controller_reference, is_pod_active, is_pod_available, is_pod_ready, key_of,
+    parse_selector, selector_matches, update_status,
 };
 use crate::deployment::nonzero;
 use crate::events::Events;
@@ -291,7 +291,7 @@ async fn reconcile(cached: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Act
     // The cache may lag (a deleted or rescaled ReplicaSet): act on the
     // object as it is now.
     let replica_sets: Api<ReplicaSet> = Api::namespaced(context.client.clone(), &namespace);
-    let Some(rs) = get_fresh(&replica_sets, &name).await? else {
+    let Some(rs) = replica_sets.get_opt(&name).await? else {
         return Ok(Action::await_change());
     };
     if rs.metadata.uid != cached.metadata.uid {

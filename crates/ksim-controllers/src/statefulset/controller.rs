@@ -30,8 +30,8 @@ use super::history::revisions_to_truncate;
 use super::plan::{MemberPod, PodState, SetShape, Step, plan_steps};
 use crate::Error;
 use crate::common::{
-    controller_reference, get_fresh, is_pod_available, is_pod_ready, key_of, parse_selector,
-    pod_phase, selector_query, update_status,
+    controller_reference, is_pod_available, is_pod_ready, key_of, parse_selector, pod_phase,
+    selector_query, update_status,
 };
 use crate::controller_ref::{ControllerRefManager, Owner, OwnerMapper, ReleaseHints};
 use crate::deployment::{compute_hash, nonzero};
@@ -137,7 +137,7 @@ fn template_of(revision: &ControllerRevision) -> Option<PodTemplateSpec> {
 async fn reconcile(cached: Arc<StatefulSet>, context: Arc<Context>) -> Result<Action, Error> {
     let (namespace, name) = key_of(&cached.metadata);
     let sets: Api<StatefulSet> = Api::namespaced(context.client.clone(), &namespace);
-    let Some(set) = get_fresh(&sets, &name).await? else {
+    let Some(set) = sets.get_opt(&name).await? else {
         // Gone: nothing of it is left to release.
         context.hints.take(&namespace, &name);
         return Ok(Action::await_change());
