@@ -24,6 +24,7 @@ pub mod job;
 pub mod manager;
 pub mod namespace;
 pub mod nodelifecycle;
+mod pacing;
 pub mod replicaset;
 pub mod statefulset;
 pub mod ttlafterfinished;

@@ -32,6 +32,7 @@ use crate::common::{
 use crate::deployment::nonzero;
 use crate::events::Events;
 use crate::informer::SharedInformers;
+use crate::pacing::SyncPacer;
 use ksim_runtime::WithoutManagedFields;
 
 /// At most this many pods are created or deleted in one sync (upstream's `BurstReplicas`).
@@ -51,6 +52,7 @@ struct Context {
     expectations: Arc<Expectations>,
     /// ReplicaSets owning pods that stopped matching their selector.
     release_hints: Arc<Mutex<HashSet<(String, String)>>>,
+    pacer: SyncPacer,
 }
 
 /// Runs the ReplicaSet controller until the watch streams end.
@@ -90,6 +92,7 @@ pub async fn run(client: Client, informers: SharedInformers) {
         replica_sets: rs_store.clone(),
         expectations,
         release_hints,
+        pacer: SyncPacer::default(),
     });
     controller::applier(
         |rs, context| Box::pin(reconcile(rs, context)),
@@ -288,6 +291,11 @@ async fn reconcile(cached: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Act
     {
         return Ok(Action::await_change());
     }
+    // A set whose pods keep changing is synced in batches (see `pacing`).
+    let mut timer = context
+        .pacer
+        .pace(cached.metadata.uid.as_deref().unwrap_or_default())
+        .await;
     // The cache may lag (a deleted or rescaled ReplicaSet): act on the
     // object as it is now.
     let replica_sets: Api<ReplicaSet> = Api::namespaced(context.client.clone(), &namespace);
@@ -347,6 +355,7 @@ async fn reconcile(cached: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Act
         release_unmatched(&context, &pods_api, &namespace, &owner.uid, &selector).await?;
     }
 
+    timer.read_pods(owned.len());
     let active: Vec<Arc<Pod>> = owned.into_iter().filter(|p| is_pod_active(p)).collect();
     let mut manage_error = None;
     if !deleting && may_manage {
