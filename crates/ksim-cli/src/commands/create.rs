@@ -78,10 +78,12 @@ pub fn create_cluster(home: &KsimHome, options: &CreateCluster) -> anyhow::Resul
     let port = match cluster::wait_until_ready(&mut child, &cluster, READY_TIMEOUT) {
         Ok(port) => port,
         Err(e) => {
-            // Unless another process serves the name (a racing create won).
-            if !cluster.is_locked() {
-                let _ = cluster.remove();
+            // Our server has stopped: if the name is locked, a racing
+            // create's server holds it and won.
+            if cluster.is_locked() {
+                bail!("cluster {name:?} already exists");
             }
+            let _ = cluster.remove();
             return Err(e);
         }
     };
