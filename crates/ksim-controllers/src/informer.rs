@@ -181,8 +181,10 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use futures::FutureExt;
     use serde_json::json;
+
+    use super::*;
 
     fn pod(name: &str) -> Pod {
         serde_json::from_value(json!({"metadata": {"name": name, "namespace": "default"}}))
@@ -221,8 +223,6 @@ mod tests {
         }
         events
     }
-
-    use futures::FutureExt;
 
     #[test]
     fn a_late_subscriber_gets_the_current_objects_as_a_list_then_the_changes() {

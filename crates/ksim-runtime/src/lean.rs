@@ -214,6 +214,33 @@ macro_rules! forward_visit {
     };
 }
 
+/// The visits both wrapping visitors pass through to the inner one unchanged.
+macro_rules! forward_passthrough {
+    () => {
+        fn visit_none<E: de::Error>(self) -> Result<V::Value, E> {
+            self.inner.visit_none()
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<V::Value, E> {
+            self.inner.visit_unit()
+        }
+        fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<V::Value, A::Error> {
+            self.inner.visit_seq(seq)
+        }
+        fn visit_newtype_struct<D: Deserializer<'de>>(
+            self,
+            deserializer: D,
+        ) -> Result<V::Value, D::Error> {
+            self.inner.visit_newtype_struct(deserializer)
+        }
+        fn visit_enum<A: de::EnumAccess<'de>>(self, data: A) -> Result<V::Value, A::Error> {
+            self.inner.visit_enum(data)
+        }
+        fn visit_borrowed_bytes<E: de::Error>(self, v: &'de [u8]) -> Result<V::Value, E> {
+            self.inner.visit_borrowed_bytes(v)
+        }
+    };
+}
+
 impl<'de, V: Visitor<'de>> Visitor<'de> for LeanVisitor<V> {
     type Value = V::Value;
 
@@ -236,36 +263,11 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for LeanVisitor<V> {
         })
     }
 
-    fn visit_none<E: de::Error>(self) -> Result<V::Value, E> {
-        self.inner.visit_none()
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<V::Value, E> {
-        self.inner.visit_unit()
-    }
-
-    fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<V::Value, A::Error> {
-        self.inner.visit_seq(seq)
-    }
-
-    fn visit_newtype_struct<D: Deserializer<'de>>(
-        self,
-        deserializer: D,
-    ) -> Result<V::Value, D::Error> {
-        self.inner.visit_newtype_struct(deserializer)
-    }
-
-    fn visit_enum<A: de::EnumAccess<'de>>(self, data: A) -> Result<V::Value, A::Error> {
-        self.inner.visit_enum(data)
-    }
-
     fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<V::Value, E> {
         self.inner.visit_borrowed_str(v)
     }
 
-    fn visit_borrowed_bytes<E: de::Error>(self, v: &'de [u8]) -> Result<V::Value, E> {
-        self.inner.visit_borrowed_bytes(v)
-    }
+    forward_passthrough!();
 
     forward_visit! {
         visit_bool(bool), visit_i8(i8), visit_i16(i16), visit_i32(i32), visit_i64(i64),
@@ -447,36 +449,11 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for KeyVisitor<'_, V> {
         self.inner.visit_some(deserializer)
     }
 
-    fn visit_none<E: de::Error>(self) -> Result<V::Value, E> {
-        self.inner.visit_none()
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<V::Value, E> {
-        self.inner.visit_unit()
-    }
-
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
         self.inner.visit_map(map)
     }
 
-    fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<V::Value, A::Error> {
-        self.inner.visit_seq(seq)
-    }
-
-    fn visit_newtype_struct<D: Deserializer<'de>>(
-        self,
-        deserializer: D,
-    ) -> Result<V::Value, D::Error> {
-        self.inner.visit_newtype_struct(deserializer)
-    }
-
-    fn visit_enum<A: de::EnumAccess<'de>>(self, data: A) -> Result<V::Value, A::Error> {
-        self.inner.visit_enum(data)
-    }
-
-    fn visit_borrowed_bytes<E: de::Error>(self, v: &'de [u8]) -> Result<V::Value, E> {
-        self.inner.visit_borrowed_bytes(v)
-    }
+    forward_passthrough!();
 
     forward_visit! {
         visit_bool(bool), visit_i8(i8), visit_i16(i16), visit_i32(i32), visit_i64(i64),

@@ -15,7 +15,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use futures::channel::mpsc;
 use futures::future::join_all;
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, DaemonSetStatus};
@@ -25,7 +24,7 @@ use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use kube::runtime::controller::{self, Action};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::{Client, Resource, ResourceExt};
 
@@ -38,8 +37,8 @@ use super::placement::{Placement, daemon_pod_spec, target_node};
 use super::tally::{Tally, Totals, plan_node};
 use crate::Error;
 use crate::common::{
-    controller_reference, is_pod_available, key_of, parse_selector, scaled_value, selector_matches,
-    selector_query, update_status, watch_all,
+    controller_reference, is_pod_available, key_of, parse_selector, run_work_queue, scaled_value,
+    selector_matches, selector_query, update_status, watch_all,
 };
 use crate::common::{create_pod, delete_pod};
 use crate::controller_ref::{ControllerRefManager, Owner, OwnerMapper, ReleaseHints};
@@ -157,19 +156,14 @@ pub async fn run(client: Client, informers: SharedInformers) {
         dirty,
         states,
     });
-    controller::applier(
+    run_work_queue(
+        "daemonset",
         |set, context| Box::pin(reconcile(set, context)),
         error_policy,
         context,
         set_store,
-        requests.map(Ok::<_, std::convert::Infallible>),
-        controller::Config::default(),
+        requests,
     )
-    .for_each(|result| async move {
-        if let Err(e) = result {
-            tracing::debug!(error = %e, "daemonset sync failed");
-        }
-    })
     .await;
     tasks.abort_all();
 }

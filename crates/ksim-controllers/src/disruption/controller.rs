@@ -20,7 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DynamicObject, GroupVersionKind, PostParams};
-use kube::runtime::controller::{self, Action};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource};
@@ -32,8 +32,8 @@ use super::status::{
 };
 use crate::Error;
 use crate::cache::{Key, PodIndex};
-use crate::common::watch_all;
 use crate::common::{controller_of, key_of, parse_selector, update_status};
+use crate::common::{run_work_queue, watch_all};
 use crate::events::Events;
 use crate::informer::SharedInformers;
 
@@ -133,19 +133,14 @@ pub async fn run(client: Client, informers: SharedInformers) {
         client,
         caches,
     });
-    controller::applier(
+    run_work_queue(
+        "disruption",
         |pdb, context| Box::pin(reconcile(pdb, context)),
         error_policy,
         context,
         pdb_store,
-        requests.map(Ok::<_, std::convert::Infallible>),
-        controller::Config::default(),
+        requests,
     )
-    .for_each(|result| async move {
-        if let Err(e) = result {
-            tracing::debug!(error = %e, "disruption sync failed");
-        }
-    })
     .await;
     tasks.abort_all();
 }

@@ -8,14 +8,13 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use futures::channel::mpsc;
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus, UncountedTerminatedPods};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::{self, Action};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
@@ -31,7 +30,7 @@ use crate::Error;
 use crate::cache::PodIndex;
 use crate::common::{
     controller_reference, is_pod_active, is_pod_ready, key_of, parse_selector, pod_phase,
-    selector_matches, update_status, watch_all,
+    run_work_queue, selector_matches, update_status, watch_all,
 };
 use crate::common::{create_pod, delete_pod};
 use crate::controller_ref::{ControllerRefManager, Owner, OwnerMapper, ReleaseHints};
@@ -166,19 +165,14 @@ pub async fn run_with(client: Client, config: JobConfig, informers: SharedInform
         backoffs,
         hints,
     });
-    controller::applier(
+    run_work_queue(
+        "job",
         |job, context| Box::pin(reconcile(job, context)),
         error_policy,
         context,
         job_store,
-        requests.map(Ok::<_, std::convert::Infallible>),
-        controller::Config::default(),
+        requests,
     )
-    .for_each(|result| async move {
-        if let Err(e) = result {
-            tracing::debug!(error = %e, "job sync failed");
-        }
-    })
     .await;
     tasks.abort_all();
 }

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::controller::{self, Action};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource, ResourceExt};
@@ -27,7 +27,7 @@ use crate::cache::PodIndex;
 use crate::common::watch_all;
 use crate::common::{
     controller_of, controller_reference, is_pod_active, is_pod_available, is_pod_ready, key_of,
-    parse_selector, selector_matches, update_status,
+    parse_selector, run_work_queue, selector_matches, update_status,
 };
 use crate::deployment::nonzero;
 use crate::events::Events;
@@ -94,19 +94,14 @@ pub async fn run(client: Client, informers: SharedInformers) {
         release_hints,
         pacer: SyncPacer::default(),
     });
-    controller::applier(
+    run_work_queue(
+        "replicaset",
         |rs, context| Box::pin(reconcile(rs, context)),
         error_policy,
         context,
         rs_store,
-        requests.map(Ok::<_, std::convert::Infallible>),
-        controller::Config::default(),
+        requests,
     )
-    .for_each(|result| async move {
-        if let Err(e) = result {
-            tracing::debug!(error = %e, "replicaset sync failed");
-        }
-    })
     .await;
     tasks.abort_all();
 }

@@ -19,6 +19,7 @@ use kube::api::{Api, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::task::JoinSet;
 
+use super::cluster::{Cluster, run_on_runtime};
 use super::measure::{cpu_detail, cpu_time, millis, per_second, percentile};
 use crate::commands::print_line;
 use crate::commands::scale;
@@ -78,19 +79,7 @@ pub fn bench_drain(bench: &DrainBench) -> anyhow::Result<()> {
     if scale::MAX_REPLICAS < bench.nodes + bench.spare_nodes {
         bail!("at most {} nodes", scale::MAX_REPLICAS);
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    let cpus = std::thread::available_parallelism().map_or(0, usize::from);
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let load = load.split_whitespace().next().unwrap_or("unknown");
-    print_line(format_args!(
-        "machine: {cpus} CPUs, load average {load} (the whole cluster runs in this process)"
-    ))?;
-    let result = runtime.block_on(run(bench));
-    runtime.shutdown_timeout(Duration::from_secs(1));
-    result
+    run_on_runtime(run(bench))
 }
 
 /// An intOrString flag as JSON: a percentage stays a string.
@@ -105,32 +94,8 @@ fn int_or_string(value: &str) -> anyhow::Result<serde_json::Value> {
 }
 
 async fn run(bench: &DrainBench) -> anyhow::Result<()> {
-    let server = ksim_apiserver::ApiServer::new();
-    let client = ksim_runtime::client::in_process(&server);
-    let kubelet = ksim_kubelet::KubeletSimulator::new(
-        ksim_runtime::client::in_process(&server),
-        ksim_kubelet::KubeletOptions::default(),
-    );
-    let mut components = JoinSet::new();
-    components.spawn(async move {
-        if let Err(error) = kubelet.run().await {
-            tracing::error!(%error, "the kubelet simulator stopped");
-        }
-    });
-    components.spawn(ksim_controllers::run_controllers(
-        ksim_runtime::client::in_process(&server),
-        ksim_controllers::ALL_CONTROLLERS,
-    ));
-    let scheduler_client = ksim_runtime::client::in_process(&server);
-    components.spawn(async move {
-        let options = ksim_scheduler::scheduler::SchedulerOptions::default();
-        if let Err(error) = ksim_scheduler::scheduler::run(scheduler_client, options).await {
-            tracing::error!(%error, "the scheduler stopped");
-        }
-    });
-    let result = drain_all(&client, bench).await;
-    components.abort_all();
-    result
+    let cluster = Cluster::start();
+    drain_all(&cluster.client, bench).await
 }
 
 async fn drain_all(client: &kube::Client, bench: &DrainBench) -> anyhow::Result<()> {

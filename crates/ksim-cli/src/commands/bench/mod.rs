@@ -6,6 +6,7 @@
 //! PodDisruptionBudget).
 
 mod api;
+mod cluster;
 mod daemonset;
 mod drain;
 mod kubelet;

@@ -673,17 +673,15 @@ fn resolve_domains(
             .map(|c| Arc::new(TopologyLayout::of(nodes.iter().copied(), &c.topology_key)))
             .collect(),
     };
-    let mut seen: Vec<Vec<bool>> = constraints
+    // Hostname domains are the nodes' own (OWN_NODE): no value is looked up.
+    let hostname: Vec<bool> = constraints
+        .iter()
+        .map(|c| c.topology_key == HOSTNAME_LABEL)
+        .collect();
+    let mut seen: Vec<Vec<bool>> = hostname
         .iter()
         .zip(&layouts)
-        .map(|(c, l)| {
-            let values = if c.topology_key == HOSTNAME_LABEL {
-                0
-            } else {
-                l.values.len()
-            };
-            vec![false; values]
-        })
+        .map(|(&own, l)| vec![false; if own { 0 } else { l.values.len() }])
         .collect();
     for (k, node) in nodes.iter().enumerate() {
         let at = positions.as_ref().map_or(k, |p| p[k]);
@@ -696,9 +694,9 @@ fn resolve_domains(
                 .extend(std::iter::repeat_n(NO_DOMAIN, constraints.len()));
             continue;
         }
-        for (i, (c, layout)) in constraints.iter().zip(&layouts).enumerate() {
+        for (i, (&own, layout)) in hostname.iter().zip(&layouts).enumerate() {
             let present = layout.present[at];
-            if c.topology_key == HOSTNAME_LABEL {
+            if own {
                 s.node_domains
                     .push(if present { OWN_NODE } else { NO_DOMAIN });
                 continue;
@@ -714,12 +712,11 @@ fn resolve_domains(
                 .push(if present { position } else { NO_DOMAIN });
         }
     }
-    // Hostname domains are the nodes' own (OWN_NODE): no value is looked up.
-    constraints
+    hostname
         .iter()
         .zip(&layouts)
-        .map(|(c, l)| {
-            if c.topology_key == HOSTNAME_LABEL {
+        .map(|(&own, l)| {
+            if own {
                 Arc::default()
             } else {
                 Arc::clone(&l.values)

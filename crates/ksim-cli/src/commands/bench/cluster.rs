@@ -1,0 +1,137 @@
+//! The in-process cluster the component benchmarks (`workloads`,
+//! `daemonset`, `drain`) run against: the API server with the kubelet
+//! simulator, the scheduler and every controller on in-process clients,
+//! the async runtime they run on, and the waits and figures they share.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams, PostParams};
+use tokio::task::JoinSet;
+
+use super::measure::cpu_time;
+use crate::commands::print_line;
+use crate::commands::scale;
+
+/// Prints the machine line, then runs `bench` on a multi-threaded runtime.
+pub fn run_on_runtime<F: Future<Output = anyhow::Result<()>>>(bench: F) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let cpus = std::thread::available_parallelism().map_or(0, usize::from);
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load = load.split_whitespace().next().unwrap_or("unknown");
+    print_line(format_args!(
+        "machine: {cpus} CPUs, load average {load}; whole cluster in process (API server, kubelet simulator, scheduler, controllers)"
+    ))?;
+    let result = runtime.block_on(bench);
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    result
+}
+
+/// A cluster in this process; its components stop when it is dropped.
+pub struct Cluster {
+    /// A client of its API server.
+    pub client: kube::Client,
+    components: JoinSet<()>,
+    _server: ksim_apiserver::ApiServer,
+}
+
+impl Cluster {
+    /// Starts the API server, the kubelet simulator, every controller and
+    /// the scheduler.
+    pub fn start() -> Self {
+        let server = ksim_apiserver::ApiServer::new();
+        let client = ksim_runtime::client::in_process(&server);
+        // Each component on a client of its own, as over the network.
+        let mut components = JoinSet::new();
+        let kubelet = ksim_kubelet::KubeletSimulator::new(
+            ksim_runtime::client::in_process(&server),
+            ksim_kubelet::KubeletOptions::default(),
+        );
+        components.spawn(async move {
+            if let Err(error) = kubelet.run().await {
+                tracing::error!(%error, "the kubelet simulator stopped");
+            }
+        });
+        components.spawn(ksim_controllers::run_controllers(
+            ksim_runtime::client::in_process(&server),
+            ksim_controllers::ALL_CONTROLLERS,
+        ));
+        let scheduler_client = ksim_runtime::client::in_process(&server);
+        components.spawn(async move {
+            if let Err(error) =
+                ksim_scheduler::scheduler::run(scheduler_client, Default::default()).await
+            {
+                tracing::error!(%error, "the scheduler stopped");
+            }
+        });
+        Cluster {
+            client,
+            components,
+            _server: server,
+        }
+    }
+
+    /// Creates nodes `first..first + count` (`ksim scale node`'s shape)
+    /// and waits until all `first + count` nodes are Ready.
+    pub async fn add_ready_nodes(
+        &self,
+        first: usize,
+        count: usize,
+        timeout: Duration,
+    ) -> anyhow::Result<()> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let values = scale::default_values();
+        for index in first..first + count {
+            let node: Node = serde_json::from_value(scale::node(index, &values))?;
+            nodes.create(&PostParams::default(), &node).await?;
+        }
+        let want = first + count;
+        wait_until(timeout, "the nodes to be Ready", || async {
+            let listed = nodes.list(&ListParams::default()).await.ok()?;
+            let ready = listed.items.iter().filter(|n| node_ready(n)).count();
+            (ready == want).then_some(())
+        })
+        .await
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.components.abort_all();
+    }
+}
+
+fn node_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// The CPU time this process used since `before`.
+pub fn cpu_spent(pid: u32, before: Option<Duration>) -> Option<Duration> {
+    Some(cpu_time(pid)?.saturating_sub(before?))
+}
+
+/// Polls `check` every 100 ms until it returns `Some`, or fails after `timeout`.
+pub async fn wait_until<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return Ok(value);
+        }
+        if Instant::now() > deadline {
+            bail!("timed out after {} s waiting for {what}", timeout.as_secs());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
