@@ -417,7 +417,7 @@ async fn http_client(server: &ApiServer) -> kube::Client {
     let address = listener.local_addr().expect("local address");
     tokio::spawn(ksim_apiserver::serve(listener, server.clone()));
     let url: http::Uri = format!("http://{address}").parse().expect("url");
-    kube::Client::try_from(kube::Config::new(url)).expect("client")
+    ksim_runtime::client::from_config(kube::Config::new(url)).expect("client")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -27,7 +27,7 @@ async fn http_client(server: &ApiServer) -> kube::Client {
     tokio::spawn(ksim_apiserver::serve(listener, server.clone()));
     let url: http::Uri = format!("http://{address}").parse().expect("url");
     let config = kube::Config::new(url);
-    kube::Client::try_from(config).expect("client")
+    ksim_runtime::client::from_config(config).expect("client")
 }
 
 async fn crud_and_conflicts(client: kube::Client) {

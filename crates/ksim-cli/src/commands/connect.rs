@@ -1,11 +1,12 @@
 //! Clients for the commands that talk to a cluster as a plain API client
-//! (`scale node`, `kubelet`): from a ksim cluster's kubeconfig context, or from
-//! a kubeconfig file's current context (any cluster).
+//! (`scale node`, `kubelet`, `scheduler`, `controllers`, `deschedule`,
+//! `explain`): from a ksim cluster's kubeconfig context, or from a kubeconfig
+//! file's current context (any cluster). Both are built by
+//! `ksim_runtime::client::from_kubeconfig`, the one place that decides how a
+//! kubeconfig client retries (as client-go: only when the server sends
+//! `Retry-After`).
 
 use std::path::Path;
-
-use anyhow::Context;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::cluster::KsimHome;
 use crate::kubeconfig::{context_name, resolve_path};
@@ -25,38 +26,18 @@ pub async fn cluster_client(
         },
     };
     let context = context_name(name);
-    let config = Kubeconfig::read_from(&path)
-        .with_context(|| format!("cannot read the kubeconfig {}", path.display()))?;
-    if !config.contexts.iter().any(|c| c.name == context) {
-        anyhow::bail!(
+    match ksim_runtime::client::from_kubeconfig(Some(&path), Some(&context)).await {
+        Ok(client) => Ok(client),
+        Err(ksim_runtime::Error::NoContext { .. }) => anyhow::bail!(
             "cluster {name:?} not found: no context {context:?} in {}",
             path.display()
-        );
+        ),
+        Err(error) => Err(error.into()),
     }
-    let options = KubeConfigOptions {
-        context: Some(context),
-        ..Default::default()
-    };
-    let config = kube::Config::from_custom_kubeconfig(config, &options)
-        .await
-        .with_context(|| format!("invalid kubeconfig {}", path.display()))?;
-    kube::Client::try_from(config).context("cannot build the API client")
 }
 
 /// A client from `kubeconfig`'s current context, else as kubectl finds its
 /// configuration ($KUBECONFIG, ~/.kube/config, in-cluster).
 pub async fn kubeconfig_client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let file = Kubeconfig::read_from(path)
-                .with_context(|| format!("cannot read the kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
-                .await
-                .with_context(|| format!("invalid kubeconfig {}", path.display()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("cannot find a kubeconfig")?,
-    };
-    kube::Client::try_from(config).context("cannot build the API client")
+    Ok(ksim_runtime::client::from_kubeconfig(kubeconfig, None).await?)
 }

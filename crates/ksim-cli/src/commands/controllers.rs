@@ -17,22 +17,7 @@ pub fn run_controllers(kubeconfig: Option<&Path>, controllers: &str) -> anyhow::
         .build()
         .context("cannot start the async runtime")?;
     let result = runtime.block_on(async {
-        let config = match kubeconfig {
-            Some(path) => {
-                let file = kube::config::Kubeconfig::read_from(path)
-                    .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
-                kube::Config::from_custom_kubeconfig(
-                    file,
-                    &kube::config::KubeConfigOptions::default(),
-                )
-                .await
-                .with_context(|| format!("invalid kubeconfig {}", path.display()))?
-            }
-            None => kube::Config::infer()
-                .await
-                .context("cannot find a kubeconfig")?,
-        };
-        let client = kube::Client::try_from(config).context("cannot build a client")?;
+        let client = super::connect::kubeconfig_client(kubeconfig).await?;
         let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
         let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
         tokio::select! {

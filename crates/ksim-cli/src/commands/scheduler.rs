@@ -38,19 +38,7 @@ pub fn load_scheduler_config(path: &Path) -> anyhow::Result<SchedulerOptions> {
 /// A client for the kubeconfig at `path`, else the usual lookup
 /// (`$KUBECONFIG`, `~/.kube/config`, in-cluster).
 pub async fn kube_client(path: Option<&Path>) -> anyhow::Result<kube::Client> {
-    let config = match path {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("cannot read the kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-                .await
-                .with_context(|| format!("invalid kubeconfig {}", path.display()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("cannot find a kubeconfig")?,
-    };
-    kube::Client::try_from(config).context("cannot build the API client")
+    super::connect::kubeconfig_client(path).await
 }
 
 /// Runs `ksim scheduler` until interrupted.

@@ -206,7 +206,7 @@ fn http_client(url: &str) -> anyhow::Result<kube::Client> {
     let mut config = kube::Config::new(uri);
     config.default_namespace = NAMESPACE.to_owned();
     config.read_timeout = None;
-    kube::Client::try_from(config).context("cannot build an HTTP client")
+    ksim_runtime::client::from_config(config).context("cannot build an HTTP client")
 }
 
 async fn over_http(bench: &ApiBench) -> anyhow::Result<()> {
