@@ -1,4 +1,4 @@
-//! The OpenAPI v3 documents (`/openapi/v3`), generated from the k8s-openapi types and CRDs, and server-side field validation.
+//! The OpenAPI v3 documents (`/openapi/v3`), generated from the k8s-openapi types and CRDs, the Swagger 2.0 document made from them (`/openapi/v2`, JSON and protobuf), and server-side field validation.
 //!
 //! [`OpenApi`] is made at start and remade when CRDs change; making it only
 //! keeps the CRDs' schemas (what field validation needs). The documents are
@@ -9,7 +9,10 @@
 mod decode;
 mod paths;
 mod schemas;
+mod v2;
 mod validation;
+
+pub use v2::{PROTOBUF as V2_PROTOBUF, negotiate as negotiate_v2};
 
 pub use validation::{duplicate_fields, strict_error, warning_headers};
 
@@ -214,6 +217,8 @@ struct Inner {
     crds: Vec<Value>,
     /// Built on the first request for a document or the index.
     documents: OnceLock<Documents>,
+    /// `/openapi/v2`, built on its first request.
+    v2: OnceLock<V2Document>,
     /// `openAPIV3Schema` of each served CRD version, by (group, version, kind).
     crd_schemas: HashMap<(String, String, String), Value>,
 }
@@ -223,6 +228,13 @@ struct Inner {
 struct Documents {
     documents: BTreeMap<String, Document>,
     index: Bytes,
+}
+
+/// The `/openapi/v2` document, as JSON and as protobuf, with their ETags.
+#[derive(Debug)]
+struct V2Document {
+    json: (Bytes, String),
+    protobuf: (Bytes, String),
 }
 
 /// The `/openapi/v3` documents and field validation of a set of resources.
@@ -263,6 +275,7 @@ impl OpenApi {
                 built_in,
                 crds: crds.to_vec(),
                 documents: OnceLock::new(),
+                v2: OnceLock::new(),
                 crd_schemas,
             }),
         }
@@ -287,6 +300,34 @@ impl OpenApi {
             .documents
             .get(path)
             .map(|d| (d.bytes.clone(), d.hash.clone()))
+    }
+
+    /// `GET /openapi/v2`: the Swagger 2.0 document of every group-version
+    /// (the same paths and schemas as the v3 documents), as JSON or, when
+    /// `protobuf`, as gnostic's `openapi.v2.Document`; and its ETag.
+    pub fn v2(&self, protobuf: bool) -> (Bytes, String) {
+        let v2 = self.inner.v2.get_or_init(|| {
+            let v3: Vec<Value> = self
+                .documents()
+                .documents
+                .values()
+                .filter_map(|d| serde_json::from_slice(&d.bytes).ok())
+                .collect();
+            let document = v2::document(&v3);
+            let tagged = |bytes: Vec<u8>| {
+                let etag = format!("\"{}\"", hash(&bytes));
+                (Bytes::from(bytes), etag)
+            };
+            V2Document {
+                json: tagged(serde_json::to_vec(&document).unwrap_or_default()),
+                protobuf: tagged(v2::protobuf(&document)),
+            }
+        });
+        if protobuf {
+            v2.protobuf.clone()
+        } else {
+            v2.json.clone()
+        }
     }
 
     /// How to answer a request for the document at `path` that asked for

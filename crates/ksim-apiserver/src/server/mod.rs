@@ -22,8 +22,7 @@ use axum::body::Body;
 use axum::extract::{Request, State as AxumState};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
-use bytes::Bytes;
-use http::{HeaderValue, StatusCode, header};
+use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::{Value, json};
 
 use crate::openapi::OpenApi;
@@ -237,14 +236,43 @@ async fn openapi_document(AxumState(state): AxumState<Arc<State>>, request: Requ
     }
 }
 
-async fn openapi_v2() -> Response {
-    codec::respond(
-        StatusCode::NOT_FOUND,
-        "application/json",
-        Bytes::from(
-            serde_json::to_vec(&crate::ApiError::not_found_path().to_status()).unwrap_or_default(),
-        ),
-    )
+/// `GET /openapi/v2`: protobuf when the client asks for it (kubectl's
+/// validation does), else JSON, else 406; `If-None-Match` with the current
+/// ETag is 304.
+async fn openapi_v2(AxumState(state): AxumState<Arc<State>>, headers: HeaderMap) -> Response {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let Some(protobuf) = crate::openapi::negotiate_v2(accept) else {
+        let mut response = Response::new(Body::empty());
+        *response.status_mut() = StatusCode::NOT_ACCEPTABLE;
+        return response;
+    };
+    let (bytes, etag) = state.openapi().v2(protobuf);
+    let content_type = if protobuf {
+        crate::openapi::V2_PROTOBUF
+    } else {
+        "application/json"
+    };
+    let unchanged = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|tag| tag == etag);
+    let mut response = if unchanged {
+        let mut response = Response::new(Body::empty());
+        *response.status_mut() = StatusCode::NOT_MODIFIED;
+        response
+    } else {
+        codec::respond(StatusCode::OK, content_type, bytes)
+    };
+    if let Ok(value) = HeaderValue::from_str(&etag) {
+        response.headers_mut().insert(header::ETAG, value);
+    }
+    response
+        .headers_mut()
+        .insert(header::VARY, HeaderValue::from_static("Accept"));
+    response
 }
 
 /// Serves `server` on `listener` until the process ends.
