@@ -333,3 +333,16 @@ fn the_standalone_descheduler_evicts_through_a_kubeconfig() {
         before.lines().all(|pod| !out.lines().any(|l| l == pod))
     });
 }
+
+#[test]
+fn a_cluster_name_without_a_context_is_one_line_and_exit_1() {
+    let cluster = TestCluster::start_api_only(ksim_binary());
+    let output = cluster.ksim(&["scale", "node", "--replicas", "1", "--name", "nope"]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let kubeconfig = cluster.kubeconfig().display().to_string();
+    assert_eq!(
+        stderr.trim_end(),
+        format!("error: cluster \"nope\" not found: no context \"ksim-nope\" in {kubeconfig}")
+    );
+}
