@@ -84,8 +84,12 @@ pub fn document<'a>(v3_documents: impl IntoIterator<Item = &'a Value>) -> Value 
 
 /// A v3 schema as Swagger 2.0 has it: `$ref`s into `#/definitions/`, a
 /// described reference (`allOf: [{$ref}]`) as the `$ref` itself,
-/// int-or-string as `type: string, format: int-or-string`, no v3-only
-/// keywords.
+/// int-or-string as `type: string, format: int-or-string`, no junctors
+/// (`allOf`, `anyOf`, `oneOf`, `not`), and what kubectl's v2 validation
+/// cannot cope with dropped as kube-apiserver drops it from CRD schemas: a
+/// nullable schema is untyped (and not required), one preserving unknown
+/// fields has no properties or items (and is untyped if an object), an
+/// array without items is untyped.
 fn schema_v2(schema: &Value) -> Value {
     let Some(object) = schema.as_object() else {
         return schema.clone();
@@ -99,10 +103,10 @@ fn schema_v2(schema: &Value) -> Value {
     {
         out.extend(schema_v2(only).as_object().cloned().unwrap_or_default());
     }
+    let mut nullable_properties: Vec<&String> = Vec::new();
     for (key, value) in object {
         let value = match key.as_str() {
-            "allOf" if !out.is_empty() => continue,
-            "nullable" | "anyOf" | "oneOf" | "not" => continue,
+            "nullable" | "allOf" | "anyOf" | "oneOf" | "not" => continue,
             "$ref" => match value.as_str() {
                 Some(reference) => json!(reference.replacen(V3_REF, V2_REF, 1)),
                 None => value.clone(),
@@ -112,18 +116,15 @@ fn schema_v2(schema: &Value) -> Value {
                     .as_object()
                     .into_iter()
                     .flatten()
-                    .map(|(name, property)| (name.clone(), schema_v2(property)))
+                    .map(|(name, property)| {
+                        if property["nullable"] == true {
+                            nullable_properties.push(name);
+                        }
+                        (name.clone(), schema_v2(property))
+                    })
                     .collect(),
             ),
             "items" | "additionalProperties" if value.is_object() => schema_v2(value),
-            "allOf" => Value::Array(
-                value
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(schema_v2)
-                    .collect(),
-            ),
             _ => value.clone(),
         };
         out.insert(key.clone(), value);
@@ -133,6 +134,35 @@ fn schema_v2(schema: &Value) -> Value {
     {
         out.insert("type".into(), json!("string"));
         out.insert("format".into(), json!("int-or-string"));
+    }
+    if object.get("nullable") == Some(&Value::Bool(true)) {
+        for key in ["type", "items", "properties"] {
+            out.remove(key);
+        }
+    }
+    let preserves = out.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+    if preserves {
+        out.remove("items");
+        out.remove("properties");
+    }
+    let typed = |out: &Map<String, Value>, name: &str| out.get("type") == Some(&json!(name));
+    if (typed(&out, "array") && !out.contains_key("items")) || (preserves && typed(&out, "object"))
+    {
+        out.remove("type");
+    }
+    let additional_nullable = object
+        .get("additionalProperties")
+        .is_some_and(|additional| additional["nullable"] == true);
+    if let Some(Value::Array(required)) = out.get_mut("required") {
+        required.retain(|field| {
+            !additional_nullable
+                && !nullable_properties
+                    .iter()
+                    .any(|name| field.as_str() == Some(name.as_str()))
+        });
+        if required.is_empty() {
+            out.remove("required");
+        }
     }
     Value::Object(out)
 }
@@ -624,7 +654,7 @@ mod tests {
             "properties": {
                 "port": {"allOf": [{"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.util.intstr.IntOrString"}],
                          "description": "The port."},
-                "names": {"type": "array", "items": {"type": "string"}, "nullable": true},
+                "names": {"type": "array", "items": {"allOf": [{"$ref": "#/components/schemas/io.k8s.api.core.v1.Volume"}]}},
                 "any": {"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}]},
             }
         });
@@ -634,8 +664,39 @@ mod tests {
                 "properties": {
                     "port": {"$ref": "#/definitions/io.k8s.apimachinery.pkg.util.intstr.IntOrString",
                              "description": "The port."},
-                    "names": {"type": "array", "items": {"type": "string"}},
+                    "names": {"type": "array", "items": {"$ref": "#/definitions/io.k8s.api.core.v1.Volume"}},
                     "any": {"x-kubernetes-int-or-string": true, "type": "string", "format": "int-or-string"},
+                }
+            })
+        );
+    }
+
+    #[test]
+    fn crd_schemas_lose_what_kubectl_cannot_validate() {
+        let v3 = json!({
+            "type": "object",
+            "required": ["a", "b"],
+            "properties": {
+                "a": {"type": "string", "nullable": true},
+                "b": {"type": "string"},
+                "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                         "properties": {"x": {"type": "string"}}},
+                "list": {"type": "array", "x-kubernetes-preserve-unknown-fields": true,
+                         "items": {"type": "string"}},
+                "either": {"type": "string", "anyOf": [{"pattern": "^a"}], "allOf": [{"minLength": 1}]},
+            }
+        });
+        assert_eq!(
+            schema_v2(&v3),
+            json!({
+                "type": "object",
+                "required": ["b"],
+                "properties": {
+                    "a": {},
+                    "b": {"type": "string"},
+                    "free": {"x-kubernetes-preserve-unknown-fields": true},
+                    "list": {"x-kubernetes-preserve-unknown-fields": true},
+                    "either": {"type": "string"},
                 }
             })
         );
