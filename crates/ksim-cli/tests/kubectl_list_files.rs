@@ -223,3 +223,80 @@ fn kubectl_get_raw_openapi_v2_is_json() {
         "#/definitions/io.k8s.api.core.v1.ConfigMapList"
     );
 }
+
+#[test]
+fn a_list_of_custom_resources_validates_against_the_crds_schema() {
+    let cluster = cluster();
+    let crd = write(
+        &cluster,
+        "crd.yaml",
+        "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.example.com}
+spec:
+  group: example.com
+  names: {kind: Gadget, plural: gadgets}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+              note: {type: string, nullable: true}
+              free:
+                type: object
+                x-kubernetes-preserve-unknown-fields: true
+                properties: {known: {type: string}}
+",
+    );
+    cluster.apply_crd(&crd, "gadgets.example.com");
+    let good = write(
+        &cluster,
+        "gadgets.yaml",
+        "apiVersion: v1
+kind: List
+items:
+- apiVersion: example.com/v1
+  kind: Gadget
+  metadata: {name: g1}
+  spec: {size: 1, note: null, free: {known: a, other: 1, nested: {x: 1}}}
+",
+    );
+    let applied = cluster.kubectl(&[
+        "apply",
+        "--validate=strict",
+        "-f",
+        good.to_str().expect("utf-8 path"),
+    ]);
+    assert_eq!(applied.success().stdout, "gadget.example.com/g1 created\n");
+    let bad = write(
+        &cluster,
+        "bad-gadgets.yaml",
+        "apiVersion: v1
+kind: List
+items:
+- apiVersion: example.com/v1
+  kind: Gadget
+  metadata: {name: g2}
+  spec: {size: 1, colour: red}
+",
+    );
+    let bad = bad.to_str().expect("utf-8 path");
+    let refused = cluster.kubectl(&["apply", "--validate=strict", "-f", bad]);
+    refused.failure();
+    assert_eq!(
+        refused.stderr.trim_end(),
+        format!(
+            "error: error validating \"{bad}\": error validating data: \
+             ValidationError(Gadget.spec): unknown field \"colour\" in com.example.v1.Gadget.spec; \
+             if you choose to ignore these errors, turn validation off with --validate=false"
+        )
+    );
+}
