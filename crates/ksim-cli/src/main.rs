@@ -66,6 +66,10 @@ enum Command {
     /// Save, restore or export snapshots of a cluster.
     #[command(subcommand)]
     Snapshot(SnapshotCommand),
+    /// Record every change of a cluster to a file until interrupted.
+    Record(commands::Record),
+    /// Re-apply a recording's changes to a cluster.
+    Replay(commands::Replay),
     /// Scale simulated resources (nodes).
     #[command(subcommand)]
     Scale(ScaleCommand),
@@ -256,7 +260,7 @@ fn main() -> ExitCode {
         | Command::Controllers { .. }
         | Command::Deschedule(_) => "info",
         // The API's own message is the error line; kube's log of it is noise.
-        Command::Snapshot(_) => "warn,kube_client=off",
+        Command::Snapshot(_) | Command::Record(_) | Command::Replay(_) => "warn,kube_client=off",
         _ => "warn",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -309,6 +313,8 @@ fn run(command: Command) -> anyhow::Result<()> {
             commands::snapshot_restore(&home()?, &flags)
         }
         Command::Snapshot(SnapshotCommand::Export(flags)) => commands::snapshot_export(&flags),
+        Command::Record(flags) => commands::record(&home()?, &flags),
+        Command::Replay(flags) => commands::replay(&home()?, &flags),
         Command::Delete(DeleteCommand::Cluster { name, all }) => {
             commands::delete_cluster(&home()?, &commands::DeleteCluster { name, all })
         }

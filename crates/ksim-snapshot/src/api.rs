@@ -290,6 +290,29 @@ impl Target {
         self.send(http).await
     }
 
+    /// Binds pod `name` to `node` (the `binding` subresource).
+    pub async fn bind(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        node: &str,
+    ) -> Result<(), kube::Error> {
+        let namespace = namespace.unwrap_or("default");
+        let binding = serde_json::json!({
+            "apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        });
+        let body = serde_json::to_vec(&binding).map_err(kube::Error::SerdeError)?;
+        let http = http::Request::post(format!(
+            "/api/v1/namespaces/{namespace}/pods/{name}/binding"
+        ))
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(body)
+        .map_err(kube::Error::HttpError)?;
+        self.send(http).await.map(|_| ())
+    }
+
     /// Reads object `name`.
     pub async fn get(
         &self,

@@ -14,6 +14,7 @@
 
 pub mod api;
 pub mod document;
+pub mod record;
 pub mod restore;
 pub mod save;
 

@@ -2,7 +2,7 @@
 //! `delete cluster`, `get clusters`, `get kubeconfig`, `serve`, the
 //! `bench` benchmarks; and the components: `scale node`, `kubelet`,
 //! `controllers`, `scheduler`, `deschedule`, `explain pod`; `snapshot
-//! save|restore|export`.
+//! save|restore|export`, `record`, `replay`.
 
 mod bench;
 mod connect;
@@ -13,6 +13,7 @@ mod deschedule;
 mod explain;
 mod get;
 mod kubelet;
+mod record;
 mod scale;
 mod scheduler;
 mod serve;
@@ -29,6 +30,7 @@ pub use deschedule::{ClusterDescheduler, DescheduleCommand, deschedule};
 pub use explain::{ExplainPod, explain_pod};
 pub use get::{get_clusters, get_kubeconfig};
 pub use kubelet::{Kubelet, kubelet};
+pub use record::{Record, Replay, record, replay};
 pub use scale::{ScaleNode, scale_node};
 pub use scheduler::{SchedulerCommand, scheduler};
 pub use serve::{Component, serve};
