@@ -242,6 +242,9 @@ enum BenchCommand {
     /// Draining nodes one after another under a PodDisruptionBudget, in an
     /// in-process cluster: evictions per second and 429s seen.
     Drain(commands::DrainBench),
+    /// Snapshots at scale: save, restore to all Running, export over HTTP,
+    /// replay of a recording.
+    Snapshot(commands::SnapshotBench),
     /// Every benchmark: startup, then api.
     All {
         /// How many times to start the server (startup).
@@ -388,6 +391,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Bench(BenchCommand::Api(bench)) => commands::bench_api(&bench),
         Command::Bench(BenchCommand::Kubelet(bench)) => commands::bench_kubelet(&bench),
         Command::Bench(BenchCommand::Drain(bench)) => commands::bench_drain(&bench),
+        Command::Bench(BenchCommand::Snapshot(bench)) => commands::bench_snapshot(&bench),
         Command::Bench(BenchCommand::All { runs, api }) => commands::bench_all(runs, &api),
         Command::Bench(BenchCommand::Workloads(bench)) => commands::bench_workloads(&bench),
         Command::Bench(BenchCommand::DaemonSet(bench)) => commands::bench_daemonset(&bench),

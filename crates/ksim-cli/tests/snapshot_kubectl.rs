@@ -242,7 +242,7 @@ fn a_saved_cluster_is_created_again_with_its_pods_owners_and_budgets() {
     );
     assert!(saved.starts_with("Saved "), "{saved}");
     let text = std::fs::read_to_string(&path).expect("the snapshot");
-    assert!(!text.contains("resourceVersion:"), "no resourceVersion");
+    assert!(!text.contains("\"resourceVersion\""), "no resourceVersion");
     assert!(!text.contains("managedFields"), "no managedFields");
 
     ksim_ok(
@@ -267,8 +267,12 @@ fn a_restore_into_a_running_cluster_keeps_pods_and_refuses_a_second_time() {
     let path_str = path.to_str().expect("utf-8 path");
     ksim_ok(
         env,
-        &["snapshot", "save", "--name", "source", "--path", path_str],
+        &[
+            "snapshot", "save", "--name", "source", "--path", path_str, "--format", "block",
+        ],
     );
+    let text = std::fs::read_to_string(&path).expect("the snapshot");
+    assert!(text.contains("\nkind: Deployment\n"), "block-style YAML");
     ksim_ok(env, &["create", "cluster", "--name", "target"]);
     let restored = ksim_ok(
         env,
@@ -487,6 +491,8 @@ fn an_export_over_http_makes_fake_nodes_and_leaves_secrets_out() {
             "5",
             "--chunk-size",
             "2",
+            "--format",
+            "block",
             "--path",
             path_str,
         ],

@@ -19,7 +19,7 @@ pub mod restore;
 pub mod save;
 
 pub use api::{RateLimit, Target};
-pub use document::{Document, parse_documents, write_documents};
+pub use document::{Document, Style, parse_documents, write_documents};
 
 /// What can go wrong with a snapshot or a recording.
 #[derive(Debug, thiserror::Error)]

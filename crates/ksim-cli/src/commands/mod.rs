@@ -20,8 +20,9 @@ mod serve;
 mod snapshot;
 
 pub use bench::{
-    ApiBench, DaemonSetBench, DrainBench, KubeletBench, WorkloadsBench, bench_all, bench_api,
-    bench_daemonset, bench_drain, bench_kubelet, bench_startup, bench_workloads,
+    ApiBench, DaemonSetBench, DrainBench, KubeletBench, SnapshotBench, WorkloadsBench, bench_all,
+    bench_api, bench_daemonset, bench_drain, bench_kubelet, bench_snapshot, bench_startup,
+    bench_workloads,
 };
 pub use controllers::run_controllers;
 pub use create::{CreateCluster, create_cluster};

@@ -28,6 +28,28 @@ pub struct SnapshotSave {
     /// Save events too.
     #[arg(long)]
     pub events: bool,
+    /// `flow`: one object a line (YAML's flow style, i.e. JSON; fast at
+    /// scale); `block`: YAML as `kubectl get -o yaml` prints it.
+    #[arg(long, value_enum, default_value_t = Format::Flow)]
+    pub format: Format,
+}
+
+/// How a snapshot file lays out its objects (both are YAML; restore reads either).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// One object a line, in YAML's flow style (JSON).
+    Flow,
+    /// Block-style YAML.
+    Block,
+}
+
+impl Format {
+    fn style(self) -> ksim_snapshot::Style {
+        match self {
+            Format::Flow => ksim_snapshot::Style::Flow,
+            Format::Block => ksim_snapshot::Style::Block,
+        }
+    }
 }
 
 /// Flags of `ksim snapshot restore`.
@@ -86,6 +108,9 @@ pub struct SnapshotExport {
     /// Objects per list page.
     #[arg(long, default_value_t = 500)]
     pub chunk_size: u32,
+    /// `flow` (one object a line) or `block` YAML.
+    #[arg(long, value_enum, default_value_t = Format::Flow)]
+    pub format: Format,
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -96,7 +121,11 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 /// Writes `objects` to `path` through a temporary file (never half-written).
-fn write_snapshot(path: &Path, objects: &[serde_json::Value]) -> anyhow::Result<u64> {
+fn write_snapshot(
+    path: &Path,
+    objects: &[serde_json::Value],
+    format: Format,
+) -> anyhow::Result<u64> {
     let directory = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -108,7 +137,7 @@ fn write_snapshot(path: &Path, objects: &[serde_json::Value]) -> anyhow::Result<
     let result = (|| -> std::io::Result<u64> {
         let file = std::fs::File::create(&temporary)?;
         let mut writer = std::io::BufWriter::with_capacity(1 << 20, file);
-        ksim_snapshot::write_documents(objects, &mut writer)?;
+        ksim_snapshot::write_documents(objects, format.style(), &mut writer)?;
         let file = writer.into_inner().map_err(|e| e.into_error())?;
         file.sync_all()?;
         let size = file.metadata()?.len();
@@ -143,7 +172,7 @@ pub fn snapshot_save(home: &KsimHome, flags: &SnapshotSave) -> anyhow::Result<()
             .await
             .with_context(|| format!("cannot read cluster {:?}", flags.name))
     })?;
-    let size = write_snapshot(&flags.path, &objects.objects)?;
+    let size = write_snapshot(&flags.path, &objects.objects, flags.format)?;
     print_line(format_args!(
         "Saved {} objects of cluster {:?} to {} ({size} bytes).",
         objects.objects.len(),
@@ -243,7 +272,7 @@ pub fn snapshot_export(flags: &SnapshotExport) -> anyhow::Result<()> {
             .await
             .context("cannot export the cluster")
     })?;
-    let size = write_snapshot(&flags.path, &saved.objects)?;
+    let size = write_snapshot(&flags.path, &saved.objects, flags.format)?;
     print_line(format_args!(
         "Exported {} objects to {} ({size} bytes).",
         saved.objects.len(),
