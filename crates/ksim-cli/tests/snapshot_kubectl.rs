@@ -556,3 +556,38 @@ fn an_export_over_http_makes_fake_nodes_and_leaves_secrets_out() {
     assert_eq!(error.trim_end().lines().count(), 1, "{error}");
     assert!(!env.root().join("never.yaml").exists(), "nothing written");
 }
+
+#[test]
+fn replace_overwrites_the_objects_the_snapshot_names_and_merge_keeps_them() {
+    let cluster = TestCluster::start_api_only(ksim_binary());
+    let env = cluster.env();
+    cluster
+        .kubectl(&["create", "configmap", "settings", "--from-literal=a=old"])
+        .success();
+    let path = env.root().join("settings.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: default\ndata:\n  a: new\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\n  namespace: default\n",
+    )
+    .expect("written");
+    let path = path.to_str().expect("utf-8");
+    let value = || {
+        cluster
+            .kubectl(&["get", "configmap", "settings", "-o", "jsonpath={.data.a}"])
+            .stdout
+    };
+    let refused = ksim_err(env, &["snapshot", "restore", "--path", path]);
+    assert!(
+        refused.contains("ConfigMap default/settings"),
+        "names an object it found: {refused}"
+    );
+    let merged = ksim_ok(env, &["snapshot", "restore", "--path", path, "--merge"]);
+    assert!(
+        merged.starts_with("Restored 1 objects (ConfigMap: 1). 1 already present, kept."),
+        "{merged}"
+    );
+    assert_eq!(value(), "old");
+    let replaced = ksim_ok(env, &["snapshot", "restore", "--path", path, "--replace"]);
+    assert!(replaced.contains("2 replaced."), "{replaced}");
+    assert_eq!(value(), "new");
+}

@@ -148,8 +148,13 @@ pub async fn collect(target: &Target, options: &SaveOptions) -> Result<Saved, Er
             })
             .await
             .or_else(|error| match error {
-                // A resource the caller may not list is left out, with a warning.
-                Error::Api(message) if message.contains("forbidden") => {
+                // A resource the caller may not list is left out, with a
+                // warning; not nodes or pods, without which there is no copy.
+                Error::Api(message)
+                    if message.contains("forbidden")
+                        && !(resource.group.is_empty()
+                            && matches!(resource.kind.as_str(), "Node" | "Pod")) =>
+                {
                     tracing::warn!(kind = %resource.group_kind(), %message, "not saved");
                     Ok(())
                 }
