@@ -19,7 +19,7 @@ use cluster::KsimHome;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// The cluster name when `--name` is not given.
-const DEFAULT_CLUSTER_NAME: &str = "ksim";
+pub(crate) const DEFAULT_CLUSTER_NAME: &str = "ksim";
 
 #[derive(Parser)]
 #[command(
@@ -59,7 +59,17 @@ enum Command {
         disable: Vec<commands::Component>,
         #[command(flatten)]
         descheduler: commands::ClusterDescheduler,
+        /// Snapshot to load before the components start (`create cluster --snapshot`).
+        #[arg(long, hide = true)]
+        snapshot: Option<PathBuf>,
     },
+    /// Save, restore or export snapshots of a cluster.
+    #[command(subcommand)]
+    Snapshot(SnapshotCommand),
+    /// Record every change of a cluster to a file until interrupted.
+    Record(commands::Record),
+    /// Re-apply a recording's changes to a cluster.
+    Replay(commands::Replay),
     /// Scale simulated resources (nodes).
     #[command(subcommand)]
     Scale(ScaleCommand),
@@ -133,7 +143,20 @@ enum CreateCommand {
         disable: Vec<commands::Component>,
         #[command(flatten)]
         descheduler: commands::ClusterDescheduler,
+        /// Start from this snapshot (ksim's, kwokctl's `--format k8s`, or an export).
+        #[arg(long)]
+        snapshot: Option<PathBuf>,
     },
+}
+
+#[derive(Subcommand)]
+enum SnapshotCommand {
+    /// Write every object of a cluster to a multi-document YAML file.
+    Save(commands::SnapshotSave),
+    /// Load a snapshot file into a cluster.
+    Restore(commands::SnapshotRestore),
+    /// Copy what a simulation needs from any cluster (through its kubeconfig).
+    Export(commands::SnapshotExport),
 }
 
 #[derive(Subcommand)]
@@ -219,6 +242,9 @@ enum BenchCommand {
     /// Draining nodes one after another under a PodDisruptionBudget, in an
     /// in-process cluster: evictions per second and 429s seen.
     Drain(commands::DrainBench),
+    /// Snapshots at scale: save, restore to all Running, export over HTTP,
+    /// replay of a recording.
+    Snapshot(commands::SnapshotBench),
     /// Every benchmark: startup, then api.
     All {
         /// How many times to start the server (startup).
@@ -236,6 +262,8 @@ fn main() -> ExitCode {
         | Command::Kubelet { .. }
         | Command::Controllers { .. }
         | Command::Deschedule(_) => "info",
+        // The API's own message is the error line; kube's log of it is noise.
+        Command::Snapshot(_) | Command::Record(_) | Command::Replay(_) => "warn,kube_client=off",
         _ => "warn",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -267,6 +295,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             scheduler_config,
             disable,
             descheduler,
+            snapshot,
         }) => commands::create_cluster(
             &home()?,
             &commands::CreateCluster {
@@ -277,8 +306,18 @@ fn run(command: Command) -> anyhow::Result<()> {
                 scheduler_config,
                 disable,
                 descheduler,
+                snapshot,
             },
         ),
+        Command::Snapshot(SnapshotCommand::Save(flags)) => {
+            commands::snapshot_save(&home()?, &flags)
+        }
+        Command::Snapshot(SnapshotCommand::Restore(flags)) => {
+            commands::snapshot_restore(&home()?, &flags)
+        }
+        Command::Snapshot(SnapshotCommand::Export(flags)) => commands::snapshot_export(&flags),
+        Command::Record(flags) => commands::record(&home()?, &flags),
+        Command::Replay(flags) => commands::replay(&home()?, &flags),
         Command::Delete(DeleteCommand::Cluster { name, all }) => {
             commands::delete_cluster(&home()?, &commands::DeleteCluster { name, all })
         }
@@ -290,6 +329,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             scheduler_config,
             disable,
             descheduler,
+            snapshot,
         } => commands::serve(
             &home()?,
             &name,
@@ -297,6 +337,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             scheduler_config.as_deref(),
             &disable,
             &descheduler,
+            snapshot.as_deref(),
         ),
         Command::Deschedule(flags) => commands::deschedule(&home()?, &flags),
         Command::Scheduler {
@@ -350,6 +391,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Bench(BenchCommand::Api(bench)) => commands::bench_api(&bench),
         Command::Bench(BenchCommand::Kubelet(bench)) => commands::bench_kubelet(&bench),
         Command::Bench(BenchCommand::Drain(bench)) => commands::bench_drain(&bench),
+        Command::Bench(BenchCommand::Snapshot(bench)) => commands::bench_snapshot(&bench),
         Command::Bench(BenchCommand::All { runs, api }) => commands::bench_all(runs, &api),
         Command::Bench(BenchCommand::Workloads(bench)) => commands::bench_workloads(&bench),
         Command::Bench(BenchCommand::DaemonSet(bench)) => commands::bench_daemonset(&bench),

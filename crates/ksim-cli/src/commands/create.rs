@@ -12,6 +12,8 @@ use crate::kubeconfig::{Kubeconfig, context_name, resolve_path, server_url};
 
 /// How long a new cluster may take to answer `/readyz`.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a new cluster may take to load its snapshot and answer `/readyz`.
+const SNAPSHOT_READY_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Options of `ksim create cluster`.
 #[derive(Debug, Clone)]
@@ -27,6 +29,8 @@ pub struct CreateCluster {
     pub disable: Vec<super::serve::Component>,
     /// The in-cluster descheduler (`--descheduler-policy`).
     pub descheduler: super::deschedule::ClusterDescheduler,
+    /// A snapshot the cluster starts from.
+    pub snapshot: Option<PathBuf>,
 }
 
 /// Creates cluster `options.name` and makes its context current.
@@ -43,6 +47,17 @@ pub fn create_cluster(home: &KsimHome, options: &CreateCluster) -> anyhow::Resul
         super::scheduler::load_scheduler_config(path)?;
     }
     let descheduler_args = options.descheduler.serve_args()?;
+    // A bad snapshot fails here, with its document and line, before anything starts.
+    let snapshot = match &options.snapshot {
+        Some(path) => {
+            super::snapshot::read_snapshot(path)?;
+            Some(
+                std::path::absolute(path)
+                    .with_context(|| format!("invalid path {}", path.display()))?,
+            )
+        }
+        None => None,
+    };
     let cluster = home.cluster(name);
     if cluster.running_pid().is_some() || cluster.is_locked() {
         bail!("cluster {name:?} already exists");
@@ -74,8 +89,13 @@ pub fn create_cluster(home: &KsimHome, options: &CreateCluster) -> anyhow::Resul
         vec!["--disable".to_string(), names.join(",")]
     };
     extra_args.extend(descheduler_args);
+    let mut timeout = READY_TIMEOUT;
+    if let Some(path) = &snapshot {
+        extra_args.extend(["--snapshot".to_string(), path.display().to_string()]);
+        timeout = SNAPSHOT_READY_TIMEOUT;
+    }
     let mut child = cluster::spawn_serve(&exe, &cluster, options.port, &extra_args)?;
-    let port = match cluster::wait_until_ready(&mut child, &cluster, READY_TIMEOUT) {
+    let port = match cluster::wait_until_ready(&mut child, &cluster, timeout) {
         Ok(port) => port,
         Err(e) => {
             // Our server has stopped: if the name is locked, a racing

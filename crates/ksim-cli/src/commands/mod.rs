@@ -1,7 +1,8 @@
 //! The subcommands of `ksim` that own cluster life: `create cluster`,
 //! `delete cluster`, `get clusters`, `get kubeconfig`, `serve`, the
 //! `bench` benchmarks; and the components: `scale node`, `kubelet`,
-//! `controllers`, `scheduler`, `deschedule`, `explain pod`.
+//! `controllers`, `scheduler`, `deschedule`, `explain pod`; `snapshot
+//! save|restore|export`, `record`, `replay`.
 
 mod bench;
 mod connect;
@@ -12,13 +13,16 @@ mod deschedule;
 mod explain;
 mod get;
 mod kubelet;
+mod record;
 mod scale;
 mod scheduler;
 mod serve;
+mod snapshot;
 
 pub use bench::{
-    ApiBench, DaemonSetBench, DrainBench, KubeletBench, WorkloadsBench, bench_all, bench_api,
-    bench_daemonset, bench_drain, bench_kubelet, bench_startup, bench_workloads,
+    ApiBench, DaemonSetBench, DrainBench, KubeletBench, SnapshotBench, WorkloadsBench, bench_all,
+    bench_api, bench_daemonset, bench_drain, bench_kubelet, bench_snapshot, bench_startup,
+    bench_workloads,
 };
 pub use controllers::run_controllers;
 pub use create::{CreateCluster, create_cluster};
@@ -27,9 +31,13 @@ pub use deschedule::{ClusterDescheduler, DescheduleCommand, deschedule};
 pub use explain::{ExplainPod, explain_pod};
 pub use get::{get_clusters, get_kubeconfig};
 pub use kubelet::{Kubelet, kubelet};
+pub use record::{Record, Replay, record, replay};
 pub use scale::{ScaleNode, scale_node};
 pub use scheduler::{SchedulerCommand, scheduler};
 pub use serve::{Component, serve};
+pub use snapshot::{
+    SnapshotExport, SnapshotRestore, SnapshotSave, snapshot_export, snapshot_restore, snapshot_save,
+};
 
 /// Writes one line to stdout; a closed stdout is an error, not a panic.
 fn print_line(line: impl std::fmt::Display) -> anyhow::Result<()> {

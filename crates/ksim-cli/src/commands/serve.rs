@@ -43,6 +43,7 @@ pub fn serve(
     scheduler_config: Option<&std::path::Path>,
     disabled: &[Component],
     descheduler: &super::deschedule::ClusterDescheduler,
+    snapshot: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
     validate_cluster_name(name)?;
     let cluster = home.cluster(name);
@@ -62,9 +63,15 @@ pub fn serve(
             .await
             .with_context(|| format!("cannot listen on 127.0.0.1:{port}"))?;
         let address = listener.local_addr().context("cannot read the listen address")?;
+        let server = ksim_apiserver::ApiServer::new();
+        // Loaded before the components start, and before the port is
+        // recorded (so `create cluster` waits for it).
+        if let Some(path) = snapshot {
+            super::snapshot::restore_at_start(ksim_runtime::client::in_process(&server), path)
+                .await?;
+        }
         cluster.record_serving(own_pid, address.port())?;
         tracing::info!(cluster = name, %address, pid = own_pid, "serving");
-        let server = ksim_apiserver::ApiServer::new();
         // The components are API clients of this server, in process.
         let kubelet = (!disabled.contains(&Component::Kubelet)).then(|| {
             // All nodes managed; stopped with the server.

@@ -1,0 +1,402 @@
+//! `ksim bench snapshot`: snapshots and recordings at scale. A source API
+//! server in process holds N nodes (`ksim scale node`'s shape) and P pods
+//! Running on them, owned by ReplicaSets; then:
+//!
+//! - save: every object read through the in-process client and written as
+//!   YAML (time, file size);
+//! - restore: the file parsed and loaded into a fresh in-process cluster
+//!   before its components start (what `create cluster --snapshot` does),
+//!   then the kubelet simulator, scheduler and controllers started, until
+//!   every pod is Running on its original node;
+//! - export over HTTP: the file restored over HTTP into a `ksim serve`
+//!   child, then exported from it through HTTP at the default rate limit;
+//! - replay: a recording of R changes (pods added, bound, Running, deleted)
+//!   replayed as fast as possible into a fresh API server.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use futures::StreamExt;
+use ksim_snapshot::Target;
+use ksim_snapshot::record::{Change, Speed};
+use ksim_snapshot::restore::RestoreOptions;
+use ksim_snapshot::save::SaveOptions;
+use serde_json::{Value, json};
+
+use super::cluster::run_on_runtime;
+use super::measure::{mebibytes, millis, per_second, thousands};
+use super::server::ServeChild;
+use crate::commands::print_line;
+use crate::commands::scale;
+
+/// Sizes of `ksim bench snapshot`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SnapshotBench {
+    /// Nodes in the saved cluster.
+    #[arg(long, default_value_t = 10_000)]
+    pub nodes: usize,
+    /// Running pods in the saved cluster.
+    #[arg(long, default_value_t = 100_000)]
+    pub pods: usize,
+    /// Pods per owning ReplicaSet.
+    #[arg(long, default_value_t = 1_000)]
+    pub pods_per_replica_set: usize,
+    /// Changes in the replayed recording.
+    #[arg(long, default_value_t = 100_000)]
+    pub changes: usize,
+    /// Skip the export over HTTP (it starts a `ksim serve` child).
+    #[arg(long)]
+    pub skip_export: bool,
+}
+
+const CONCURRENCY: usize = 64;
+
+/// Runs the snapshot benchmark and prints its figures.
+pub fn bench_snapshot(bench: &SnapshotBench) -> anyhow::Result<()> {
+    if bench.nodes == 0 || bench.nodes > scale::MAX_REPLICAS {
+        bail!("--nodes must be between 1 and {}", scale::MAX_REPLICAS);
+    }
+    run_on_runtime(run(bench.clone()))
+}
+
+fn pod(index: usize, nodes: usize, owner: &(String, String)) -> Value {
+    let node = index % nodes;
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("app-{:03}-{index:06}", index / 1000), "namespace": "default",
+            "labels": {"app": owner.0},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner.0,
+                "uid": owner.1, "controller": true, "blockOwnerDeletion": true}]},
+        "spec": {"nodeName": scale::node_name(node),
+            "containers": [{"name": "app", "image": "busybox",
+                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]},
+    })
+}
+
+fn running_status(index: usize, nodes: usize) -> Value {
+    let node = index % nodes;
+    let ip = format!(
+        "10.{}.{}.{}",
+        64 + index / 65_536,
+        (index / 256) % 256,
+        index % 256
+    );
+    json!({"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
+        "hostIP": scale::internal_ip(node), "startTime": "2026-01-01T00:00:00Z",
+        "conditions": [{"type": "Ready", "status": "True"}, {"type": "ContainersReady", "status": "True"},
+            {"type": "Initialized", "status": "True"}, {"type": "PodScheduled", "status": "True"}],
+        "containerStatuses": [{"name": "app", "image": "busybox", "imageID": "", "ready": true,
+            "restartCount": 0, "started": true, "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]}})
+}
+
+async fn fill_source(client: &kube::Client, bench: &SnapshotBench) -> anyhow::Result<()> {
+    let target = Target::new(client.clone());
+    let resources = target.resources().await?;
+    let find = |v: &str, k: &str| {
+        resources
+            .find(v, k)
+            .cloned()
+            .with_context(|| format!("{k} not served"))
+    };
+    let (nodes, pods, sets) = (
+        find("v1", "Node")?,
+        find("v1", "Pod")?,
+        find("apps/v1", "ReplicaSet")?,
+    );
+    let values = scale::default_values();
+    let results: Vec<Result<Value, kube::Error>> = futures::stream::iter(0..bench.nodes)
+        .map(|i| {
+            let (target, nodes, node) = (&target, &nodes, scale::node(i, &values));
+            async move { target.create(nodes, &node).await }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    results.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let per_set = bench.pods_per_replica_set.max(1);
+    let mut owners = Vec::new();
+    for set in 0..bench.pods.div_ceil(per_set) {
+        let name = format!("app-{set:03}");
+        let created = target
+            .create(
+                &sets,
+                &json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "metadata": {"name": name, "namespace": "default"},
+                    "spec": {"replicas": per_set, "selector": {"matchLabels": {"app": name}},
+                        "template": {"metadata": {"labels": {"app": name}},
+                            "spec": {"containers": [{"name": "app", "image": "busybox"}]}}}}),
+            )
+            .await?;
+        let uid = created["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        owners.push((name, uid));
+    }
+    let node_count = bench.nodes;
+    let results: Vec<Result<(), kube::Error>> = futures::stream::iter(0..bench.pods)
+        .map(|i| {
+            let (target, pods) = (&target, &pods);
+            let owner = &owners[i / per_set];
+            async move {
+                let body = pod(i, node_count, owner);
+                let name = body["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                target.create(pods, &body).await?;
+                target
+                    .merge_patch(
+                        pods,
+                        Some("default"),
+                        &name,
+                        Some("status"),
+                        &running_status(i, node_count),
+                    )
+                    .await
+                    .map(|_| ())
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    results.into_iter().collect::<Result<Vec<_>, _>>()?;
+    Ok(())
+}
+
+/// pod name → node name of every Running pod.
+async fn running_pods(target: &Target) -> anyhow::Result<HashMap<String, String>> {
+    let resources = target.resources().await?;
+    let pods = resources.find("v1", "Pod").context("pods not served")?;
+    let mut placed = HashMap::new();
+    target
+        .list_pages(pods, None, None, 5_000, |items| {
+            for pod in items {
+                if pod["status"]["phase"] == "Running"
+                    && let (Some(name), Some(node)) = (
+                        pod["metadata"]["name"].as_str(),
+                        pod["spec"]["nodeName"].as_str(),
+                    )
+                {
+                    placed.insert(name.to_string(), node.to_string());
+                }
+            }
+            Ok(())
+        })
+        .await?;
+    Ok(placed)
+}
+
+async fn run(bench: SnapshotBench) -> anyhow::Result<()> {
+    let dir = std::env::temp_dir().join(format!("ksim-bench-snapshot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let result = run_in(&bench, &dir).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+async fn run_in(bench: &SnapshotBench, dir: &std::path::Path) -> anyhow::Result<()> {
+    print_line(format_args!(
+        "snapshot: {} nodes, {} pods Running in ReplicaSets of {}",
+        bench.nodes, bench.pods, bench.pods_per_replica_set
+    ))?;
+    let source = ksim_apiserver::ApiServer::new();
+    let source_client = ksim_runtime::client::in_process(&source);
+    let started = Instant::now();
+    fill_source(&source_client, bench).await?;
+    print_line(format_args!(
+        "setup: source filled in {}",
+        millis(started.elapsed())
+    ))?;
+    let expected = running_pods(&Target::new(source_client.clone())).await?;
+
+    // Save.
+    let path = dir.join("snapshot.yaml");
+    let started = Instant::now();
+    let saved =
+        ksim_snapshot::save::collect(&Target::new(source_client.clone()), &SaveOptions::all())
+            .await?;
+    let read = started.elapsed();
+    let file = std::fs::File::create(&path)?;
+    let mut writer = std::io::BufWriter::with_capacity(1 << 20, file);
+    ksim_snapshot::write_documents(&saved.objects, ksim_snapshot::Style::Flow, &mut writer)?;
+    drop(writer);
+    let save = started.elapsed();
+    let size = std::fs::metadata(&path)?.len();
+    print_line(format_args!(
+        "save: {} objects in {} (target < 3 s; listing {}, writing {}), file {}",
+        saved.objects.len(),
+        millis(save),
+        millis(read),
+        millis(save.saturating_sub(read)),
+        mebibytes(size)
+    ))?;
+    drop(saved);
+    drop(source_client);
+    drop(source);
+
+    // Restore before the components start, then until all Running where they were.
+    let started = Instant::now();
+    let text = std::fs::read_to_string(&path)?;
+    let documents = ksim_snapshot::parse_documents(
+        &text,
+        ksim_runtime::clock::Clock::now(&ksim_runtime::clock::RealClock),
+    )?;
+    drop(text);
+    let parsed = started.elapsed();
+    let cluster_server = ksim_apiserver::ApiServer::new();
+    let client = ksim_runtime::client::in_process(&cluster_server);
+    let options = RestoreOptions {
+        controllers_running: false,
+        ..RestoreOptions::default()
+    };
+    let report =
+        ksim_snapshot::restore::restore(&Target::new(client.clone()), documents, &options).await?;
+    let loaded = started.elapsed();
+    let mut components = tokio::task::JoinSet::new();
+    let kubelet = ksim_kubelet::KubeletSimulator::new(
+        ksim_runtime::client::in_process(&cluster_server),
+        ksim_kubelet::KubeletOptions::default(),
+    );
+    components.spawn(async move {
+        let _ = kubelet.run().await;
+    });
+    components.spawn(ksim_controllers::run_controllers(
+        ksim_runtime::client::in_process(&cluster_server),
+        ksim_controllers::ALL_CONTROLLERS,
+    ));
+    let target = Target::new(client.clone());
+    let placed = running_pods(&target).await?;
+    let all_running = started.elapsed();
+    let misplaced = expected
+        .iter()
+        .filter(|(name, node)| placed.get(*name) != Some(node))
+        .count();
+    print_line(format_args!(
+        "restore: {} objects to {} pods Running, {misplaced} not on their original node, in {} (target < 5 s; parse {}, load {})",
+        report.created_total() + report.existing,
+        placed.len(),
+        millis(all_running),
+        millis(parsed),
+        millis(loaded.saturating_sub(parsed)),
+    ))?;
+    // The controllers own what was restored: no pod was added once they ran.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = running_pods(&target).await?;
+    print_line(format_args!(
+        "restore: {} pods 2 s after the controllers started ({} before)",
+        after.len(),
+        placed.len()
+    ))?;
+    components.abort_all();
+    drop(client);
+    drop(cluster_server);
+
+    if !bench.skip_export {
+        export_over_http(&path, bench).await?;
+    }
+    replay(bench).await
+}
+
+async fn export_over_http(path: &std::path::Path, bench: &SnapshotBench) -> anyhow::Result<()> {
+    let serve = ServeChild::start()?;
+    let config = kube::Config::new(serve.url().parse().context("the server's URL")?);
+    let client = kube::Client::try_from(config)?;
+    let started = Instant::now();
+    let text = std::fs::read_to_string(path)?;
+    let documents = ksim_snapshot::parse_documents(
+        &text,
+        ksim_runtime::clock::Clock::now(&ksim_runtime::clock::RealClock),
+    )?;
+    drop(text);
+    let report = ksim_snapshot::restore::restore(
+        &Target::new(client.clone()),
+        documents,
+        &RestoreOptions::default(),
+    )
+    .await?;
+    print_line(format_args!(
+        "restore over HTTP (API server alone): {} objects in {}",
+        report.created_total() + report.existing,
+        millis(started.elapsed())
+    ))?;
+    let started = Instant::now();
+    let target = Target::with_rate_limit(client, ksim_snapshot::RateLimit::new(50.0, 300));
+    let exported = ksim_snapshot::save::collect(&target, &SaveOptions::export()).await?;
+    let elapsed = started.elapsed();
+    let pods = exported
+        .objects
+        .iter()
+        .filter(|o| o["kind"] == "Pod")
+        .count();
+    print_line(format_args!(
+        "export over HTTP: {} objects ({pods} pods, want {}) in {} (target < 10 s; --qps 50 --burst 300, pages of 500)",
+        exported.objects.len(),
+        bench.pods,
+        millis(elapsed)
+    ))?;
+    Ok(())
+}
+
+/// A recording of `changes` changes: pods added, bound, Running and
+/// deleted, four changes a pod, on a few nodes added first.
+fn recording(changes: usize) -> String {
+    let nodes = 100;
+    let values = scale::default_values();
+    let mut lines = vec![ksim_snapshot::record::header(
+        ksim_runtime::clock::Clock::now(&ksim_runtime::clock::RealClock),
+    )];
+    let mut t = 0i64;
+    let mut push = |kind: &str, object: Value, lines: &mut Vec<String>| {
+        t += 10_000;
+        lines.push(ksim_snapshot::record::line(&Change {
+            t,
+            kind: kind.into(),
+            object,
+        }));
+    };
+    for i in 0..nodes {
+        push("ADDED", scale::node(i, &values), &mut lines);
+    }
+    let pods = changes.saturating_sub(nodes).div_ceil(4);
+    for i in 0..pods {
+        let mut pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("replayed-{i:06}"), "namespace": "default", "uid": format!("u-{i}")},
+            "spec": {"containers": [{"name": "app", "image": "busybox"}]},
+            "status": {"phase": "Pending", "qosClass": "BestEffort"}});
+        push("ADDED", pod.clone(), &mut lines);
+        pod["spec"]["nodeName"] = json!(scale::node_name(i % nodes));
+        push("MODIFIED", pod.clone(), &mut lines);
+        pod["status"] = running_status(i, nodes)["status"].clone();
+        pod["status"]["qosClass"] = json!("BestEffort");
+        push("MODIFIED", pod.clone(), &mut lines);
+        push("DELETED", pod, &mut lines);
+    }
+    lines.truncate(changes + 1);
+    let mut text = lines.join("\n");
+    text.push('\n');
+    text
+}
+
+async fn replay(bench: &SnapshotBench) -> anyhow::Result<()> {
+    let text = recording(bench.changes);
+    let started = Instant::now();
+    let changes = ksim_snapshot::record::parse(&text)?;
+    let parsed = started.elapsed();
+    let count = changes.len();
+    let server = ksim_apiserver::ApiServer::new();
+    let client = ksim_runtime::client::in_process(&server);
+    let report =
+        ksim_snapshot::record::replay(&Target::new(client), changes, Speed::Max, 32).await?;
+    let elapsed = started.elapsed();
+    print_line(format_args!(
+        "replay: {} of {count} changes ({} bytes) as fast as possible in {} (target < 10 s; parse {}), {}/s",
+        report.applied,
+        text.len(),
+        millis(elapsed),
+        millis(parsed),
+        thousands(per_second(report.applied as u64, elapsed))
+    ))?;
+    Ok(())
+}

@@ -1,0 +1,229 @@
+//! End to end: `ksim record` follows a cluster made by `ksim create
+//! cluster` while kubectl changes it; `ksim replay` re-applies the
+//! recording into a fresh cluster (API server alone, so the replay is the
+//! only writer), which then holds what the source held, pods bound to the
+//! same nodes. A recorder that is killed leaves a file that replays up to
+//! its last complete line.
+
+use std::path::Path;
+use std::process::Stdio;
+
+use ksim_testutils::{KsimEnv, TestCluster};
+
+fn ksim_binary() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_ksim"))
+}
+
+fn ksim_ok(env: &KsimEnv, args: &[&str]) -> String {
+    let output = env.ksim(args);
+    assert!(
+        output.status.success(),
+        "ksim {args:?} failed\nstdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+const PODS: &[&str] = &[
+    "get",
+    "pods",
+    "-o",
+    "jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName} {.status.phase}{\"\\n\"}{end}",
+];
+
+fn pods(env: &KsimEnv, cluster: &str) -> Vec<String> {
+    let context = format!("--context=ksim-{cluster}");
+    let mut args = vec![context.as_str()];
+    args.extend_from_slice(PODS);
+    let output = env.kubectl(&args);
+    output.success();
+    let mut lines: Vec<String> = output.stdout.lines().map(str::to_string).collect();
+    lines.sort();
+    lines
+}
+
+/// Polls `check` every 100 ms for 60 s.
+fn eventually(what: &str, check: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !check() {
+        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+fn signal(pid: u32, name: &str) {
+    let status = std::process::Command::new("kill")
+        .args([format!("-{name}"), pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+}
+
+#[test]
+fn a_recording_replays_into_a_fresh_cluster() {
+    let source = TestCluster::start_named(ksim_binary(), "source");
+    let env = source.env();
+    ksim_ok(
+        env,
+        &["scale", "node", "--replicas", "2", "--name", "source"],
+    );
+    let path = env.root().join("changes.jsonl");
+    let path_str = path.to_str().expect("utf-8 path");
+    let mut recorder = env
+        .ksim_command(&["record", "--name", "source", "--path", path_str])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ksim record starts");
+    // The recorder has written the initial state (the nodes) before the changes start.
+    eventually("the initial state is recorded", || {
+        std::fs::read_to_string(&path).is_ok_and(|t| t.contains("\"name\":\"node-000001\""))
+    });
+    source
+        .kubectl(&[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx",
+            "--replicas=3",
+        ])
+        .success();
+    source
+        .kubectl(&["rollout", "status", "deploy/web", "--timeout=60s"])
+        .success();
+    source
+        .kubectl(&["scale", "deploy/web", "--replicas=2"])
+        .success();
+    eventually("two pods are left", || pods(env, "source").len() == 2);
+    let expected = pods(env, "source");
+    // The last change (the pod's deletion) is in the file.
+    eventually("the deletion is recorded", || {
+        std::fs::read_to_string(&path).is_ok_and(|t| {
+            t.lines()
+                .any(|l| l.contains("\"type\":\"DELETED\"") && l.contains("\"kind\":\"Pod\""))
+        })
+    });
+    signal(recorder.id(), "INT");
+    let status = recorder.wait().expect("the recorder exits");
+    assert!(status.success(), "ksim record exits 0 on SIGINT");
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(recorder.stdout.as_mut().expect("piped"), &mut stdout)
+        .expect("stdout");
+    assert!(stdout.starts_with("Recorded "), "{stdout}");
+    let text = std::fs::read_to_string(&path).expect("the recording");
+    assert!(
+        text.starts_with("{\"ksimRecording\":\"v1\""),
+        "a versioned header"
+    );
+
+    ksim_ok(
+        env,
+        &[
+            "create",
+            "cluster",
+            "--name",
+            "replica",
+            "--disable",
+            "kubelet,controllers,scheduler",
+        ],
+    );
+    let replayed = ksim_ok(
+        env,
+        &[
+            "replay", "--name", "replica", "--path", path_str, "--speed", "max",
+        ],
+    );
+    assert!(replayed.starts_with("Replayed "), "{replayed}");
+    assert_eq!(pods(env, "replica"), expected);
+    let replicas = env.kubectl(&[
+        "--context=ksim-replica",
+        "get",
+        "deploy",
+        "web",
+        "-o",
+        "jsonpath={.spec.replicas} {.status.readyReplicas}",
+    ]);
+    assert_eq!(replicas.stdout, "2 2");
+}
+
+#[test]
+fn a_killed_recorder_leaves_a_file_that_replays_to_its_last_complete_line() {
+    let source = TestCluster::start_named(ksim_binary(), "source");
+    let env = source.env();
+    let path = env.root().join("changes.jsonl");
+    let path_str = path.to_str().expect("utf-8 path");
+    let mut recorder = env
+        .ksim_command(&[
+            "record",
+            "--name",
+            "source",
+            "--path",
+            path_str,
+            "--kinds",
+            "configmaps",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("ksim record starts");
+    eventually("the header is written", || {
+        std::fs::read_to_string(&path).is_ok_and(|t| t.ends_with('\n'))
+    });
+    source
+        .kubectl(&["create", "configmap", "settings", "--from-literal=a=b"])
+        .success();
+    eventually("the configmap is recorded", || {
+        std::fs::read_to_string(&path).is_ok_and(|t| t.contains("\"name\":\"settings\""))
+    });
+    signal(recorder.id(), "KILL");
+    recorder.wait().expect("the recorder is gone");
+    // What a kill in the middle of a write leaves: a cut last line.
+    let mut text = std::fs::read_to_string(&path).expect("the recording");
+    text.push_str("{\"t\":99,\"type\":\"ADDED\",\"object\":{\"apiVersion\":\"v1\",\"ki");
+    std::fs::write(&path, text).expect("written");
+
+    ksim_ok(
+        env,
+        &[
+            "create",
+            "cluster",
+            "--name",
+            "replica",
+            "--disable",
+            "kubelet,controllers,scheduler",
+        ],
+    );
+    ksim_ok(
+        env,
+        &[
+            "replay", "--name", "replica", "--path", path_str, "--speed", "100",
+        ],
+    );
+    let data = env.kubectl(&[
+        "--context=ksim-replica",
+        "get",
+        "configmap",
+        "settings",
+        "-o",
+        "jsonpath={.data.a}",
+    ]);
+    assert_eq!(data.stdout, "b");
+
+    // A broken line before the last one is an error naming it.
+    let broken = env.root().join("broken.jsonl");
+    std::fs::write(&broken, "{\"ksimRecording\":\"v1\"}\nnot json\n{}\n").expect("written");
+    let output = env.ksim(&[
+        "replay",
+        "--name",
+        "replica",
+        "--path",
+        broken.to_str().expect("utf-8"),
+    ]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.starts_with("error: ") && stderr.contains("broken.jsonl: line 2: "),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,593 @@
+//! End to end: `ksim snapshot save`, `ksim create cluster --snapshot`,
+//! `ksim snapshot restore` and `ksim snapshot export` against clusters made
+//! by `ksim create cluster`, checked with the real kubectl: pods keep their
+//! names, nodes, IPs and phase; the Deployment's ReplicaSet is adopted, not
+//! re-created, and scales on from the restored pods; budgets report the
+//! same numbers.
+
+use std::path::Path;
+
+use ksim_testutils::{KsimEnv, TestCluster};
+
+fn ksim_binary() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_ksim"))
+}
+
+const WORKLOAD: &str = "\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 4
+  selector:
+    matchLabels:
+      app: web
+  template:
+    metadata:
+      labels:
+        app: web
+    spec:
+      containers:
+      - name: nginx
+        image: nginx
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: web
+spec:
+  minAvailable: 3
+  selector:
+    matchLabels:
+      app: web
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: credentials
+stringData:
+  password: hunter2
+";
+
+fn ksim_ok(env: &KsimEnv, args: &[&str]) -> String {
+    let output = env.ksim(args);
+    assert!(
+        output.status.success(),
+        "ksim {args:?} failed\nstdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn ksim_err(env: &KsimEnv, args: &[&str]) -> String {
+    let output = env.ksim(args);
+    assert!(
+        !output.status.success(),
+        "ksim {args:?} succeeded\nstdout:\n{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// `kubectl --context ksim-<cluster> <args>`, which must succeed.
+fn kubectl(env: &KsimEnv, cluster: &str, args: &[&str]) -> String {
+    let context = format!("--context=ksim-{cluster}");
+    let mut all = vec![context.as_str()];
+    all.extend_from_slice(args);
+    let output = env.kubectl(&all);
+    output.success();
+    output.stdout
+}
+
+/// Polls kubectl until `done` accepts its output (60 s at most).
+fn wait_for(env: &KsimEnv, cluster: &str, args: &[&str], done: impl Fn(&str) -> bool) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let context = format!("--context=ksim-{cluster}");
+        let mut all = vec![context.as_str()];
+        all.extend_from_slice(args);
+        let output = env.kubectl(&all);
+        if output.status == 0 && done(&output.stdout) {
+            return output.stdout;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out: kubectl {args:?}\n{}\n{}",
+            output.stdout,
+            output.stderr
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// name node podIP phase, one pod a line, sorted.
+const PODS: &[&str] = &[
+    "get",
+    "pods",
+    "-o",
+    "jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName} {.status.podIP} {.status.phase}{\"\\n\"}{end}",
+];
+
+fn sorted_lines(text: &str) -> Vec<String> {
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    lines.sort();
+    lines
+}
+
+const PDB_NUMBERS: &[&str] = &[
+    "get",
+    "pdb",
+    "web",
+    "-o",
+    "jsonpath={.status.currentHealthy} {.status.desiredHealthy} {.status.disruptionsAllowed} {.status.expectedPods}",
+];
+
+/// A cluster `source` with 3 nodes, a Deployment of 4 Running pods, a
+/// budget and a secret; returns its pods, ReplicaSet name and budget numbers.
+fn source_cluster() -> (TestCluster, Vec<String>, String, String) {
+    let cluster = TestCluster::start_named(ksim_binary(), "source");
+    ksim_ok(
+        cluster.env(),
+        &["scale", "node", "--replicas", "3", "--name", "source"],
+    );
+    cluster
+        .kubectl_stdin(&["apply", "-f", "-"], WORKLOAD)
+        .success();
+    cluster
+        .kubectl(&["rollout", "status", "deploy/web", "--timeout=60s"])
+        .success();
+    let pods = wait_for(cluster.env(), "source", PODS, |out| {
+        out.lines().count() == 4 && out.lines().all(|l| l.ends_with(" Running"))
+    });
+    let numbers = wait_for(cluster.env(), "source", PDB_NUMBERS, |out| out == "4 3 1 4");
+    let rs = kubectl(
+        cluster.env(),
+        "source",
+        &["get", "rs", "-o", "jsonpath={.items[*].metadata.name}"],
+    );
+    (cluster, sorted_lines(&pods), rs, numbers)
+}
+
+/// The checks on a copy: same pods, same ReplicaSet adopted (its pods owned
+/// by its new uid), same budget numbers; then a scale to 5 adds exactly one
+/// pod beside the restored four, in the same ReplicaSet.
+fn check_copy(env: &KsimEnv, copy: &str, pods: &[String], rs: &str, numbers: &str) {
+    let restored = sorted_lines(&kubectl(env, copy, PODS));
+    assert_eq!(restored, pods, "the pods, their nodes, IPs and phases");
+    assert_eq!(
+        kubectl(
+            env,
+            copy,
+            &["get", "rs", "-o", "jsonpath={.items[*].metadata.name}"]
+        ),
+        rs
+    );
+    let rs_uid = kubectl(
+        env,
+        copy,
+        &["get", "rs", rs, "-o", "jsonpath={.metadata.uid}"],
+    );
+    let owners = kubectl(
+        env,
+        copy,
+        &[
+            "get",
+            "pods",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.ownerReferences[0].uid}{\"\\n\"}{end}",
+        ],
+    );
+    assert!(
+        owners.lines().count() == 4 && owners.lines().all(|uid| uid == rs_uid),
+        "every pod is owned by the restored ReplicaSet {rs_uid}: {owners}"
+    );
+    let deployment_uid = kubectl(
+        env,
+        copy,
+        &["get", "deploy", "web", "-o", "jsonpath={.metadata.uid}"],
+    );
+    assert_eq!(
+        kubectl(
+            env,
+            copy,
+            &[
+                "get",
+                "rs",
+                rs,
+                "-o",
+                "jsonpath={.metadata.ownerReferences[0].uid}"
+            ]
+        ),
+        deployment_uid
+    );
+    assert_eq!(
+        kubectl(env, copy, PDB_NUMBERS),
+        numbers,
+        "the budget's numbers"
+    );
+
+    // The controllers own the restored objects: a scale adds exactly one pod.
+    kubectl(env, copy, &["scale", "deploy/web", "--replicas=5"]);
+    let after = wait_for(env, copy, PODS, |out| {
+        out.lines().filter(|l| l.ends_with(" Running")).count() == 5
+    });
+    let after = sorted_lines(&after);
+    assert_eq!(after.len(), 5, "{after:?}");
+    for pod in pods {
+        assert!(after.contains(pod), "{pod} is still there: {after:?}");
+    }
+    assert_eq!(
+        kubectl(
+            env,
+            copy,
+            &["get", "rs", "-o", "jsonpath={.items[*].metadata.name}"]
+        ),
+        rs,
+        "no roll-out: one ReplicaSet"
+    );
+    wait_for(env, copy, PDB_NUMBERS, |out| out == "5 3 2 5");
+}
+
+#[test]
+fn a_saved_cluster_is_created_again_with_its_pods_owners_and_budgets() {
+    let (source, pods, rs, numbers) = source_cluster();
+    let env = source.env();
+    let path = env.root().join("snapshot.yaml");
+    let path_str = path.to_str().expect("utf-8 path");
+    let saved = ksim_ok(
+        env,
+        &["snapshot", "save", "--name", "source", "--path", path_str],
+    );
+    assert!(saved.starts_with("Saved "), "{saved}");
+    let text = std::fs::read_to_string(&path).expect("the snapshot");
+    assert!(!text.contains("\"resourceVersion\""), "no resourceVersion");
+    assert!(!text.contains("managedFields"), "no managedFields");
+
+    ksim_ok(
+        env,
+        &[
+            "create",
+            "cluster",
+            "--name",
+            "copy",
+            "--snapshot",
+            path_str,
+        ],
+    );
+    check_copy(env, "copy", &pods, &rs, &numbers);
+}
+
+#[test]
+fn a_restore_into_a_running_cluster_keeps_pods_and_refuses_a_second_time() {
+    let (source, pods, rs, numbers) = source_cluster();
+    let env = source.env();
+    let path = env.root().join("snapshot.yaml");
+    let path_str = path.to_str().expect("utf-8 path");
+    ksim_ok(
+        env,
+        &[
+            "snapshot", "save", "--name", "source", "--path", path_str, "--format", "block",
+        ],
+    );
+    let text = std::fs::read_to_string(&path).expect("the snapshot");
+    assert!(text.contains("\nkind: Deployment\n"), "block-style YAML");
+    ksim_ok(env, &["create", "cluster", "--name", "target"]);
+    let restored = ksim_ok(
+        env,
+        &[
+            "snapshot", "restore", "--name", "target", "--path", path_str,
+        ],
+    );
+    assert!(restored.starts_with("Restored "), "{restored}");
+    assert!(restored.contains("Pod: 4"), "{restored}");
+
+    // The cluster now holds objects: a second restore is refused, unless merging.
+    let refused = ksim_err(
+        env,
+        &[
+            "snapshot", "restore", "--name", "target", "--path", path_str,
+        ],
+    );
+    assert!(
+        refused.starts_with("error: the cluster already holds objects"),
+        "{refused}"
+    );
+    assert_eq!(refused.trim_end().lines().count(), 1, "{refused}");
+    let merged = ksim_ok(
+        env,
+        &[
+            "snapshot", "restore", "--name", "target", "--path", path_str, "--merge",
+        ],
+    );
+    assert!(merged.starts_with("Restored 0 objects."), "{merged}");
+    assert!(merged.contains("already present, kept."), "{merged}");
+    check_copy(env, "target", &pods, &rs, &numbers);
+}
+
+#[test]
+fn a_malformed_snapshot_fails_with_its_document_and_line() {
+    let env = KsimEnv::new(ksim_binary());
+    let path = env.root().join("bad.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: a\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: [p\n",
+    )
+    .expect("written");
+    let error = ksim_err(
+        &env,
+        &[
+            "create",
+            "cluster",
+            "--snapshot",
+            path.to_str().expect("utf-8"),
+        ],
+    );
+    assert!(error.starts_with("error: "), "{error}");
+    assert!(error.contains("document 2 (line "), "{error}");
+    assert_eq!(error.trim_end().lines().count(), 1, "{error}");
+    // Nothing was started.
+    assert!(env.port("ksim").is_none());
+}
+
+#[test]
+fn kinds_the_cluster_does_not_serve_are_skipped_or_fail_under_strict() {
+    let cluster = TestCluster::start_api_only(ksim_binary());
+    let env = cluster.env();
+    let path = env.root().join("widgets.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: default\ndata:\n  a: b\n---\napiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n  namespace: default\n",
+    )
+    .expect("written");
+    let path = path.to_str().expect("utf-8");
+    let error = ksim_err(env, &["snapshot", "restore", "--path", path, "--strict"]);
+    assert_eq!(
+        error.trim_end(),
+        "error: document 2 (line 9): the cluster does not serve example.com/v1 Widget (1 such objects in the file; nothing was applied)"
+    );
+    cluster.kubectl(&["get", "configmap", "settings"]).failure();
+
+    let output = env.ksim(&["snapshot", "restore", "--path", path]);
+    assert!(output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("warning: skipped 1 objects of example.com/v1/Widget"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("ConfigMap: 1"), "{stdout}");
+    cluster.kubectl(&["get", "configmap", "settings"]).success();
+}
+
+#[test]
+fn a_failed_restore_deletes_what_it_created_and_says_so() {
+    let cluster = TestCluster::start_api_only(ksim_binary());
+    let env = cluster.env();
+    let path = env.root().join("invalid.yaml");
+    // The second ConfigMap's namespace does not exist: the API refuses it.
+    std::fs::write(
+        &path,
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: team\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n  namespace: nowhere\n",
+    )
+    .expect("written");
+    let error = ksim_err(
+        env,
+        &[
+            "snapshot",
+            "restore",
+            "--path",
+            path.to_str().expect("utf-8"),
+        ],
+    );
+    assert!(
+        error.starts_with("error: restore failed: document 3 (line 12), ConfigMap nowhere/b: "),
+        "{error}"
+    );
+    assert!(
+        error.contains("namespaces \"nowhere\" not found"),
+        "{error}"
+    );
+    assert!(
+        error
+            .trim_end()
+            .ends_with("objects it had created were deleted again"),
+        "{error}"
+    );
+    cluster
+        .kubectl(&["get", "configmap", "a", "-n", "team"])
+        .failure();
+}
+
+#[test]
+fn a_kwokctl_k8s_snapshot_restores() {
+    let env = KsimEnv::new(ksim_binary());
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kwokctl-snapshot.yaml");
+    ksim_ok(
+        &env,
+        &[
+            "create",
+            "cluster",
+            "--snapshot",
+            fixture.to_str().expect("utf-8"),
+        ],
+    );
+    let pods = wait_for(&env, "ksim", PODS, |out| out.lines().count() == 2);
+    assert_eq!(
+        sorted_lines(&pods),
+        [
+            "app-6d8f7b5c9-abcde kwok-node-0 10.0.0.2 Running",
+            "app-6d8f7b5c9-fghij kwok-node-1 10.0.1.2 Running",
+        ]
+    );
+    let rs_uid = kubectl(
+        &env,
+        "ksim",
+        &[
+            "get",
+            "rs",
+            "app-6d8f7b5c9",
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ],
+    );
+    assert_ne!(rs_uid, "0c6a3a40-7b5e-4c44-9b70-4e2f4f1f0002", "a new uid");
+    let owners = kubectl(
+        &env,
+        "ksim",
+        &[
+            "get",
+            "pods",
+            "-o",
+            "jsonpath={.items[*].metadata.ownerReferences[0].uid}",
+        ],
+    );
+    assert_eq!(owners, format!("{rs_uid} {rs_uid}"));
+    // kwok's relative times are resolved.
+    let start = kubectl(
+        &env,
+        "ksim",
+        &[
+            "get",
+            "pod",
+            "app-6d8f7b5c9-abcde",
+            "-o",
+            "jsonpath={.status.startTime}",
+        ],
+    );
+    assert!(
+        start.ends_with('Z') && !start.contains("time-offset"),
+        "{start}"
+    );
+    kubectl(&env, "ksim", &["scale", "deploy/app", "--replicas=3"]);
+    wait_for(&env, "ksim", PODS, |out| {
+        out.lines().filter(|l| l.ends_with(" Running")).count() == 3
+    });
+}
+
+#[test]
+fn an_export_over_http_makes_fake_nodes_and_leaves_secrets_out() {
+    let (source, pods, rs, numbers) = source_cluster();
+    let env = source.env();
+    let path = env.root().join("export.yaml");
+    let path_str = path.to_str().expect("utf-8 path");
+    let kubeconfig = env.kubeconfig().to_str().expect("utf-8 path");
+    // The source is reached like any cluster: its kubeconfig context, over HTTP.
+    let exported = ksim_ok(
+        env,
+        &[
+            "snapshot",
+            "export",
+            "--kubeconfig",
+            kubeconfig,
+            "--context",
+            "ksim-source",
+            "-A",
+            "--qps",
+            "20",
+            "--burst",
+            "5",
+            "--chunk-size",
+            "2",
+            "--format",
+            "block",
+            "--path",
+            path_str,
+        ],
+    );
+    assert!(exported.starts_with("Exported "), "{exported}");
+    let text = std::fs::read_to_string(&path).expect("the export");
+    assert!(!text.contains("managedFields"));
+    assert!(
+        !text.contains("hunter2") && !text.contains("aHVudGVyMg"),
+        "no secret data"
+    );
+    assert!(
+        text.contains("name: credentials"),
+        "the secret itself is kept"
+    );
+    assert_eq!(
+        text.matches("kwok.x-k8s.io/node: fake").count(),
+        3,
+        "3 fake nodes"
+    );
+    assert!(
+        !text.contains("kind: Stage"),
+        "the simulator's own objects are left out"
+    );
+
+    ksim_ok(
+        env,
+        &[
+            "create",
+            "cluster",
+            "--name",
+            "copy",
+            "--snapshot",
+            path_str,
+        ],
+    );
+    check_copy(env, "copy", &pods, &rs, &numbers);
+
+    // An unreachable source fails with the transport's message, on one line.
+    let broken = env.root().join("broken-kubeconfig");
+    std::fs::write(
+        &broken,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:1\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\nusers:\n- name: u\n  user: {}\ncurrent-context: c\n",
+    )
+    .expect("written");
+    let error = ksim_err(
+        env,
+        &[
+            "snapshot",
+            "export",
+            "--kubeconfig",
+            broken.to_str().expect("utf-8"),
+            "--path",
+            env.root().join("never.yaml").to_str().expect("utf-8"),
+        ],
+    );
+    assert!(
+        error.starts_with("error: cannot export the cluster: "),
+        "{error}"
+    );
+    assert_eq!(error.trim_end().lines().count(), 1, "{error}");
+    assert!(!env.root().join("never.yaml").exists(), "nothing written");
+}
+
+#[test]
+fn replace_overwrites_the_objects_the_snapshot_names_and_merge_keeps_them() {
+    let cluster = TestCluster::start_api_only(ksim_binary());
+    let env = cluster.env();
+    cluster
+        .kubectl(&["create", "configmap", "settings", "--from-literal=a=old"])
+        .success();
+    let path = env.root().join("settings.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: default\ndata:\n  a: new\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\n  namespace: default\n",
+    )
+    .expect("written");
+    let path = path.to_str().expect("utf-8");
+    let value = || {
+        cluster
+            .kubectl(&["get", "configmap", "settings", "-o", "jsonpath={.data.a}"])
+            .stdout
+    };
+    let refused = ksim_err(env, &["snapshot", "restore", "--path", path]);
+    assert!(
+        refused.contains("ConfigMap default/settings"),
+        "names an object it found: {refused}"
+    );
+    let merged = ksim_ok(env, &["snapshot", "restore", "--path", path, "--merge"]);
+    assert!(
+        merged.starts_with("Restored 1 objects (ConfigMap: 1). 1 already present, kept."),
+        "{merged}"
+    );
+    assert_eq!(value(), "old");
+    let replaced = ksim_ok(env, &["snapshot", "restore", "--path", path, "--replace"]);
+    assert!(replaced.contains("2 replaced."), "{replaced}");
+    assert_eq!(value(), "new");
+}

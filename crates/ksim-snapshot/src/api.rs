@@ -1,0 +1,374 @@
+//! The cluster a snapshot is read from or written to, as a plain API
+//! client: discovery of the served resources, paged lists, creates and
+//! patches as JSON, each request behind an optional client-side rate limit
+//! (client-go's token bucket: `qps` per second, bursts of `burst`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::core::Request;
+use kube::discovery::{Discovery, Scope, verbs};
+use serde_json::Value;
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+
+use crate::Error;
+
+/// A client-side rate limit: a token bucket refilled at `qps` tokens a
+/// second holding at most `burst`.
+#[derive(Debug)]
+pub struct RateLimit {
+    qps: f64,
+    burst: f64,
+    bucket: Mutex<(f64, Instant)>,
+}
+
+impl RateLimit {
+    /// A bucket starting full. `qps <= 0` means no limit.
+    pub fn new(qps: f64, burst: u32) -> Self {
+        let burst = f64::from(burst.max(1));
+        RateLimit {
+            qps,
+            burst,
+            bucket: Mutex::new((burst, Instant::now())),
+        }
+    }
+
+    /// Waits for a token.
+    pub async fn acquire(&self) {
+        if self.qps <= 0.0 {
+            return;
+        }
+        let wait = {
+            let mut bucket = self.bucket.lock().await;
+            let now = Instant::now();
+            let refill = now.duration_since(bucket.1).as_secs_f64() * self.qps;
+            bucket.0 = (bucket.0 + refill).min(self.burst);
+            bucket.1 = now;
+            bucket.0 -= 1.0;
+            if bucket.0 >= 0.0 {
+                None
+            } else {
+                Some(Duration::from_secs_f64(-bucket.0 / self.qps))
+            }
+        };
+        if let Some(wait) = wait {
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+/// A served resource: where it lives and what it allows.
+#[derive(Debug, Clone)]
+pub struct Resource {
+    pub group: String,
+    pub version: String,
+    pub api_version: String,
+    pub kind: String,
+    pub plural: String,
+    pub namespaced: bool,
+    /// Whether it has a `status` subresource.
+    pub has_status: bool,
+    pub can_list: bool,
+    pub can_create: bool,
+    pub can_watch: bool,
+}
+
+impl Resource {
+    /// The collection's path, in `namespace` for a namespaced resource.
+    pub fn path(&self, namespace: Option<&str>) -> String {
+        let prefix = if self.group.is_empty() {
+            format!("/api/{}", self.version)
+        } else {
+            format!("/apis/{}/{}", self.group, self.version)
+        };
+        match namespace.filter(|_| self.namespaced) {
+            Some(ns) => format!("{prefix}/namespaces/{ns}/{}", self.plural),
+            None => format!("{prefix}/{}", self.plural),
+        }
+    }
+
+    /// `kind.group` (`Pod`, `Deployment.apps`), as messages name kinds.
+    pub fn group_kind(&self) -> String {
+        if self.group.is_empty() {
+            self.kind.clone()
+        } else {
+            format!("{}.{}", self.kind, self.group)
+        }
+    }
+}
+
+/// The resources a cluster serves, by apiVersion and kind.
+#[derive(Debug, Clone, Default)]
+pub struct Resources {
+    /// Every served resource, each group at its preferred version.
+    pub preferred: Vec<Resource>,
+    by_kind: HashMap<(String, String), Resource>,
+}
+
+impl Resources {
+    /// A table of resources (group, version, kind, plural, namespaced), for tests.
+    pub fn for_tests(table: &[(&str, &str, &str, &str, bool)]) -> Self {
+        let mut resources = Resources::default();
+        for (group, version, kind, plural, namespaced) in table {
+            let api_version = if group.is_empty() {
+                (*version).to_string()
+            } else {
+                format!("{group}/{version}")
+            };
+            let resource = Resource {
+                group: (*group).into(),
+                version: (*version).into(),
+                api_version: api_version.clone(),
+                kind: (*kind).into(),
+                plural: (*plural).into(),
+                namespaced: *namespaced,
+                has_status: true,
+                can_list: true,
+                can_create: true,
+                can_watch: true,
+            };
+            resources.preferred.push(resource.clone());
+            resources
+                .by_kind
+                .insert((api_version, (*kind).to_string()), resource);
+        }
+        resources
+    }
+
+    /// The resource serving `apiVersion`/`kind`, at any served version.
+    pub fn find(&self, api_version: &str, kind: &str) -> Option<&Resource> {
+        self.by_kind
+            .get(&(api_version.to_string(), kind.to_string()))
+    }
+}
+
+/// A cluster reached through a `kube::Client`.
+#[derive(Clone)]
+pub struct Target {
+    client: kube::Client,
+    limit: Option<Arc<RateLimit>>,
+}
+
+impl Target {
+    /// A target with no client-side rate limit.
+    pub fn new(client: kube::Client) -> Self {
+        Target {
+            client,
+            limit: None,
+        }
+    }
+
+    /// A target whose every request waits on `limit`.
+    pub fn with_rate_limit(client: kube::Client, limit: RateLimit) -> Self {
+        Target {
+            client,
+            limit: Some(Arc::new(limit)),
+        }
+    }
+
+    /// The underlying client.
+    pub fn client(&self) -> &kube::Client {
+        &self.client
+    }
+
+    async fn throttle(&self) {
+        if let Some(limit) = &self.limit {
+            limit.acquire().await;
+        }
+    }
+
+    /// Discovers the served resources (every version of every group).
+    pub async fn resources(&self) -> Result<Resources, Error> {
+        self.throttle().await;
+        let discovery = Discovery::new(self.client.clone())
+            .run()
+            .await
+            .map_err(Error::from_kube)?;
+        let mut resources = Resources::default();
+        for group in discovery.groups() {
+            let preferred = group.preferred_version_or_latest().to_string();
+            for version in group.versions() {
+                for (ar, caps) in group.versioned_resources(version) {
+                    let resource = Resource {
+                        group: ar.group.clone(),
+                        version: ar.version.clone(),
+                        api_version: ar.api_version.clone(),
+                        kind: ar.kind.clone(),
+                        plural: ar.plural.clone(),
+                        namespaced: caps.scope == Scope::Namespaced,
+                        has_status: caps.subresources.iter().any(|(s, _)| s.plural == "status"),
+                        can_list: caps.supports_operation(verbs::LIST),
+                        can_create: caps.supports_operation(verbs::CREATE),
+                        can_watch: caps.supports_operation(verbs::WATCH),
+                    };
+                    if version == preferred {
+                        resources.preferred.push(resource.clone());
+                    }
+                    resources
+                        .by_kind
+                        .insert((ar.api_version.clone(), ar.kind.clone()), resource);
+                }
+            }
+        }
+        Ok(resources)
+    }
+
+    /// Sends a request and reads its JSON answer.
+    pub async fn send(&self, request: http::Request<Vec<u8>>) -> Result<Value, kube::Error> {
+        self.throttle().await;
+        self.client.request::<Value>(request).await
+    }
+
+    /// Lists `resource` (in `namespace`, else everywhere) in pages of
+    /// `page_size`, handing each page's items to `each`.
+    pub async fn list_pages(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+        page_size: u32,
+        mut each: impl FnMut(Vec<Value>) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let request = Request::new(resource.path(namespace));
+        let mut token: Option<String> = None;
+        loop {
+            let mut params = kube::api::ListParams::default().limit(page_size);
+            if let Some(selector) = label_selector {
+                params = params.labels(selector);
+            }
+            if let Some(token) = &token {
+                params = params.continue_token(token);
+            }
+            let http = request
+                .list(&params)
+                .map_err(|e| Error::Transport(e.to_string()))?;
+            let mut page = self.send(http).await.map_err(Error::from_kube)?;
+            let items = match page.get_mut("items").map(Value::take) {
+                Some(Value::Array(items)) => items,
+                _ => Vec::new(),
+            };
+            each(items)?;
+            token = page["metadata"]["continue"]
+                .as_str()
+                .filter(|t| !t.is_empty())
+                .map(str::to_string);
+            if token.is_none() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Creates `object`; the created object as the server stored it.
+    pub async fn create(&self, resource: &Resource, object: &Value) -> Result<Value, kube::Error> {
+        let namespace = object["metadata"]["namespace"].as_str();
+        let body = serde_json::to_vec(object).map_err(kube::Error::SerdeError)?;
+        let http = Request::new(resource.path(namespace))
+            .create(&kube::api::PostParams::default(), body)
+            .map_err(kube::Error::BuildRequest)?;
+        self.send(http).await
+    }
+
+    /// A JSON merge patch of object `name` (or its `subresource`).
+    pub async fn merge_patch(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        name: &str,
+        subresource: Option<&str>,
+        patch: &Value,
+    ) -> Result<Value, kube::Error> {
+        let request = Request::new(resource.path(namespace));
+        let params = kube::api::PatchParams::default();
+        let patch = kube::api::Patch::Merge(patch);
+        let http = match subresource {
+            Some(sub) => request.patch_subresource(sub, name, &params, &patch),
+            None => request.patch(name, &params, &patch),
+        }
+        .map_err(kube::Error::BuildRequest)?;
+        self.send(http).await
+    }
+
+    /// Binds pod `name` to `node` (the `binding` subresource).
+    pub async fn bind(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        node: &str,
+    ) -> Result<(), kube::Error> {
+        let namespace = namespace.unwrap_or("default");
+        let binding = serde_json::json!({
+            "apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        });
+        let body = serde_json::to_vec(&binding).map_err(kube::Error::SerdeError)?;
+        let http = http::Request::post(format!(
+            "/api/v1/namespaces/{namespace}/pods/{name}/binding"
+        ))
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(body)
+        .map_err(kube::Error::HttpError)?;
+        self.send(http).await.map(|_| ())
+    }
+
+    /// Reads object `name`.
+    pub async fn get(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Value, kube::Error> {
+        let http = Request::new(resource.path(namespace))
+            .get(name, &kube::api::GetParams::default())
+            .map_err(kube::Error::BuildRequest)?;
+        self.send(http).await
+    }
+
+    /// Deletes object `name` at once (no grace period; its dependents are
+    /// left to the garbage collector, which deletes them by uid).
+    pub async fn delete(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<(), kube::Error> {
+        let params = kube::api::DeleteParams {
+            grace_period_seconds: Some(0),
+            propagation_policy: Some(kube::api::PropagationPolicy::Background),
+            ..Default::default()
+        };
+        let http = Request::new(resource.path(namespace))
+            .delete(name, &params)
+            .map_err(kube::Error::BuildRequest)?;
+        match self.send(http).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_bucket_lets_a_burst_through_then_paces_at_qps() {
+        let limit = RateLimit::new(10.0, 5);
+        let start = Instant::now();
+        for _ in 0..5 {
+            limit.acquire().await;
+        }
+        assert_eq!(start.elapsed(), Duration::ZERO, "a burst does not wait");
+        for _ in 0..10 {
+            limit.acquire().await;
+        }
+        let waited = start.elapsed();
+        assert!(
+            waited >= Duration::from_millis(990) && waited <= Duration::from_millis(1010),
+            "ten more at 10 qps take a second, took {waited:?}"
+        );
+    }
+}

@@ -1,0 +1,807 @@
+//! Recordings of a cluster's changes and their replay.
+//!
+//! # Format (version 1)
+//!
+//! A recording is UTF-8 JSON Lines, one JSON object a line, each line
+//! written whole and flushed, so a reader can follow the file while it
+//! grows and a recorder that is killed leaves every line but possibly the
+//! last one complete (a replay stops at the last complete line):
+//!
+//! - line 1, the header: `{"ksimRecording": "v1", "startTime": RFC 3339}`;
+//! - every other line, one change: `{"t": NANOSECONDS, "type": "ADDED" |
+//!   "MODIFIED" | "DELETED", "object": OBJECT}` where `t` counts from
+//!   `startTime` and `object` is the whole object as the watch sent it
+//!   (managedFields dropped). The objects that existed when recording
+//!   started come first, as `ADDED` at `t` 0.
+//!
+//! A replay applies the changes in order: creates (owner uids remapped as a
+//! snapshot restore does), merge patches of what changed (the main resource
+//! and its `status` apart) and deletions, at the recorded pace, faster by a
+//! factor, or as fast as possible. Changes to different objects run
+//! concurrently; those to one object stay in order, and an object waits for
+//! the creation of its namespace and owners when the recording holds them.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+use std::io::Write;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use futures::StreamExt;
+use serde_json::{Map, Value, json};
+use tokio::sync::{Notify, mpsc};
+
+use crate::Error;
+use crate::api::{Resource, Target};
+
+/// The version a recording's header names.
+pub const VERSION: &str = "v1";
+
+/// One recorded change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    /// Nanoseconds from the start of the recording.
+    pub t: i64,
+    /// `ADDED`, `MODIFIED` or `DELETED`.
+    pub kind: String,
+    pub object: Value,
+}
+
+/// The header line.
+pub fn header(start: DateTime<Utc>) -> String {
+    json!({"ksimRecording": VERSION, "startTime": start.to_rfc3339_opts(SecondsFormat::Nanos, true)})
+        .to_string()
+}
+
+/// One change's line (no newline).
+pub fn line(change: &Change) -> String {
+    json!({"t": change.t, "type": change.kind, "object": change.object}).to_string()
+}
+
+/// Reads a recording: its changes up to the last complete line. A broken
+/// line before the last one is an error with its line number.
+pub fn parse(text: &str) -> Result<Vec<Change>, Error> {
+    let mut lines = text.split_inclusive('\n').enumerate().peekable();
+    let Some((_, first)) = lines.next() else {
+        return Err(Error::RecordLine {
+            line: 1,
+            message: "empty file: no ksimRecording header".into(),
+        });
+    };
+    let header: Value = serde_json::from_str(first.trim()).map_err(|e| Error::RecordLine {
+        line: 1,
+        message: format!("not a recording header: {e}"),
+    })?;
+    match header["ksimRecording"].as_str() {
+        Some(VERSION) => {}
+        Some(other) => {
+            return Err(Error::RecordLine {
+                line: 1,
+                message: format!("recording version {other:?} is not supported (want {VERSION:?})"),
+            });
+        }
+        None => {
+            return Err(Error::RecordLine {
+                line: 1,
+                message: "not a recording header: no ksimRecording".into(),
+            });
+        }
+    }
+    let mut changes = Vec::new();
+    while let Some((index, text)) = lines.next() {
+        let last = lines.peek().is_none();
+        if last && !text.ends_with('\n') {
+            // Cut off by a killed recorder.
+            tracing::warn!(
+                line = index + 1,
+                "the last line is incomplete: replaying up to the one before"
+            );
+            break;
+        }
+        if text.trim().is_empty() {
+            continue;
+        }
+        let value: Value = serde_json::from_str(text.trim()).map_err(|e| Error::RecordLine {
+            line: index + 1,
+            message: e.to_string(),
+        })?;
+        let bad = |message: &str| Error::RecordLine {
+            line: index + 1,
+            message: message.to_string(),
+        };
+        let t = value["t"].as_i64().ok_or_else(|| bad("no t"))?;
+        let kind = value["type"].as_str().ok_or_else(|| bad("no type"))?;
+        if !matches!(kind, "ADDED" | "MODIFIED" | "DELETED") {
+            return Err(bad(&format!("unknown type {kind:?}")));
+        }
+        let object = value
+            .get("object")
+            .cloned()
+            .ok_or_else(|| bad("no object"))?;
+        if object["apiVersion"].as_str().is_none() || object["kind"].as_str().is_none() {
+            return Err(bad("the object has no apiVersion or kind"));
+        }
+        changes.push(Change {
+            t,
+            kind: kind.to_string(),
+            object,
+        });
+    }
+    Ok(changes)
+}
+
+/// Whether a resource is recorded: watchable and listable, and in `kinds`
+/// (plural, `plural.group`, or kind, any case) when given; events only when named.
+fn recorded(resource: &Resource, kinds: &[String]) -> bool {
+    if !resource.can_watch || !resource.can_list {
+        return false;
+    }
+    let names = [
+        resource.plural.clone(),
+        format!("{}.{}", resource.plural, resource.group),
+        resource.kind.to_lowercase(),
+        format!("{}.{}", resource.kind.to_lowercase(), resource.group),
+    ];
+    let named = kinds.iter().any(|k| {
+        names
+            .iter()
+            .any(|n| n.eq_ignore_ascii_case(k.trim_end_matches('.')))
+    });
+    if kinds.is_empty() {
+        !matches!(
+            (resource.group.as_str(), resource.kind.as_str()),
+            ("", "Event") | ("events.k8s.io", "Event")
+        )
+    } else {
+        named
+    }
+}
+
+/// Records `target`'s changes to `out` until `stop` resolves; returns the
+/// number of changes written.
+pub async fn record(
+    target: &Target,
+    kinds: &[String],
+    start: DateTime<Utc>,
+    clock: ksim_runtime::clock::SharedClock,
+    mut out: impl Write + Send + 'static,
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<usize, Error> {
+    let resources = target.resources().await?;
+    let watched: Vec<Resource> = resources
+        .preferred
+        .iter()
+        .filter(|r| recorded(r, kinds))
+        .cloned()
+        .collect();
+    if watched.is_empty() {
+        return Err(Error::Invalid(format!(
+            "no served resource matches --kinds {}",
+            kinds.join(",")
+        )));
+    }
+    writeln!(out, "{}", header(start)).map_err(|e| io("recording", e))?;
+    out.flush().map_err(|e| io("recording", e))?;
+    let (sender, mut receiver) = mpsc::unbounded_channel::<String>();
+    // The initial state: every object as ADDED at t 0, and where each watch starts.
+    let mut versions = Vec::new();
+    for resource in &watched {
+        let (items, version) = list_all(target, resource).await?;
+        for object in items {
+            let _ = sender.send(line(&Change {
+                t: 0,
+                kind: "ADDED".into(),
+                object,
+            }));
+        }
+        versions.push(version);
+    }
+    let writer = tokio::task::spawn_blocking(move || -> Result<usize, Error> {
+        let mut written = 0;
+        while let Some(first) = receiver.blocking_recv() {
+            let mut batch = vec![first];
+            while let Ok(more) = receiver.try_recv() {
+                batch.push(more);
+            }
+            for text in &batch {
+                out.write_all(text.as_bytes())
+                    .and_then(|()| out.write_all(b"\n"))
+                    .map_err(|e| io("recording", e))?;
+            }
+            out.flush().map_err(|e| io("recording", e))?;
+            written += batch.len();
+        }
+        Ok(written)
+    });
+    let watchers: Vec<_> = watched
+        .into_iter()
+        .zip(versions)
+        .map(|(resource, version)| {
+            let target = target.clone();
+            let sender = sender.clone();
+            let clock = clock.clone();
+            tokio::spawn(
+                async move { watch(&target, &resource, version, start, clock, sender).await },
+            )
+        })
+        .collect();
+    drop(sender);
+    stop.await;
+    for watcher in &watchers {
+        watcher.abort();
+    }
+    for watcher in watchers {
+        let _ = watcher.await;
+    }
+    writer
+        .await
+        .map_err(|e| Error::Invalid(format!("the recording writer failed: {e}")))?
+}
+
+fn io(path: &str, source: std::io::Error) -> Error {
+    Error::Io {
+        path: path.to_string(),
+        source,
+    }
+}
+
+/// Every object of a resource and the list's resourceVersion.
+async fn list_all(target: &Target, resource: &Resource) -> Result<(Vec<Value>, String), Error> {
+    let mut items = Vec::new();
+    let request = kube::core::Request::new(resource.path(None));
+    let mut token: Option<String> = None;
+    loop {
+        let mut params = kube::api::ListParams::default().limit(500);
+        if let Some(token) = &token {
+            params = params.continue_token(token);
+        }
+        let http = request
+            .list(&params)
+            .map_err(|e| Error::Transport(e.to_string()))?;
+        let page = target.send(http).await.map_err(Error::from_kube)?;
+        for mut item in page["items"].as_array().cloned().unwrap_or_default() {
+            complete(&mut item, resource);
+            items.push(item);
+        }
+        token = page["metadata"]["continue"]
+            .as_str()
+            .filter(|t| !t.is_empty())
+            .map(str::to_string);
+        if token.is_none() {
+            let version = page["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            return Ok((items, version));
+        }
+    }
+}
+
+/// Sets apiVersion/kind (lists leave them out) and drops managedFields.
+fn complete(object: &mut Value, resource: &Resource) {
+    if let Some(map) = object.as_object_mut() {
+        map.insert("apiVersion".into(), json!(resource.api_version));
+        map.insert("kind".into(), json!(resource.kind));
+    }
+    if let Some(metadata) = object["metadata"].as_object_mut() {
+        metadata.remove("managedFields");
+    }
+}
+
+/// Watches one resource from `version`, sending each change's line; after
+/// a 410 Gone it lists again and records every object as MODIFIED.
+async fn watch(
+    target: &Target,
+    resource: &Resource,
+    mut version: String,
+    start: DateTime<Utc>,
+    clock: ksim_runtime::clock::SharedClock,
+    sender: mpsc::UnboundedSender<String>,
+) {
+    let request = kube::core::Request::new(resource.path(None));
+    let offset = |clock: &ksim_runtime::clock::SharedClock| {
+        (clock.now() - start).num_nanoseconds().unwrap_or(i64::MAX)
+    };
+    loop {
+        let params = kube::api::WatchParams::default().timeout(290);
+        let Ok(http) = request.watch(&params, &version) else {
+            return;
+        };
+        let stream = match target.client().request_events::<Value>(http).await {
+            Ok(stream) => stream,
+            Err(error) => {
+                tracing::warn!(kind = %resource.group_kind(), %error, "watch failed; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        let mut stream = std::pin::pin!(stream);
+        let mut gone = false;
+        while let Some(event) = stream.next().await {
+            let (kind, mut object) = match event {
+                Ok(kube::core::WatchEvent::Added(o)) => ("ADDED", o),
+                Ok(kube::core::WatchEvent::Modified(o)) => ("MODIFIED", o),
+                Ok(kube::core::WatchEvent::Deleted(o)) => ("DELETED", o),
+                Ok(kube::core::WatchEvent::Bookmark(b)) => {
+                    version = b.metadata.resource_version;
+                    continue;
+                }
+                Ok(kube::core::WatchEvent::Error(status)) => {
+                    gone = status.code == 410;
+                    break;
+                }
+                Err(error) => {
+                    tracing::warn!(kind = %resource.group_kind(), %error, "watch stream failed");
+                    break;
+                }
+            };
+            if let Some(v) = object["metadata"]["resourceVersion"].as_str() {
+                version = v.to_string();
+            }
+            complete(&mut object, resource);
+            let change = Change {
+                t: offset(&clock),
+                kind: kind.into(),
+                object,
+            };
+            if sender.send(line(&change)).is_err() {
+                return;
+            }
+        }
+        if gone {
+            match list_all(target, resource).await {
+                Ok((items, v)) => {
+                    let t = offset(&clock);
+                    for object in items {
+                        let change = Change {
+                            t,
+                            kind: "MODIFIED".into(),
+                            object,
+                        };
+                        if sender.send(line(&change)).is_err() {
+                            return;
+                        }
+                    }
+                    version = v;
+                }
+                Err(error) => {
+                    tracing::warn!(kind = %resource.group_kind(), %error, "cannot list again");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    }
+}
+
+/// How fast to replay.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Speed {
+    /// The recorded pace times this factor (1: as recorded, 10: ten times faster).
+    Factor(f64),
+    /// No waiting.
+    Max,
+}
+
+/// What a replay did.
+#[derive(Debug, Default, Clone)]
+pub struct ReplayReport {
+    pub applied: usize,
+    /// Changes of kinds the cluster does not serve, skipped.
+    pub unserved: usize,
+}
+
+/// The identity of an object in a recording.
+fn key(object: &Value) -> String {
+    format!(
+        "{}/{}/{}/{}",
+        object["apiVersion"].as_str().unwrap_or_default(),
+        object["kind"].as_str().unwrap_or_default(),
+        object["metadata"]["namespace"].as_str().unwrap_or_default(),
+        object["metadata"]["name"].as_str().unwrap_or_default()
+    )
+}
+
+/// Shared by the replay's workers: the new uid of every recorded uid created
+/// so far, and the namespaces created.
+#[derive(Default)]
+struct Created {
+    state: Mutex<(HashMap<String, String>, HashSet<String>)>,
+    changed: Notify,
+}
+
+/// The object without what the server owns, its owner references
+/// remapped, for comparing and creating.
+fn comparable(object: &Value, uids: &HashMap<String, String>) -> Value {
+    let mut object = object.clone();
+    if let Some(metadata) = object["metadata"].as_object_mut() {
+        for field in [
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "generation",
+            "managedFields",
+            "selfLink",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+        ] {
+            metadata.remove(field);
+        }
+        if let Some(references) = metadata
+            .get_mut("ownerReferences")
+            .and_then(Value::as_array_mut)
+        {
+            references.retain_mut(|r| match r["uid"].as_str().and_then(|u| uids.get(u)) {
+                Some(new) => {
+                    r["uid"] = json!(new);
+                    true
+                }
+                None => false,
+            });
+            if references.is_empty() {
+                metadata.remove("ownerReferences");
+            }
+        }
+    }
+    object
+}
+
+/// The JSON merge patch turning `old` into `new` (RFC 7386).
+pub fn merge_diff(old: &Value, new: &Value) -> Option<Value> {
+    match (old, new) {
+        (Value::Object(a), Value::Object(b)) => {
+            let mut patch = Map::new();
+            for (k, v) in b {
+                match a.get(k) {
+                    Some(old) => {
+                        if let Some(d) = merge_diff(old, v) {
+                            patch.insert(k.clone(), d);
+                        }
+                    }
+                    None => {
+                        patch.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            for k in a.keys() {
+                if !b.contains_key(k) {
+                    patch.insert(k.clone(), Value::Null);
+                }
+            }
+            (!patch.is_empty()).then_some(Value::Object(patch))
+        }
+        (a, b) if a == b => None,
+        (_, b) => Some(b.clone()),
+    }
+}
+
+/// Replays `changes` into `target`.
+pub async fn replay(
+    target: &Target,
+    changes: Vec<Change>,
+    speed: Speed,
+    workers: usize,
+) -> Result<ReplayReport, Error> {
+    let resources = Arc::new(target.resources().await?);
+    // What the recording will create, so that dependents wait for it.
+    let mut will_create: HashSet<String> = HashSet::new();
+    let mut namespaces: HashSet<String> = HashSet::new();
+    for change in &changes {
+        if change.kind == "ADDED" {
+            if let Some(uid) = change.object["metadata"]["uid"].as_str() {
+                will_create.insert(uid.to_string());
+            }
+            if change.object["kind"] == "Namespace" && change.object["apiVersion"] == "v1" {
+                namespaces.insert(
+                    change.object["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                );
+            }
+        }
+    }
+    let will_create = Arc::new(will_create);
+    let namespaces = Arc::new(namespaces);
+    let created = Arc::new(Created::default());
+    let workers = workers.max(1);
+    let mut senders = Vec::with_capacity(workers);
+    let mut handles = Vec::with_capacity(workers);
+    for _ in 0..workers {
+        let (sender, mut receiver) = mpsc::channel::<Change>(1024);
+        senders.push(sender);
+        let target = target.clone();
+        let resources = resources.clone();
+        let will_create = will_create.clone();
+        let namespaces = namespaces.clone();
+        let created = created.clone();
+        handles.push(tokio::spawn(async move {
+            let mut last: HashMap<String, Value> = HashMap::new();
+            let mut report = ReplayReport::default();
+            while let Some(change) = receiver.recv().await {
+                let api_version = change.object["apiVersion"].as_str().unwrap_or_default();
+                let kind = change.object["kind"].as_str().unwrap_or_default();
+                let Some(resource) = resources.find(api_version, kind) else {
+                    report.unserved += 1;
+                    continue;
+                };
+                apply_change(
+                    &target,
+                    resource,
+                    &change,
+                    &mut last,
+                    &will_create,
+                    &namespaces,
+                    &created,
+                )
+                .await?;
+                report.applied += 1;
+            }
+            Ok::<ReplayReport, Error>(report)
+        }));
+    }
+    let origin = tokio::time::Instant::now();
+    let mut failed = None;
+    for change in changes {
+        if let Speed::Factor(factor) = speed
+            && factor > 0.0
+        {
+            let due =
+                Duration::from_nanos(u64::try_from(change.t.max(0)).unwrap_or(0)).div_f64(factor);
+            tokio::time::sleep_until(origin + due).await;
+        }
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        key(&change.object).hash(&mut hasher);
+        let worker = usize::try_from(hasher.finish() % workers as u64).unwrap_or(0);
+        if senders[worker].send(change).await.is_err() {
+            failed = Some(worker);
+            break;
+        }
+    }
+    drop(senders);
+    let mut report = ReplayReport::default();
+    let mut first_error = None;
+    for handle in handles {
+        match handle.await {
+            Ok(Ok(part)) => {
+                report.applied += part.applied;
+                report.unserved += part.unserved;
+            }
+            Ok(Err(error)) => {
+                first_error.get_or_insert(error);
+            }
+            Err(error) => {
+                first_error
+                    .get_or_insert(Error::Invalid(format!("a replay worker failed: {error}")));
+            }
+        }
+    }
+    match first_error {
+        Some(error) => Err(Error::Restore(format!(
+            "replay stopped after {} changes: {error}",
+            report.applied
+        ))),
+        None if failed.is_some() => Err(Error::Invalid("a replay worker stopped".into())),
+        None => Ok(report),
+    }
+}
+
+/// Waits until the namespace and in-recording owners of `object` exist.
+async fn wait_for_dependencies(
+    object: &Value,
+    will_create: &HashSet<String>,
+    namespaces: &HashSet<String>,
+    created: &Created,
+) -> HashMap<String, String> {
+    let namespace = object["metadata"]["namespace"]
+        .as_str()
+        .filter(|n| namespaces.contains(*n));
+    let owners: Vec<&str> = object["metadata"]["ownerReferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["uid"].as_str())
+        .filter(|u| will_create.contains(*u))
+        .collect();
+    loop {
+        let notified = created.changed.notified();
+        {
+            let state = created.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let ready = namespace.is_none_or(|n| state.1.contains(n))
+                && owners.iter().all(|u| state.0.contains_key(*u));
+            if ready {
+                return owners
+                    .iter()
+                    .filter_map(|u| state.0.get(*u).map(|n| ((*u).to_string(), n.clone())))
+                    .collect();
+            }
+        }
+        // Bounded, in case the owner's creation failed.
+        if tokio::time::timeout(Duration::from_secs(5), notified)
+            .await
+            .is_err()
+        {
+            let state = created.state.lock().unwrap_or_else(PoisonError::into_inner);
+            return owners
+                .iter()
+                .filter_map(|u| state.0.get(*u).map(|n| ((*u).to_string(), n.clone())))
+                .collect();
+        }
+    }
+}
+
+/// Applies one change.
+async fn apply_change(
+    target: &Target,
+    resource: &Resource,
+    change: &Change,
+    last: &mut HashMap<String, Value>,
+    will_create: &HashSet<String>,
+    namespaces: &HashSet<String>,
+    created: &Created,
+) -> Result<(), Error> {
+    let object = &change.object;
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    let namespace = object["metadata"]["namespace"]
+        .as_str()
+        .filter(|_| resource.namespaced);
+    let id = key(object);
+    let fail = |e: kube::Error| {
+        Error::Restore(format!(
+            "{} {} {}{name}: {}",
+            change.kind,
+            resource.group_kind(),
+            namespace.map(|n| format!("{n}/")).unwrap_or_default(),
+            Error::from_kube(e)
+        ))
+    };
+    if change.kind == "DELETED" {
+        last.remove(&id);
+        return target.delete(resource, namespace, name).await.map_err(fail);
+    }
+    let uids = wait_for_dependencies(object, will_create, namespaces, created).await;
+    let body = comparable(object, &uids);
+    let previous = last.get(&id).cloned();
+    match previous {
+        None => {
+            let result = target.create(resource, &body).await;
+            let stored = match result {
+                Ok(stored) => stored,
+                Err(e) if Error::is_already_exists(&e) => {
+                    target.get(resource, namespace, name).await.map_err(fail)?
+                }
+                Err(e) => return Err(fail(e)),
+            };
+            let skip_status = matches!(
+                (resource.group.as_str(), resource.kind.as_str()),
+                ("", "Namespace" | "Node") | ("apiextensions.k8s.io", "CustomResourceDefinition")
+            );
+            if resource.has_status
+                && !skip_status
+                && body
+                    .get("status")
+                    .is_some_and(|s| s.as_object().is_some_and(|m| !m.is_empty()))
+            {
+                let stored_status = stored.get("status").cloned().unwrap_or(json!({}));
+                if let Some(patch) = merge_diff(&stored_status, &body["status"]) {
+                    target
+                        .merge_patch(
+                            resource,
+                            namespace,
+                            name,
+                            Some("status"),
+                            &json!({"status": patch}),
+                        )
+                        .await
+                        .map_err(fail)?;
+                }
+            }
+            let mut state = created.state.lock().unwrap_or_else(PoisonError::into_inner);
+            if let (Some(old), Some(new)) = (
+                object["metadata"]["uid"].as_str(),
+                stored["metadata"]["uid"].as_str(),
+            ) {
+                state.0.insert(old.to_string(), new.to_string());
+            }
+            if resource.kind == "Namespace" && resource.group.is_empty() {
+                state.1.insert(name.to_string());
+            }
+            drop(state);
+            created.changed.notify_waiters();
+        }
+        Some(previous) => {
+            let mut old_main = previous.clone();
+            let mut new_main = body.clone();
+            let old_status = old_main.as_object_mut().and_then(|m| m.remove("status"));
+            let new_status = new_main.as_object_mut().and_then(|m| m.remove("status"));
+            // A pod is bound through its binding subresource, not an update.
+            if resource.group.is_empty()
+                && resource.kind == "Pod"
+                && old_main["spec"]["nodeName"].is_null()
+                && let Some(node) = new_main["spec"]["nodeName"].as_str()
+            {
+                target.bind(namespace, name, node).await.map_err(fail)?;
+                old_main["spec"]["nodeName"] = json!(node);
+            }
+            if let Some(patch) = merge_diff(&old_main, &new_main) {
+                target
+                    .merge_patch(resource, namespace, name, None, &patch)
+                    .await
+                    .map_err(fail)?;
+            }
+            if resource.has_status {
+                let old_status = old_status.unwrap_or(json!({}));
+                let new_status = new_status.unwrap_or(json!({}));
+                if let Some(patch) = merge_diff(&old_status, &new_status) {
+                    target
+                        .merge_patch(
+                            resource,
+                            namespace,
+                            name,
+                            Some("status"),
+                            &json!({"status": patch}),
+                        )
+                        .await
+                        .map_err(fail)?;
+                }
+            }
+        }
+    }
+    last.insert(id, body);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::Resources;
+
+    #[test]
+    fn a_recording_reads_back_up_to_its_last_complete_line() {
+        let start = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+            .expect("valid")
+            .with_timezone(&Utc);
+        let change = Change {
+            t: 1_500,
+            kind: "ADDED".into(),
+            object: json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}),
+        };
+        let text = format!("{}\n{}\n{{\"t\": 3, \"ty", header(start), line(&change));
+        assert_eq!(parse(&text).expect("valid"), vec![change]);
+    }
+
+    #[test]
+    fn a_broken_line_in_the_middle_is_reported_with_its_number() {
+        let text = "{\"ksimRecording\": \"v1\"}\n{\"t\": 0}\n{}\n";
+        let error = parse(text).expect_err("broken");
+        assert_eq!(error.to_string(), "line 2: no type");
+        let error = parse("{\"ksimRecording\": \"v9\"}\n").expect_err("version");
+        assert!(error.to_string().contains("\"v9\" is not supported"));
+    }
+
+    #[test]
+    fn the_merge_diff_sets_changes_and_nulls_removals() {
+        let old = json!({"a": 1, "b": {"c": 2, "d": 3}, "l": [1]});
+        let new = json!({"a": 1, "b": {"c": 5}, "l": [1, 2], "e": true});
+        assert_eq!(
+            merge_diff(&old, &new),
+            Some(json!({"b": {"c": 5, "d": null}, "l": [1, 2], "e": true}))
+        );
+        assert_eq!(merge_diff(&old, &old), None);
+    }
+
+    #[test]
+    fn events_are_recorded_only_when_named() {
+        let resources = Resources::for_tests(&[
+            ("", "v1", "Event", "events", true),
+            ("apps", "v1", "Deployment", "deployments", true),
+        ]);
+        let event = &resources.preferred[0];
+        let deployment = &resources.preferred[1];
+        assert!(!recorded(event, &[]));
+        assert!(recorded(deployment, &[]));
+        assert!(recorded(event, &["events".into()]));
+        assert!(recorded(deployment, &["deployments.apps".into()]));
+        assert!(!recorded(deployment, &["pods".into()]));
+    }
+}
