@@ -249,17 +249,11 @@ pub fn snapshot_restore(home: &KsimHome, flags: &SnapshotRestore) -> anyhow::Res
 /// `ksim snapshot export`.
 pub fn snapshot_export(flags: &SnapshotExport) -> anyhow::Result<()> {
     let saved = runtime()?.block_on(async {
-        let path = &flags.kubeconfig;
-        let file = kube::config::Kubeconfig::read_from(path)
-            .with_context(|| format!("cannot read the kubeconfig {}", path.display()))?;
-        let options = kube::config::KubeConfigOptions {
-            context: flags.context.clone(),
-            ..Default::default()
-        };
-        let config = kube::Config::from_custom_kubeconfig(file, &options)
-            .await
-            .with_context(|| format!("invalid kubeconfig {}", path.display()))?;
-        let client = kube::Client::try_from(config).context("cannot build the API client")?;
+        let client = ksim_runtime::client::from_kubeconfig(
+            Some(&flags.kubeconfig),
+            flags.context.as_deref(),
+        )
+        .await?;
         let target = Target::with_rate_limit(client, RateLimit::new(flags.qps, flags.burst));
         let options = SaveOptions {
             namespace: flags.namespace.clone(),

@@ -302,7 +302,7 @@ async fn run_in(bench: &SnapshotBench, dir: &std::path::Path) -> anyhow::Result<
 async fn export_over_http(path: &std::path::Path, bench: &SnapshotBench) -> anyhow::Result<()> {
     let serve = ServeChild::start()?;
     let config = kube::Config::new(serve.url().parse().context("the server's URL")?);
-    let client = kube::Client::try_from(config)?;
+    let client = ksim_runtime::client::from_config(config)?;
     let started = Instant::now();
     let text = std::fs::read_to_string(path)?;
     let documents = ksim_snapshot::parse_documents(
