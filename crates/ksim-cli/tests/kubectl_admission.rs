@@ -1,0 +1,209 @@
+//! Admission and validation as kube-apiserver 1.33 does them, through
+//! kubectl against `ksim create cluster`: the Priority plugin, gated pods,
+//! pod spec validation, and empty lists and maps dropped on every write.
+
+use std::path::Path;
+
+use ksim_testutils::TestCluster;
+use ksim_testutils::kubectl::{stdout_json, table_rows};
+use serde_json::json;
+
+fn cluster() -> TestCluster {
+    TestCluster::start_api_only(Path::new(env!("CARGO_BIN_EXE_ksim")))
+}
+
+fn pod_manifest(name: &str, spec_extra: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+spec:
+{spec_extra}  containers:
+  - name: app
+    image: nginx
+"
+    )
+}
+
+#[test]
+fn priority_classes_resolve_pod_priority_and_refuse_unknown_classes() {
+    let cluster = cluster();
+    // Without any global default, a pod gets priority 0.
+    cluster
+        .kubectl_stdin(&["create", "-f", "-"], &pod_manifest("plain", ""))
+        .success();
+    let plain = stdout_json(&cluster.kubectl(&["get", "pod", "plain", "-o", "json"]));
+    assert_eq!(plain["spec"]["priority"], json!(0));
+    assert_eq!(
+        plain["spec"]["preemptionPolicy"],
+        json!("PreemptLowerPriority")
+    );
+    assert!(plain["spec"].get("priorityClassName").is_none());
+
+    cluster
+        .kubectl_stdin(
+            &["apply", "-f", "-"],
+            "apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata:
+  name: batch-low
+value: 100
+preemptionPolicy: Never
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata:
+  name: everyone
+value: 10
+globalDefault: true
+",
+        )
+        .success();
+    cluster
+        .kubectl_stdin(
+            &["create", "-f", "-"],
+            &pod_manifest("batch", "  priorityClassName: batch-low\n"),
+        )
+        .success();
+    let batch = stdout_json(&cluster.kubectl(&["get", "pod", "batch", "-o", "json"]));
+    assert_eq!(batch["spec"]["priority"], json!(100));
+    assert_eq!(batch["spec"]["preemptionPolicy"], json!("Never"));
+
+    cluster
+        .kubectl_stdin(&["create", "-f", "-"], &pod_manifest("defaulted", ""))
+        .success();
+    let defaulted = stdout_json(&cluster.kubectl(&["get", "pod", "defaulted", "-o", "json"]));
+    assert_eq!(defaulted["spec"]["priorityClassName"], json!("everyone"));
+    assert_eq!(defaulted["spec"]["priority"], json!(10));
+
+    let critical = cluster.kubectl_stdin(
+        &["create", "-f", "-"],
+        &pod_manifest("critical", "  priorityClassName: system-node-critical\n"),
+    );
+    critical.success();
+    let critical = stdout_json(&cluster.kubectl(&["get", "pod", "critical", "-o", "json"]));
+    assert_eq!(critical["spec"]["priority"], json!(2_000_001_000));
+
+    let unknown = cluster.kubectl_stdin(
+        &["create", "-f", "-"],
+        &pod_manifest("lost", "  priorityClassName: nope\n"),
+    );
+    unknown.failure();
+    assert_eq!(
+        unknown.stderr,
+        "Error from server (Forbidden): error when creating \"STDIN\": pods \"lost\" is forbidden: no PriorityClass with name nope was found\n"
+    );
+    let conflicting = cluster.kubectl_stdin(
+        &["create", "-f", "-"],
+        &pod_manifest(
+            "forged",
+            "  priorityClassName: batch-low\n  priority: 1000000\n",
+        ),
+    );
+    conflicting.failure();
+    assert_eq!(
+        conflicting.stderr,
+        "Error from server (Forbidden): error when creating \"STDIN\": pods \"forged\" is forbidden: the integer value of priority (1000000) must not be provided in pod spec; priority admission controller computed 100 from the given PriorityClass name\n"
+    );
+
+    // A label change (an update without the priority) keeps it.
+    cluster
+        .kubectl(&["label", "pod", "batch", "tier=batch"])
+        .success();
+    let relabelled = stdout_json(&cluster.kubectl(&["get", "pod", "batch", "-o", "json"]));
+    assert_eq!(relabelled["spec"]["priority"], json!(100));
+}
+
+#[test]
+fn priority_classes_allow_one_global_default_and_keep_the_system_ones() {
+    let cluster = cluster();
+    let classes = cluster
+        .kubectl(&["get", "priorityclasses", "-o", "json"])
+        .success()
+        .clone();
+    let classes = stdout_json(&classes);
+    let described: Vec<(String, i64, String)> = classes["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|c| {
+            (
+                c["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                c["value"].as_i64().unwrap_or_default(),
+                c["description"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        described,
+        [
+            (
+                "system-cluster-critical".to_string(),
+                2_000_000_000,
+                "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary.".to_string()
+            ),
+            (
+                "system-node-critical".to_string(),
+                2_000_001_000,
+                "Used for system critical pods that must not be moved from their current node.".to_string()
+            ),
+        ]
+    );
+    let deleted = cluster.kubectl(&["delete", "priorityclass", "system-node-critical"]);
+    deleted.failure();
+    assert_eq!(
+        deleted.stderr,
+        "Error from server (Forbidden): priorityclasses.scheduling.k8s.io \"system-node-critical\" is forbidden: this is a system priority class and cannot be deleted\n"
+    );
+    let reserved = cluster.kubectl(&["create", "priorityclass", "system-mine", "--value=5"]);
+    reserved.failure();
+    assert_eq!(
+        reserved.stderr,
+        "error: failed to create priorityclass: PriorityClass.scheduling.k8s.io \"system-mine\" is invalid: metadata.name: Forbidden: priority class names with 'system-' prefix are reserved for system use only. error: system-mine is not a known system priority class\n"
+    );
+
+    cluster
+        .kubectl(&[
+            "create",
+            "priorityclass",
+            "first",
+            "--value=5",
+            "--global-default",
+        ])
+        .success();
+    let second = cluster.kubectl(&[
+        "create",
+        "priorityclass",
+        "second",
+        "--value=6",
+        "--global-default",
+    ]);
+    second.failure();
+    assert_eq!(
+        second.stderr,
+        "error: failed to create priorityclass: priorityclasses.scheduling.k8s.io \"second\" is forbidden: PriorityClass first is already marked as default. Only one default can exist\n"
+    );
+    cluster
+        .kubectl(&["create", "priorityclass", "second", "--value=6"])
+        .success();
+    let marked = cluster.kubectl(&[
+        "patch",
+        "priorityclass",
+        "second",
+        "--type=merge",
+        "-p",
+        "{\"globalDefault\":true}",
+    ]);
+    marked.failure();
+    assert_eq!(
+        marked.stderr,
+        "Error from server (Forbidden): priorityclasses.scheduling.k8s.io \"second\" is forbidden: PriorityClass first is already marked as default. Only one default can exist\n"
+    );
+    let rows = table_rows(&cluster.kubectl(&["get", "priorityclass", "first", "second"]));
+    assert_eq!(rows[0][..3], ["first", "5", "true"]);
+    assert_eq!(rows[1][..3], ["second", "6", "false"]);
+}
