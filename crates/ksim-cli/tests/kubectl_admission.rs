@@ -207,3 +207,138 @@ fn priority_classes_allow_one_global_default_and_keep_the_system_ones() {
     assert_eq!(rows[0][..3], ["first", "5", "true"]);
     assert_eq!(rows[1][..3], ["second", "6", "false"]);
 }
+
+/// A cluster with the scheduler (no kubelet or controllers) and one node.
+fn cluster_with_scheduler_and_node() -> TestCluster {
+    let cluster = TestCluster::start_with(
+        Path::new(env!("CARGO_BIN_EXE_ksim")),
+        ksim_testutils::KSIM_CLUSTER_NAME,
+        &["--disable", "kubelet,controllers"],
+    );
+    cluster
+        .kubectl_stdin(
+            &["create", "-f", "-"],
+            r#"{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}"#,
+        )
+        .success();
+    cluster
+        .kubectl(&[
+            "patch",
+            "node",
+            "n1",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True"}]}}"#,
+        ])
+        .success();
+    cluster
+}
+
+fn node_of(cluster: &TestCluster, pod: &str) -> String {
+    cluster
+        .kubectl(&["get", "pod", pod, "-o", "jsonpath={.spec.nodeName}"])
+        .success()
+        .stdout
+        .clone()
+}
+
+#[test]
+fn gated_pods_are_scheduling_gated_until_their_last_gate_is_removed() {
+    let cluster = cluster_with_scheduler_and_node();
+    cluster
+        .kubectl_stdin(
+            &["create", "-f", "-"],
+            &pod_manifest(
+                "gated",
+                "  schedulingGates:\n  - name: example.com/quota\n  - name: example.com/arch\n",
+            ),
+        )
+        .success();
+    let rows = table_rows(&cluster.kubectl(&["get", "pod", "gated"]));
+    assert_eq!(rows[0][..3], ["gated", "0/1", "SchedulingGated"]);
+    let pod = stdout_json(&cluster.kubectl(&["get", "pod", "gated", "-o", "json"]));
+    assert_eq!(
+        pod["status"]["conditions"],
+        json!([{"type": "PodScheduled", "status": "False", "lastProbeTime": null, "lastTransitionTime": null,
+            "reason": "SchedulingGated", "message": "Scheduling is blocked due to non-empty scheduling gates"}])
+    );
+
+    let added = cluster.kubectl(&[
+        "patch",
+        "pod",
+        "gated",
+        "--type=json",
+        "-p",
+        r#"[{"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": "x"}}]"#,
+    ]);
+    added.failure();
+    assert_eq!(
+        added.stderr,
+        "The Pod \"gated\" is invalid: spec.schedulingGates[2].name: Forbidden: only deletion is allowed, but found new scheduling gate 'x'\n"
+    );
+
+    // One gate left: a pod created afterwards is placed, the gated one waits.
+    cluster
+        .kubectl(&[
+            "patch",
+            "pod",
+            "gated",
+            "--type=json",
+            "-p",
+            r#"[{"op": "remove", "path": "/spec/schedulingGates/0"}]"#,
+        ])
+        .success();
+    cluster
+        .kubectl_stdin(&["create", "-f", "-"], &pod_manifest("later", ""))
+        .success();
+    cluster.wait_for(
+        &["get", "pod", "later", "-o", "jsonpath={.spec.nodeName}"],
+        |node| node == "n1",
+    );
+    assert_eq!(node_of(&cluster, "gated"), "");
+    let rows = table_rows(&cluster.kubectl(&["get", "pod", "gated"]));
+    assert_eq!(rows[0][2], "SchedulingGated");
+
+    cluster
+        .kubectl(&[
+            "patch",
+            "pod",
+            "gated",
+            "--type=json",
+            "-p",
+            r#"[{"op": "remove", "path": "/spec/schedulingGates"}]"#,
+        ])
+        .success();
+    cluster.wait_for(
+        &["get", "pod", "gated", "-o", "jsonpath={.spec.nodeName}"],
+        |node| node == "n1",
+    );
+    let pod = stdout_json(&cluster.kubectl(&["get", "pod", "gated", "-o", "json"]));
+    let scheduled = pod["status"]["conditions"]
+        .as_array()
+        .expect("conditions")
+        .iter()
+        .find(|c| c["type"] == "PodScheduled")
+        .expect("PodScheduled");
+    assert_eq!(scheduled["status"], "True");
+}
+
+#[test]
+fn gated_pods_may_not_name_a_node() {
+    let cluster = cluster();
+    let refused = cluster.kubectl_stdin(
+        &["create", "-f", "-"],
+        &pod_manifest(
+            "pinned",
+            "  nodeName: n1\n  schedulingGates:\n  - name: example.com/quota\n",
+        ),
+    );
+    refused.failure();
+    assert_eq!(
+        refused.stderr,
+        "The Pod \"pinned\" is invalid: spec.nodeName: Forbidden: cannot be set until all schedulingGates have been cleared\n"
+    );
+}

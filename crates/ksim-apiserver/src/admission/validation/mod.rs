@@ -88,6 +88,9 @@ pub fn validate_create(resource: &ResourceInfo, object: &Value) -> Result<(), Ap
     if !resource.custom {
         validate_kind(resource, object, &mut errors);
         validate_crd_create(resource, object, &mut errors);
+        if resource.group.is_empty() && resource.kind == "Pod" {
+            pod::validate_pod_create(object, &mut errors);
+        }
     }
     result(resource, object, errors)
 }

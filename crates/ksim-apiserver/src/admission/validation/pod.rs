@@ -94,6 +94,38 @@ pub(crate) fn validate_pod_spec(spec: &Value, path: &str, errors: &mut FieldErro
         &child(path, "tolerations"),
         errors,
     );
+    validate_scheduling_gates(
+        array_of(spec, "schedulingGates"),
+        &child(path, "schedulingGates"),
+        errors,
+    );
+}
+
+/// `validateSchedulingGates`: qualified names, no duplicates.
+fn validate_scheduling_gates(gates: &[Value], path: &str, errors: &mut FieldErrors) {
+    let mut seen = HashSet::new();
+    for (i, gate) in gates.iter().enumerate() {
+        let gate_path = index(path, i);
+        let name = str_of(gate, "name");
+        for msg in is_qualified_name(name) {
+            errors.push(FieldError::invalid(&gate_path, BadValue::str(name), &msg));
+        }
+        if !seen.insert(name) {
+            errors.push(FieldError::duplicate(&gate_path, BadValue::str(name)));
+        }
+    }
+}
+
+/// `ValidatePodCreate`'s own checks beyond the spec: a pod with scheduling
+/// gates may not name its node.
+pub(crate) fn validate_pod_create(pod: &Value, errors: &mut FieldErrors) {
+    let spec = &pod["spec"];
+    if !str_of(spec, "nodeName").is_empty() && !array_of(spec, "schedulingGates").is_empty() {
+        errors.push(FieldError::forbidden(
+            "spec.nodeName",
+            "cannot be set until all schedulingGates have been cleared",
+        ));
+    }
 }
 
 fn validate_containers(
@@ -424,11 +456,24 @@ pub(crate) fn validate_pod_update(old: &Value, new: &Value, errors: &mut FieldEr
     if old_grace.is_some_and(|g| g < 0) && new_grace == Some(1) {
         restore(&mut masked, old_spec, "terminationGracePeriodSeconds");
     }
-    let old_gates = array_of(&Value::Object(old_spec.clone()), "schedulingGates").to_vec();
-    let new_gates = array_of(&Value::Object(new_spec.clone()), "schedulingGates").to_vec();
-    if new_gates.iter().all(|g| old_gates.contains(g)) {
-        restore(&mut masked, old_spec, "schedulingGates");
+    let gate_names = |spec: &Map<String, Value>| -> Vec<String> {
+        spec.get("schedulingGates")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|gate| str_of(gate, "name").to_string())
+            .collect()
+    };
+    let old_gates = gate_names(old_spec);
+    for (i, gate) in gate_names(new_spec).iter().enumerate() {
+        if !old_gates.contains(gate) {
+            errors.push(FieldError::forbidden(
+                &format!("spec.schedulingGates[{i}].name"),
+                &format!("only deletion is allowed, but found new scheduling gate '{gate}'"),
+            ));
+        }
     }
+    restore(&mut masked, old_spec, "schedulingGates");
     let old_tolerations = array_of(&Value::Object(old_spec.clone()), "tolerations").to_vec();
     let new_tolerations = array_of(&Value::Object(new_spec.clone()), "tolerations").to_vec();
     let only_added = old_tolerations.iter().all(|old_toleration| {
@@ -654,6 +699,48 @@ mod tests {
             forbidden[0]
         );
         assert!(forbidden[0].contains("+  nodeName: \"n1\""));
+    }
+
+    #[test]
+    fn scheduling_gates_may_only_be_removed() {
+        let old = with(json!({"schedulingGates": [{"name": "a"}, {"name": "b"}]}));
+        assert_eq!(
+            update_errors(
+                old.clone(),
+                with(json!({"schedulingGates": [{"name": "b"}]}))
+            ),
+            Vec::<String>::new()
+        );
+        assert_eq!(update_errors(old.clone(), base()), Vec::<String>::new());
+        assert_eq!(
+            update_errors(
+                old,
+                with(json!({"schedulingGates": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}))
+            ),
+            vec![
+                "spec.schedulingGates[2].name: Forbidden: only deletion is allowed, but found new scheduling gate 'c'"
+            ]
+        );
+        assert_eq!(
+            spec_errors(with(
+                json!({"schedulingGates": [{"name": "a"}, {"name": "a"}, {"name": "b c"}]})
+            )),
+            vec![
+                "spec.schedulingGates[1]: Duplicate value: \"a\"",
+                "spec.schedulingGates[2]: Invalid value: \"b c\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+            ]
+        );
+        let mut errors = Vec::new();
+        validate_pod_create(
+            &json!({"spec": {"nodeName": "n1", "schedulingGates": [{"name": "a"}]}}),
+            &mut errors,
+        );
+        assert_eq!(
+            errors.iter().map(FieldError::rendered).collect::<Vec<_>>(),
+            vec![
+                "spec.nodeName: Forbidden: cannot be set until all schedulingGates have been cleared"
+            ]
+        );
     }
 
     #[test]
