@@ -342,3 +342,141 @@ fn gated_pods_may_not_name_a_node() {
         "The Pod \"pinned\" is invalid: spec.nodeName: Forbidden: cannot be set until all schedulingGates have been cleared\n"
     );
 }
+
+const DEPLOYMENT_WITH_SCRATCH: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  selector:
+    matchLabels:
+      app: web
+  template:
+    metadata:
+      labels:
+        app: web
+    spec:
+      containers:
+      - name: app
+        image: nginx
+        command: [\"nginx\"]
+        volumeMounts:
+        - name: scratch
+          mountPath: /scratch
+      volumes:
+      - name: scratch
+        emptyDir: {}
+";
+
+#[test]
+fn a_volume_with_two_sources_is_invalid_on_patch_and_create() {
+    let cluster = cluster();
+    cluster
+        .kubectl_stdin(&["apply", "-f", "-"], DEPLOYMENT_WITH_SCRATCH)
+        .success();
+    let patched = cluster.kubectl(&[
+        "patch",
+        "deploy",
+        "web",
+        "--type=strategic",
+        "-p",
+        r#"{"spec":{"template":{"spec":{"volumes":[{"name":"scratch","configMap":{"name":"conf"}}]}}}}"#,
+    ]);
+    patched.failure();
+    assert_eq!(
+        patched.stderr,
+        // An invalid volume is not one the mounts may name (as upstream).
+        "The Deployment \"web\" is invalid: \n\
+* spec.template.spec.volumes[0].configMap: Forbidden: may not specify more than 1 volume type\n\
+* spec.template.spec.containers[0].volumeMounts[0].name: Not found: \"scratch\"\n"
+    );
+    let created = cluster.kubectl_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: v1
+kind: Pod
+metadata:
+  name: two-sources
+spec:
+  containers:
+  - name: app
+    image: nginx
+  volumes:
+  - name: scratch
+    emptyDir: {}
+    hostPath:
+      path: /tmp
+",
+    );
+    created.failure();
+    assert_eq!(
+        created.stderr,
+        "The Pod \"two-sources\" is invalid: spec.volumes[0].hostPath: Forbidden: may not specify more than 1 volume type\n"
+    );
+}
+
+#[test]
+fn pod_spec_validation_checks_mounts_probes_ports_and_security_context() {
+    let cluster = cluster();
+    let created = cluster.kubectl_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: v1
+kind: Pod
+metadata:
+  name: broken
+spec:
+  securityContext:
+    runAsUser: -1
+  containers:
+  - name: app
+    image: nginx
+    ports:
+    - name: http
+      containerPort: 80
+      hostPort: 8080
+    - name: http
+      containerPort: 81
+    volumeMounts:
+    - name: missing
+      mountPath: /data
+    livenessProbe:
+      exec:
+        command: [\"true\"]
+      tcpSocket:
+        port: 80
+      successThreshold: 2
+  - name: sidecar
+    image: busybox
+    ports:
+    - containerPort: 90
+      hostPort: 8080
+",
+    );
+    created.failure();
+    assert_eq!(
+        created.stderr,
+        "The Pod \"broken\" is invalid: \n\
+* spec.containers[0].ports[1].name: Duplicate value: \"http\"\n\
+* spec.containers[0].volumeMounts[0].name: Not found: \"missing\"\n\
+* spec.containers[0].livenessProbe.tcpSocket: Forbidden: may not specify more than 1 handler type\n\
+* spec.containers[0].livenessProbe.successThreshold: Invalid value: 2: must be 1\n\
+* spec.containers[1].ports[0].hostPort: Duplicate value: \"TCP//8080\"\n\
+* spec.securityContext.runAsUser: Invalid value: -1: must be between 0 and 2147483647, inclusive\n"
+    );
+    // The same checks on update: a mount of a volume the pod lacks.
+    cluster
+        .kubectl_stdin(&["apply", "-f", "-"], DEPLOYMENT_WITH_SCRATCH)
+        .success();
+    let patched = cluster.kubectl(&[
+        "patch",
+        "deploy",
+        "web",
+        "--type=json",
+        "-p",
+        r#"[{"op": "replace", "path": "/spec/template/spec/containers/0/volumeMounts/0/name", "value": "other"}]"#,
+    ]);
+    patched.failure();
+    assert_eq!(
+        patched.stderr,
+        "The Deployment \"web\" is invalid: spec.template.spec.containers[0].volumeMounts[0].name: Not found: \"other\"\n"
+    );
+}

@@ -122,7 +122,7 @@ fn default_container(container: &mut Map<String, Value>, host_network: bool) {
                 .and_then(|h| h.get_mut("httpGet"))
                 .and_then(Value::as_object_mut)
             {
-                default_field(http_get, "scheme", json!("HTTP"));
+                default_http_get(http_get);
             }
         }
     }
@@ -149,11 +149,57 @@ fn default_probe(probe: &mut Map<String, Value>) {
         }
     }
     if let Some(http_get) = probe.get_mut("httpGet").and_then(Value::as_object_mut) {
-        default_field(http_get, "scheme", json!("HTTP"));
+        default_http_get(http_get);
     }
 }
 
+/// `SetDefaults_HTTPGetAction`.
+fn default_http_get(http_get: &mut Map<String, Value>) {
+    default_field(http_get, "path", json!("/"));
+    default_field(http_get, "scheme", json!("HTTP"));
+}
+
+/// The volume sources (a volume with none of them is an `emptyDir`).
+const VOLUME_SOURCES: &[&str] = &[
+    "emptyDir",
+    "hostPath",
+    "gitRepo",
+    "gcePersistentDisk",
+    "awsElasticBlockStore",
+    "secret",
+    "nfs",
+    "iscsi",
+    "glusterfs",
+    "flocker",
+    "persistentVolumeClaim",
+    "rbd",
+    "cinder",
+    "cephfs",
+    "quobyte",
+    "downwardAPI",
+    "fc",
+    "flexVolume",
+    "configMap",
+    "azureFile",
+    "vsphereVolume",
+    "photonPersistentDisk",
+    "portworxVolume",
+    "azureDisk",
+    "storageos",
+    "projected",
+    "scaleIO",
+    "csi",
+    "ephemeral",
+    "image",
+];
+
 fn default_volume(volume: &mut Map<String, Value>) {
+    if VOLUME_SOURCES
+        .iter()
+        .all(|source| volume.get(*source).is_none_or(Value::is_null))
+    {
+        volume.insert("emptyDir".into(), json!({}));
+    }
     for source in ["secret", "configMap", "downwardAPI", "projected"] {
         if let Some(source) = volume.get_mut(source).and_then(Value::as_object_mut) {
             default_field(source, "defaultMode", json!(420));

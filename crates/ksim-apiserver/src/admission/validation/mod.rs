@@ -1,10 +1,12 @@
 //! Validation: the checks kube-apiserver makes on create and update, per
 //! kind, turned into a 422 `Invalid` status with kube's causes.
 
+mod container;
 mod core;
 mod metadata;
 mod pod;
 mod selector;
+mod volumes;
 mod workloads;
 
 use serde_json::Value;

@@ -523,7 +523,7 @@ mod tests {
         json!({"metadata": {"name": "d"}, "spec": {"replicas": replicas, "selector": selector,
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}},
             "template": {"metadata": {"labels": labels}, "spec": {"restartPolicy": restart, "dnsPolicy": "ClusterFirst",
-                "containers": [{"name": "c", "image": "x"}]}}}})
+                "containers": [{"name": "c", "image": "x", "imagePullPolicy": "IfNotPresent", "terminationMessagePolicy": "File"}]}}}})
     }
 
     fn rendered(check: fn(&Value, &mut FieldErrors), object: &Value) -> Vec<String> {
