@@ -480,3 +480,119 @@ spec:
         "The Deployment \"web\" is invalid: spec.template.spec.containers[0].volumeMounts[0].name: Not found: \"other\"\n"
     );
 }
+
+fn template_container(cluster: &TestCluster) -> serde_json::Value {
+    let deployment = stdout_json(&cluster.kubectl(&["get", "deploy", "web", "-o", "json"]));
+    deployment["spec"]["template"]["spec"]["containers"][0].clone()
+}
+
+#[test]
+fn empty_omitempty_lists_and_maps_are_dropped_on_every_write() {
+    let cluster = cluster();
+    cluster
+        .kubectl_stdin(&["apply", "-f", "-"], DEPLOYMENT_WITH_SCRATCH)
+        .success();
+    // Strategic merge patch: an emptied list.
+    cluster
+        .kubectl(&[
+            "patch",
+            "deploy",
+            "web",
+            "--type=strategic",
+            "-p",
+            r#"{"spec":{"template":{"spec":{"containers":[{"name":"app","command":[]}]}}}}"#,
+        ])
+        .success();
+    let container = template_container(&cluster);
+    assert!(container.get("command").is_none(), "{container}");
+    // A list emptied by `$patch: replace`.
+    cluster
+        .kubectl(&[
+            "patch",
+            "deploy",
+            "web",
+            "--type=strategic",
+            "-p",
+            r#"{"spec":{"template":{"spec":{"containers":[{"name":"app","volumeMounts":[{"$patch":"replace"}]}]}}}}"#,
+        ])
+        .success();
+    let container = template_container(&cluster);
+    assert!(container.get("volumeMounts").is_none(), "{container}");
+    // JSON patch and merge patch.
+    cluster
+        .kubectl(&[
+            "patch",
+            "deploy",
+            "web",
+            "--type=json",
+            "-p",
+            r#"[{"op": "add", "path": "/spec/template/spec/containers/0/args", "value": []}]"#,
+        ])
+        .success();
+    cluster
+        .kubectl(&[
+            "patch",
+            "deploy",
+            "web",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"template":{"spec":{"nodeSelector":{},"tolerations":[]}}}}"#,
+        ])
+        .success();
+    let deployment = stdout_json(&cluster.kubectl(&["get", "deploy", "web", "-o", "json"]));
+    let spec = &deployment["spec"]["template"]["spec"];
+    assert!(spec["containers"][0].get("args").is_none(), "{spec}");
+    assert!(spec.get("nodeSelector").is_none(), "{spec}");
+    assert!(spec.get("tolerations").is_none(), "{spec}");
+
+    // Create, update (replace) and server-side apply.
+    let config_map = "apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: conf
+  labels: {}
+data: {}
+";
+    cluster
+        .kubectl_stdin(&["create", "-f", "-"], config_map)
+        .success();
+    let created = stdout_json(&cluster.kubectl(&["get", "cm", "conf", "-o", "json"]));
+    assert!(created.get("data").is_none(), "{created}");
+    assert!(created["metadata"].get("labels").is_none(), "{created}");
+    cluster
+        .kubectl_stdin(
+            &["replace", "-f", "-"],
+            "apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: conf
+data: {}
+binaryData: {}
+",
+        )
+        .success();
+    let replaced = stdout_json(&cluster.kubectl(&["get", "cm", "conf", "-o", "json"]));
+    assert!(replaced.get("binaryData").is_none(), "{replaced}");
+    cluster
+        .kubectl_stdin(
+            &["apply", "--server-side", "-f", "-"],
+            "apiVersion: v1
+kind: Pod
+metadata:
+  name: applied
+spec:
+  containers:
+  - name: app
+    image: nginx
+    command: []
+    env: []
+",
+        )
+        .success();
+    let pod = stdout_json(&cluster.kubectl(&["get", "pod", "applied", "-o", "json"]));
+    let container = &pod["spec"]["containers"][0];
+    assert!(container.get("command").is_none(), "{container}");
+    assert!(container.get("env").is_none(), "{container}");
+    // Not omitempty in Go: kept.
+    assert_eq!(container["resources"], json!({}));
+}

@@ -12,7 +12,9 @@ use super::container::{
 };
 use super::metadata::{validate_annotations, validate_labels};
 use super::volumes::{validate_volume_mounts, validate_volumes};
-use crate::admission::field::{BadValue, FieldError, FieldErrors, child, go_quote, index, key};
+use crate::admission::field::{
+    BadValue, FieldError, FieldErrors, child, go_quote, go_string_map, index, key,
+};
 use crate::admission::json::{array_of, str_of};
 use crate::admission::names::{
     is_dns1123_label, is_qualified_name, is_valid_label_value, is_valid_port_name,
@@ -594,6 +596,24 @@ pub(crate) fn validate_pod_update(old: &Value, new: &Value, errors: &mut FieldEr
         }
     }
     restore(&mut masked, old_spec, "schedulingGates");
+    // A gated pod's node selector may grow (queueing systems narrow where
+    // it may run before releasing it).
+    if !old_gates.is_empty() {
+        let old_selector = old_spec.get("nodeSelector").and_then(Value::as_object);
+        let new_selector = new_spec.get("nodeSelector").and_then(Value::as_object);
+        let only_added = old_selector
+            .into_iter()
+            .flatten()
+            .all(|(key, value)| new_selector.and_then(|selector| selector.get(key)) == Some(value));
+        if !only_added {
+            errors.push(FieldError::invalid(
+                "spec.nodeSelector",
+                BadValue::Raw(go_string_map(new_selector)),
+                "only additions to spec.nodeSelector are allowed (no mutations or deletions)",
+            ));
+        }
+        restore(&mut masked, old_spec, "nodeSelector");
+    }
     let old_tolerations = array_of(&Value::Object(old_spec.clone()), "tolerations").to_vec();
     let new_tolerations = array_of(&Value::Object(new_spec.clone()), "tolerations").to_vec();
     let only_added = old_tolerations.iter().all(|old_toleration| {
@@ -859,6 +879,26 @@ mod tests {
             vec![
                 "spec.schedulingGates[1]: Duplicate value: \"a\"",
                 "spec.schedulingGates[2]: Invalid value: \"b c\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+            ]
+        );
+        let gated =
+            with(json!({"schedulingGates": [{"name": "a"}], "nodeSelector": {"zone": "a"}}));
+        assert_eq!(
+            update_errors(
+                gated.clone(),
+                with(
+                    json!({"schedulingGates": [{"name": "a"}], "nodeSelector": {"zone": "a", "disk": "ssd"}})
+                )
+            ),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            update_errors(
+                gated,
+                with(json!({"schedulingGates": [{"name": "a"}], "nodeSelector": {"zone": "b"}}))
+            ),
+            vec![
+                "spec.nodeSelector: Invalid value: map[string]string{\"zone\":\"b\"}: only additions to spec.nodeSelector are allowed (no mutations or deletions)"
             ]
         );
         let mut errors = Vec::new();
