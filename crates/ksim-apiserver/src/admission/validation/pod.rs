@@ -24,6 +24,27 @@ use ksim_core::quantity::Quantity;
 
 const MAX_INT32: i64 = 2_147_483_647;
 
+/// A template's labels and annotations only: what
+/// `ValidatePodTemplateSpecForStatefulSet` checks (its pod spec is not
+/// validated upstream, since its mounts may name volumeClaimTemplates).
+pub(crate) fn validate_pod_template_metadata(
+    template: &Value,
+    path: &str,
+    errors: &mut FieldErrors,
+) {
+    let metadata = template.get("metadata");
+    validate_labels(
+        metadata.and_then(|m| m.get("labels")),
+        &child(path, "labels"),
+        errors,
+    );
+    validate_annotations(
+        metadata.and_then(|m| m.get("annotations")),
+        &child(path, "annotations"),
+        errors,
+    );
+}
+
 /// `ValidatePodTemplateSpec`: template labels/annotations and the pod spec.
 pub(crate) fn validate_pod_template(template: &Value, path: &str, errors: &mut FieldErrors) {
     let metadata = template.get("metadata");
