@@ -211,6 +211,11 @@ impl FieldError {
         Self::with_value("FieldValueDuplicate", "Duplicate value", field, &value, "")
     }
 
+    /// `Not found: <value>`.
+    pub(crate) fn not_found(field: &str, value: BadValue) -> Self {
+        Self::with_value("FieldValueNotFound", "Not found", field, &value, "")
+    }
+
     /// `Too long: may not be more than N bytes`.
     pub(crate) fn too_long(field: &str, max_bytes: usize) -> Self {
         let noun = if max_bytes == 1 { "byte" } else { "bytes" };

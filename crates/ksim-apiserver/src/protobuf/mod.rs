@@ -3,16 +3,19 @@
 //! A body is the magic `k8s\0` followed by a `runtime.Unknown` envelope holding the object's
 //! apiVersion and kind and its raw message bytes. The bytes are read generically against
 //! [`facts`], a table of wire facts per field that this project generates and owns, and turned
-//! into the JSON Go's encoder would write for the same object.
+//! into the JSON Go's encoder would write for the same object. The same facts tell which empty
+//! lists and maps a written object loses in kube's typed round trip ([`drop_empty_fields`]).
 
 mod convert;
 mod facts;
+mod omitempty;
 mod schema;
 mod wire;
 
 use serde_json::{Map, Value};
 
 use crate::ApiError;
+pub(crate) use omitempty::drop_empty_fields;
 use wire::Reader;
 
 /// The prefix of every Kubernetes protobuf body.

@@ -31,9 +31,17 @@ pub(crate) fn create_initial_objects(state: &State) {
             )
         })
         .collect();
-    for (name, value) in [
-        ("system-node-critical", 2_000_001_000),
-        ("system-cluster-critical", 2_000_000_000),
+    for (name, value, description) in [
+        (
+            "system-node-critical",
+            2_000_001_000,
+            "Used for system critical pods that must not be moved from their current node.",
+        ),
+        (
+            "system-cluster-critical",
+            2_000_000_000,
+            "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary.",
+        ),
     ] {
         objects.push((
             "scheduling.k8s.io",
@@ -42,7 +50,7 @@ pub(crate) fn create_initial_objects(state: &State) {
                 "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                 "metadata": {"name": name},
                 "value": value,
-                "description": "Used for system critical pods that must not be moved from their current node.",
+                "description": description,
             }),
         ));
     }

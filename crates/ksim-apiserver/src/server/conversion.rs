@@ -46,13 +46,19 @@ fn rename(object: &Value, api_version: &str, to_core: bool) -> Value {
     Value::Object(out)
 }
 
-/// The stored form of an object a client sent for `resource`.
+/// The stored form of an object a client sent (or a patch produced) for
+/// `resource`: what kube's decoding into the Go type keeps, so a built-in
+/// object loses its empty `omitempty` lists and maps here, on every write.
 pub(crate) fn to_storage(resource: &ResourceInfo, object: Value) -> Value {
-    if is_events_v1(resource) {
+    let mut object = if is_events_v1(resource) {
         rename(&object, "v1", true)
     } else {
         object
+    };
+    if !resource.custom {
+        crate::protobuf::drop_empty_fields(&mut object);
     }
+    object
 }
 
 /// The form a client of `resource` reads of a stored object (with its

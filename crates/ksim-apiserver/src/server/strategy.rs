@@ -66,6 +66,7 @@ pub(crate) fn prepare_for_create(
         ("", "Pod") => {
             let qos = pod_qos_class(object);
             object["status"] = json!({"phase": "Pending", "qosClass": qos});
+            apply_scheduling_gated_condition(object);
         }
         ("", "Namespace") => {
             object["status"] = json!({"phase": "Active"});
@@ -80,6 +81,24 @@ pub(crate) fn prepare_for_create(
         _ => {}
     }
     drop_empty_metadata(object);
+}
+
+/// A new pod with scheduling gates is `PodScheduled=False` with reason
+/// `SchedulingGated` (what kube-apiserver's pod strategy adds on create).
+fn apply_scheduling_gated_condition(pod: &mut Value) {
+    let gated = pod["spec"]["schedulingGates"]
+        .as_array()
+        .is_some_and(|gates| !gates.is_empty());
+    if gated {
+        pod["status"]["conditions"] = json!([{
+            "type": "PodScheduled",
+            "status": "False",
+            "lastProbeTime": null,
+            "lastTransitionTime": null,
+            "reason": "SchedulingGated",
+            "message": "Scheduling is blocked due to non-empty scheduling gates",
+        }]);
+    }
 }
 
 /// ObjectMeta's lists and maps are `omitempty`: an emptied `labels`,
@@ -375,6 +394,14 @@ mod tests {
         assert_eq!(
             pod["status"],
             json!({"phase": "Pending", "qosClass": "Guaranteed"})
+        );
+        let mut gated = json!({"metadata": {"name": "g"}, "spec": {"schedulingGates": [{"name": "example.com/quota"}],
+            "containers": [{"name": "c"}]}});
+        prepare_for_create(&pods, &mut gated, "u", "2026-01-01T00:00:00Z");
+        assert_eq!(
+            gated["status"]["conditions"][0],
+            json!({"type": "PodScheduled", "status": "False", "lastProbeTime": null, "lastTransitionTime": null,
+                "reason": "SchedulingGated", "message": "Scheduling is blocked due to non-empty scheduling gates"})
         );
         let best_effort = json!({"spec": {"containers": [{"name": "c"}]}});
         assert_eq!(pod_qos_class(&best_effort), "BestEffort");

@@ -1,6 +1,7 @@
 //! Defaults of the core group's pod specs (pods and every pod template), as
-//! `pkg/apis/core/v1/defaults.go` sets them, plus the Priority and
-//! DefaultTolerationSeconds admission plugins for pods.
+//! `pkg/apis/core/v1/defaults.go` sets them, plus the
+//! DefaultTolerationSeconds admission plugin for pods (the Priority plugin,
+//! which reads PriorityClasses, is [`crate::admission::admit_new_pod`]).
 
 use serde_json::{Map, Value, json};
 
@@ -40,7 +41,6 @@ pub(crate) fn default_pod(pod: &mut Value) {
         }
     }
     default_field(spec, "enableServiceLinks", json!(true));
-    admit_priority(spec);
     admit_default_toleration_seconds(spec);
 }
 
@@ -122,7 +122,7 @@ fn default_container(container: &mut Map<String, Value>, host_network: bool) {
                 .and_then(|h| h.get_mut("httpGet"))
                 .and_then(Value::as_object_mut)
             {
-                default_field(http_get, "scheme", json!("HTTP"));
+                default_http_get(http_get);
             }
         }
     }
@@ -149,11 +149,57 @@ fn default_probe(probe: &mut Map<String, Value>) {
         }
     }
     if let Some(http_get) = probe.get_mut("httpGet").and_then(Value::as_object_mut) {
-        default_field(http_get, "scheme", json!("HTTP"));
+        default_http_get(http_get);
     }
 }
 
+/// `SetDefaults_HTTPGetAction`.
+fn default_http_get(http_get: &mut Map<String, Value>) {
+    default_field(http_get, "path", json!("/"));
+    default_field(http_get, "scheme", json!("HTTP"));
+}
+
+/// The volume sources (a volume with none of them is an `emptyDir`).
+const VOLUME_SOURCES: &[&str] = &[
+    "emptyDir",
+    "hostPath",
+    "gitRepo",
+    "gcePersistentDisk",
+    "awsElasticBlockStore",
+    "secret",
+    "nfs",
+    "iscsi",
+    "glusterfs",
+    "flocker",
+    "persistentVolumeClaim",
+    "rbd",
+    "cinder",
+    "cephfs",
+    "quobyte",
+    "downwardAPI",
+    "fc",
+    "flexVolume",
+    "configMap",
+    "azureFile",
+    "vsphereVolume",
+    "photonPersistentDisk",
+    "portworxVolume",
+    "azureDisk",
+    "storageos",
+    "projected",
+    "scaleIO",
+    "csi",
+    "ephemeral",
+    "image",
+];
+
 fn default_volume(volume: &mut Map<String, Value>) {
+    if VOLUME_SOURCES
+        .iter()
+        .all(|source| volume.get(*source).is_none_or(Value::is_null))
+    {
+        volume.insert("emptyDir".into(), json!({}));
+    }
     for source in ["secret", "configMap", "downwardAPI", "projected"] {
         if let Some(source) = volume.get_mut(source).and_then(Value::as_object_mut) {
             default_field(source, "defaultMode", json!(420));
@@ -167,23 +213,6 @@ fn default_volume(volume: &mut Map<String, Value>) {
     {
         *empty_dir = json!({});
     }
-}
-
-/// The Priority admission plugin, for the classes it knows without a lookup:
-/// no class (priority 0), and the two system classes.
-fn admit_priority(spec: &mut Map<String, Value>) {
-    let class = spec
-        .get("priorityClassName")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let priority = match class {
-        "" => 0,
-        "system-node-critical" => 2_000_001_000,
-        "system-cluster-critical" => 2_000_000_000,
-        _ => return,
-    };
-    default_field(spec, "priority", json!(priority));
-    default_field(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
 }
 
 /// The DefaultTolerationSeconds admission plugin: tolerate not-ready and
@@ -243,8 +272,6 @@ mod tests {
             ("terminationGracePeriodSeconds", json!(30)),
             ("securityContext", json!({})),
             ("enableServiceLinks", json!(true)),
-            ("preemptionPolicy", json!("PreemptLowerPriority")),
-            ("priority", json!(0)),
         ];
         for (field, value) in want {
             assert_eq!(spec[field], value, "{field}");
@@ -285,13 +312,11 @@ mod tests {
     fn existing_tolerations_and_values_are_kept() {
         let mut pod = json!({"spec": {
             "restartPolicy": "Never",
-            "priorityClassName": "system-node-critical",
             "tolerations": [{"operator": "Exists"}],
             "containers": [{"name": "c", "image": "x:1", "imagePullPolicy": "Never"}]
         }});
         default_pod(&mut pod);
         assert_eq!(pod["spec"]["restartPolicy"], "Never");
-        assert_eq!(pod["spec"]["priority"], 2_000_001_000);
         assert_eq!(pod["spec"]["tolerations"], json!([{"operator": "Exists"}]));
         assert_eq!(pod["spec"]["containers"][0]["imagePullPolicy"], "Never");
     }

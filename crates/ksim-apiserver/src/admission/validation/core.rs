@@ -235,8 +235,23 @@ pub(crate) fn validate_pod_disruption_budget(object: &Value, errors: &mut FieldE
     }
 }
 
-fn is_system_priority_class(name: &str) -> bool {
-    matches!(name, "system-node-critical" | "system-cluster-critical")
+/// `IsKnownSystemPriorityClass`: a `system-` class must be one of the two
+/// built-in ones, with their value and not the global default.
+fn known_system_priority_class(name: &str, value: i64, global_default: bool) -> Result<(), String> {
+    let expected = match name {
+        "system-node-critical" => 2_000_001_000,
+        "system-cluster-critical" => 2_000_000_000,
+        _ => return Err(format!("{name} is not a known system priority class")),
+    };
+    if value != expected {
+        return Err(format!("value of {name} PriorityClass must be {expected}"));
+    }
+    if global_default {
+        return Err(format!(
+            "globalDefault of {name} PriorityClass must be false"
+        ));
+    }
+    Ok(())
 }
 
 pub(crate) fn validate_priority_class(object: &Value, errors: &mut FieldErrors) {
@@ -244,16 +259,18 @@ pub(crate) fn validate_priority_class(object: &Value, errors: &mut FieldErrors) 
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    if is_system_priority_class(name) {
-        // the built-in classes are checked against their known values by kube; accepted here
-    } else if name.starts_with("system-") {
-        errors.push(FieldError::forbidden(
-            "metadata.name",
-            "priority class names with 'system-' prefix are reserved",
-        ));
-    } else if object.get("value").and_then(Value::as_i64).unwrap_or(0)
-        > HIGHEST_USER_DEFINABLE_PRIORITY
-    {
+    let value = object.get("value").and_then(Value::as_i64).unwrap_or(0);
+    if name.starts_with("system-") {
+        let global_default = object.get("globalDefault").and_then(Value::as_bool) == Some(true);
+        if let Err(why) = known_system_priority_class(name, value, global_default) {
+            errors.push(FieldError::forbidden(
+                "metadata.name",
+                &format!(
+                    "priority class names with 'system-' prefix are reserved for system use only. error: {why}"
+                ),
+            ));
+        }
+    } else if value > HIGHEST_USER_DEFINABLE_PRIORITY {
         errors.push(FieldError::forbidden(
             "value",
             &format!("maximum allowed value of a user defined priority is {HIGHEST_USER_DEFINABLE_PRIORITY}"),
@@ -348,8 +365,20 @@ mod tests {
                 validate_priority_class,
                 json!({"metadata": {"name": "system-mine"}, "value": 1}),
                 vec![
-                    "metadata.name: Forbidden: priority class names with 'system-' prefix are reserved",
+                    "metadata.name: Forbidden: priority class names with 'system-' prefix are reserved for system use only. error: system-mine is not a known system priority class",
                 ],
+            ),
+            (
+                validate_priority_class,
+                json!({"metadata": {"name": "system-node-critical"}, "value": 5}),
+                vec![
+                    "metadata.name: Forbidden: priority class names with 'system-' prefix are reserved for system use only. error: value of system-node-critical PriorityClass must be 2000001000",
+                ],
+            ),
+            (
+                validate_priority_class,
+                json!({"metadata": {"name": "system-cluster-critical"}, "value": 2_000_000_000}),
+                vec![],
             ),
             (
                 |o, e| validate_data_keys(o, &["data"], e),

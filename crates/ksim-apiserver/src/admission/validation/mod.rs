@@ -1,10 +1,12 @@
 //! Validation: the checks kube-apiserver makes on create and update, per
 //! kind, turned into a 422 `Invalid` status with kube's causes.
 
+mod container;
 mod core;
 mod metadata;
 mod pod;
 mod selector;
+mod volumes;
 mod workloads;
 
 use serde_json::Value;
@@ -88,6 +90,9 @@ pub fn validate_create(resource: &ResourceInfo, object: &Value) -> Result<(), Ap
     if !resource.custom {
         validate_kind(resource, object, &mut errors);
         validate_crd_create(resource, object, &mut errors);
+        if resource.group.is_empty() && resource.kind == "Pod" {
+            pod::validate_pod_create(object, &mut errors);
+        }
     }
     result(resource, object, errors)
 }

@@ -5,8 +5,16 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
+use super::container::{
+    ProbeKind, check_host_port_conflicts, validate_lifecycle, validate_pod_security_context,
+    validate_probe, validate_pull_policy, validate_security_context,
+    validate_termination_message_policy,
+};
 use super::metadata::{validate_annotations, validate_labels};
-use crate::admission::field::{BadValue, FieldError, FieldErrors, child, go_quote, index, key};
+use super::volumes::{validate_volume_mounts, validate_volumes};
+use crate::admission::field::{
+    BadValue, FieldError, FieldErrors, child, go_quote, go_string_map, index, key,
+};
 use crate::admission::json::{array_of, str_of};
 use crate::admission::names::{
     is_dns1123_label, is_qualified_name, is_valid_label_value, is_valid_port_name,
@@ -15,6 +23,27 @@ use crate::admission::names::{
 use ksim_core::quantity::Quantity;
 
 const MAX_INT32: i64 = 2_147_483_647;
+
+/// A template's labels and annotations only: what
+/// `ValidatePodTemplateSpecForStatefulSet` checks (its pod spec is not
+/// validated upstream, since its mounts may name volumeClaimTemplates).
+pub(crate) fn validate_pod_template_metadata(
+    template: &Value,
+    path: &str,
+    errors: &mut FieldErrors,
+) {
+    let metadata = template.get("metadata");
+    validate_labels(
+        metadata.and_then(|m| m.get("labels")),
+        &child(path, "labels"),
+        errors,
+    );
+    validate_annotations(
+        metadata.and_then(|m| m.get("annotations")),
+        &child(path, "annotations"),
+        errors,
+    );
+}
 
 /// `ValidatePodTemplateSpec`: template labels/annotations and the pod spec.
 pub(crate) fn validate_pod_template(template: &Value, path: &str, errors: &mut FieldErrors) {
@@ -37,21 +66,35 @@ pub(crate) fn validate_pod_template(template: &Value, path: &str, errors: &mut F
     );
 }
 
-/// `ValidatePodSpec`, the parts ksim checks.
+/// `ValidatePodSpec`, the parts ksim checks, in upstream's order.
 pub(crate) fn validate_pod_spec(spec: &Value, path: &str, errors: &mut FieldErrors) {
+    let volumes = validate_volumes(array_of(spec, "volumes"), &child(path, "volumes"), errors);
     let mut names = HashSet::new();
     let containers = array_of(spec, "containers");
     let containers_path = child(path, "containers");
     if containers.is_empty() {
         errors.push(FieldError::required(&containers_path, ""));
     }
-    validate_containers(containers, &containers_path, &mut names, errors);
     validate_containers(
-        array_of(spec, "initContainers"),
-        &child(path, "initContainers"),
+        containers,
+        &containers_path,
+        &volumes,
+        false,
         &mut names,
         errors,
     );
+    check_host_port_conflicts(containers, &containers_path, errors);
+    validate_containers(
+        array_of(spec, "initContainers"),
+        &child(path, "initContainers"),
+        &volumes,
+        true,
+        &mut names,
+        errors,
+    );
+    if spec.get("hostNetwork").and_then(Value::as_bool) == Some(true) {
+        validate_host_network_ports(containers, &containers_path, errors);
+    }
 
     let restart_policy = str_of(spec, "restartPolicy");
     let restart_path = child(path, "restartPolicy");
@@ -80,6 +123,12 @@ pub(crate) fn validate_pod_spec(spec: &Value, path: &str, errors: &mut FieldErro
         &child(path, "nodeSelector"),
         errors,
     );
+    validate_pod_security_context(spec, path, errors);
+    validate_scheduling_gates(
+        array_of(spec, "schedulingGates"),
+        &child(path, "schedulingGates"),
+        errors,
+    );
     if let Some(deadline) = spec.get("activeDeadlineSeconds").and_then(Value::as_i64)
         && !(1..=MAX_INT32).contains(&deadline)
     {
@@ -96,9 +145,62 @@ pub(crate) fn validate_pod_spec(spec: &Value, path: &str, errors: &mut FieldErro
     );
 }
 
+/// `validatePodHostNetworkDeps`: with the host's network a container's
+/// host port is its container port.
+fn validate_host_network_ports(containers: &[Value], path: &str, errors: &mut FieldErrors) {
+    for (c, container) in containers.iter().enumerate() {
+        let ports_path = child(&index(path, c), "ports");
+        for (p, port) in array_of(container, "ports").iter().enumerate() {
+            let host_port = port.get("hostPort").and_then(Value::as_i64).unwrap_or(0);
+            let container_port = port
+                .get("containerPort")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            if host_port != 0 && host_port != container_port {
+                errors.push(FieldError::invalid(
+                    &child(&index(&ports_path, p), "hostPort"),
+                    BadValue::Int(host_port),
+                    "must match `containerPort` when `hostNetwork` is true",
+                ));
+            }
+        }
+    }
+}
+
+/// `validateSchedulingGates`: qualified names, no duplicates.
+fn validate_scheduling_gates(gates: &[Value], path: &str, errors: &mut FieldErrors) {
+    let mut seen = HashSet::new();
+    for (i, gate) in gates.iter().enumerate() {
+        let gate_path = index(path, i);
+        let name = str_of(gate, "name");
+        for msg in is_qualified_name(name) {
+            errors.push(FieldError::invalid(&gate_path, BadValue::str(name), &msg));
+        }
+        if !seen.insert(name) {
+            errors.push(FieldError::duplicate(&gate_path, BadValue::str(name)));
+        }
+    }
+}
+
+/// `ValidatePodCreate`'s own checks beyond the spec: a pod with scheduling
+/// gates may not name its node.
+pub(crate) fn validate_pod_create(pod: &Value, errors: &mut FieldErrors) {
+    let spec = &pod["spec"];
+    if !str_of(spec, "nodeName").is_empty() && !array_of(spec, "schedulingGates").is_empty() {
+        errors.push(FieldError::forbidden(
+            "spec.nodeName",
+            "cannot be set until all schedulingGates have been cleared",
+        ));
+    }
+}
+
+/// `validateContainers` / `validateInitContainers`: `validateContainerCommon`
+/// for each, unique names, probes and lifecycle where they are allowed.
 fn validate_containers(
     containers: &[Value],
     path: &str,
+    volumes: &HashSet<&str>,
+    init: bool,
     names: &mut HashSet<String>,
     errors: &mut FieldErrors,
 ) {
@@ -112,37 +214,110 @@ fn validate_containers(
             for msg in is_dns1123_label(name) {
                 errors.push(FieldError::invalid(&name_path, BadValue::str(name), &msg));
             }
-            if !names.insert(name.to_string()) {
-                errors.push(FieldError::duplicate(&name_path, BadValue::str(name)));
-            }
         }
         if str_of(container, "image").is_empty() {
             errors.push(FieldError::required(&child(&container_path, "image"), ""));
         }
+        validate_termination_message_policy(container, &container_path, errors);
         validate_container_ports(
             array_of(container, "ports"),
             &child(&container_path, "ports"),
             errors,
         );
+        validate_volume_mounts(
+            container,
+            volumes,
+            &child(&container_path, "volumeMounts"),
+            errors,
+        );
+        validate_pull_policy(container, &container_path, errors);
         let null = Value::Null;
         validate_resources(
             container.get("resources").unwrap_or(&null),
             &child(&container_path, "resources"),
             errors,
         );
+        validate_security_context(container, &container_path, errors);
+
+        let restart_path = child(&container_path, "restartPolicy");
+        let restart = container.get("restartPolicy").and_then(Value::as_str);
+        if init
+            && let Some(policy) = restart
+            && policy != "Always"
+        {
+            errors.push(FieldError::not_supported(
+                &restart_path,
+                BadValue::str(policy),
+                &["Always"],
+            ));
+        }
+        if !name.is_empty() && !names.insert(name.to_string()) {
+            errors.push(FieldError::duplicate(&name_path, BadValue::str(name)));
+        }
+        if init {
+            check_host_port_conflicts(std::slice::from_ref(container), path, errors);
+        }
+        let is_set = |field: &str| container.get(field).is_some_and(|v| !v.is_null());
+        if !init || restart == Some("Always") {
+            if is_set("lifecycle") {
+                validate_lifecycle(
+                    &container["lifecycle"],
+                    &child(&container_path, "lifecycle"),
+                    errors,
+                );
+            }
+            for (kind, field) in ProbeKind::ALL {
+                if is_set(field) {
+                    validate_probe(
+                        &container[field],
+                        kind,
+                        &child(&container_path, field),
+                        errors,
+                    );
+                }
+            }
+        } else {
+            for field in [
+                "lifecycle",
+                "livenessProbe",
+                "readinessProbe",
+                "startupProbe",
+            ] {
+                if is_set(field) {
+                    errors.push(FieldError::forbidden(
+                        &child(&container_path, field),
+                        "may not be set for init containers without restartPolicy=Always",
+                    ));
+                }
+            }
+        }
+        if !init && restart.is_some() {
+            errors.push(FieldError::forbidden(
+                &restart_path,
+                "may not be set for non-init containers",
+            ));
+        }
     }
 }
 
 fn validate_container_ports(ports: &[Value], path: &str, errors: &mut FieldErrors) {
+    let mut names = HashSet::new();
     for (i, port) in ports.iter().enumerate() {
         let port_path = index(path, i);
         let name = str_of(port, "name");
         if !name.is_empty() {
-            for msg in is_valid_port_name(name) {
+            let problems = is_valid_port_name(name);
+            for msg in &problems {
                 errors.push(FieldError::invalid(
                     &child(&port_path, "name"),
                     BadValue::str(name),
-                    &msg,
+                    msg,
+                ));
+            }
+            if problems.is_empty() && !names.insert(name) {
+                errors.push(FieldError::duplicate(
+                    &child(&port_path, "name"),
+                    BadValue::str(name),
                 ));
             }
         }
@@ -424,10 +599,41 @@ pub(crate) fn validate_pod_update(old: &Value, new: &Value, errors: &mut FieldEr
     if old_grace.is_some_and(|g| g < 0) && new_grace == Some(1) {
         restore(&mut masked, old_spec, "terminationGracePeriodSeconds");
     }
-    let old_gates = array_of(&Value::Object(old_spec.clone()), "schedulingGates").to_vec();
-    let new_gates = array_of(&Value::Object(new_spec.clone()), "schedulingGates").to_vec();
-    if new_gates.iter().all(|g| old_gates.contains(g)) {
-        restore(&mut masked, old_spec, "schedulingGates");
+    let gate_names = |spec: &Map<String, Value>| -> Vec<String> {
+        spec.get("schedulingGates")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|gate| str_of(gate, "name").to_string())
+            .collect()
+    };
+    let old_gates = gate_names(old_spec);
+    for (i, gate) in gate_names(new_spec).iter().enumerate() {
+        if !old_gates.contains(gate) {
+            errors.push(FieldError::forbidden(
+                &format!("spec.schedulingGates[{i}].name"),
+                &format!("only deletion is allowed, but found new scheduling gate '{gate}'"),
+            ));
+        }
+    }
+    restore(&mut masked, old_spec, "schedulingGates");
+    // A gated pod's node selector may grow (queueing systems narrow where
+    // it may run before releasing it).
+    if !old_gates.is_empty() {
+        let old_selector = old_spec.get("nodeSelector").and_then(Value::as_object);
+        let new_selector = new_spec.get("nodeSelector").and_then(Value::as_object);
+        let only_added = old_selector
+            .into_iter()
+            .flatten()
+            .all(|(key, value)| new_selector.and_then(|selector| selector.get(key)) == Some(value));
+        if !only_added {
+            errors.push(FieldError::invalid(
+                "spec.nodeSelector",
+                BadValue::Raw(go_string_map(new_selector)),
+                "only additions to spec.nodeSelector are allowed (no mutations or deletions)",
+            ));
+        }
+        restore(&mut masked, old_spec, "nodeSelector");
     }
     let old_tolerations = array_of(&Value::Object(old_spec.clone()), "tolerations").to_vec();
     let new_tolerations = array_of(&Value::Object(new_spec.clone()), "tolerations").to_vec();
@@ -494,7 +700,18 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn spec_errors(spec: Value) -> Vec<String> {
+    /// The errors of `spec` with the container defaults validation relies on.
+    fn spec_errors(mut spec: Value) -> Vec<String> {
+        for container in spec["containers"].as_array_mut().into_iter().flatten() {
+            if let Some(container) = container.as_object_mut() {
+                for (field, value) in [
+                    ("imagePullPolicy", "IfNotPresent"),
+                    ("terminationMessagePolicy", "File"),
+                ] {
+                    container.entry(field).or_insert_with(|| Value::from(value));
+                }
+            }
+        }
         let mut errors = Vec::new();
         validate_pod_spec(&spec, "spec", &mut errors);
         errors.iter().map(FieldError::rendered).collect()
@@ -654,6 +871,68 @@ mod tests {
             forbidden[0]
         );
         assert!(forbidden[0].contains("+  nodeName: \"n1\""));
+    }
+
+    #[test]
+    fn scheduling_gates_may_only_be_removed() {
+        let old = with(json!({"schedulingGates": [{"name": "a"}, {"name": "b"}]}));
+        assert_eq!(
+            update_errors(
+                old.clone(),
+                with(json!({"schedulingGates": [{"name": "b"}]}))
+            ),
+            Vec::<String>::new()
+        );
+        assert_eq!(update_errors(old.clone(), base()), Vec::<String>::new());
+        assert_eq!(
+            update_errors(
+                old,
+                with(json!({"schedulingGates": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}))
+            ),
+            vec![
+                "spec.schedulingGates[2].name: Forbidden: only deletion is allowed, but found new scheduling gate 'c'"
+            ]
+        );
+        assert_eq!(
+            spec_errors(with(
+                json!({"schedulingGates": [{"name": "a"}, {"name": "a"}, {"name": "b c"}]})
+            )),
+            vec![
+                "spec.schedulingGates[1]: Duplicate value: \"a\"",
+                "spec.schedulingGates[2]: Invalid value: \"b c\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+            ]
+        );
+        let gated =
+            with(json!({"schedulingGates": [{"name": "a"}], "nodeSelector": {"zone": "a"}}));
+        assert_eq!(
+            update_errors(
+                gated.clone(),
+                with(
+                    json!({"schedulingGates": [{"name": "a"}], "nodeSelector": {"zone": "a", "disk": "ssd"}})
+                )
+            ),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            update_errors(
+                gated,
+                with(json!({"schedulingGates": [{"name": "a"}], "nodeSelector": {"zone": "b"}}))
+            ),
+            vec![
+                "spec.nodeSelector: Invalid value: map[string]string{\"zone\":\"b\"}: only additions to spec.nodeSelector are allowed (no mutations or deletions)"
+            ]
+        );
+        let mut errors = Vec::new();
+        validate_pod_create(
+            &json!({"spec": {"nodeName": "n1", "schedulingGates": [{"name": "a"}]}}),
+            &mut errors,
+        );
+        assert_eq!(
+            errors.iter().map(FieldError::rendered).collect::<Vec<_>>(),
+            vec![
+                "spec.nodeName: Forbidden: cannot be set until all schedulingGates have been cleared"
+            ]
+        );
     }
 
     #[test]

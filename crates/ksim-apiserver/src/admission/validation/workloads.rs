@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::pod::validate_pod_template;
+use super::pod::{validate_pod_template, validate_pod_template_metadata};
 use super::selector::{
     go_int_or_string, go_label_selector, is_empty_selector, selector_matches,
     validate_label_selector,
@@ -277,7 +277,7 @@ pub(crate) fn validate_stateful_set(object: &Value, errors: &mut FieldErrors) {
     non_negative(spec, "minReadySeconds", "spec.minReadySeconds", errors);
     validate_required_selector(spec, "statefulset", errors);
     validate_selector_matches_template(spec, errors);
-    validate_pod_template(template(spec), "spec.template", errors);
+    validate_pod_template_metadata(template(spec), "spec.template", errors);
     validate_long_running_template(spec, "StatefulSet", errors);
 }
 
@@ -523,7 +523,7 @@ mod tests {
         json!({"metadata": {"name": "d"}, "spec": {"replicas": replicas, "selector": selector,
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}},
             "template": {"metadata": {"labels": labels}, "spec": {"restartPolicy": restart, "dnsPolicy": "ClusterFirst",
-                "containers": [{"name": "c", "image": "x"}]}}}})
+                "containers": [{"name": "c", "image": "x", "imagePullPolicy": "IfNotPresent", "terminationMessagePolicy": "File"}]}}}})
     }
 
     fn rendered(check: fn(&Value, &mut FieldErrors), object: &Value) -> Vec<String> {

@@ -18,6 +18,18 @@ impl ResourceRequest {
                 self.name()
             )));
         }
+        if resource.group == "scheduling.k8s.io"
+            && resource.plural == "priorityclasses"
+            && matches!(
+                self.name(),
+                "system-node-critical" | "system-cluster-critical"
+            )
+        {
+            return Err(ApiError::forbidden(format!(
+                "priorityclasses.scheduling.k8s.io \"{}\" is forbidden: this is a system priority class and cannot be deleted",
+                self.name()
+            )));
+        }
         if self.dry_run_delete(&options) {
             let current = self.stored()?;
             return Ok(self.respond_object(StatusCode::OK, output, &current));

@@ -501,6 +501,7 @@ fn admit_update(
     if let Some(schema) = schema {
         crate::admission::default_custom_resource(schema, new);
     }
+    write::admit_priority(state, resource, new, Some(old))?;
     crate::admission::validate_update(resource, old, new)?;
     if let Some(schema) = schema {
         crate::admission::validate_custom_resource(resource, schema, new)?;

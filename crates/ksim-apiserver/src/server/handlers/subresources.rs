@@ -209,6 +209,15 @@ impl ResourceRequest {
                     ),
                 ));
             }
+            if pod["spec"]["schedulingGates"]
+                .as_array()
+                .is_some_and(|gates| !gates.is_empty())
+            {
+                return Err(ApiError::internal(format!(
+                    "pod {} has non-empty .spec.schedulingGates",
+                    self.name()
+                )));
+            }
             let mut new = pod.clone();
             new["spec"]["nodeName"] = json!(node);
             set_condition(

@@ -157,6 +157,7 @@ pub(crate) fn prepare_new_object(
     mut object: Value,
     manager: Option<&str>,
 ) -> Result<Value, ApiError> {
+    admit_priority(state, resource, &mut object, None)?;
     let metadata = &mut object["metadata"];
     let has_name = metadata["name"].as_str().is_some_and(|n| !n.is_empty());
     if !has_name && let Some(prefix) = metadata["generateName"].as_str().map(str::to_string) {
@@ -398,4 +399,55 @@ fn admit_service_account(state: &State, pod: &mut Value) -> Result<(), ApiError>
         )));
     }
     Ok(())
+}
+
+/// The Priority admission plugin on a write: a new pod's priority comes
+/// from its class; a pod update keeps it; one PriorityClass at most is the
+/// global default. `old` is the stored object of an update.
+pub(crate) fn admit_priority(
+    state: &State,
+    resource: &ResourceInfo,
+    object: &mut Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
+    let classes = StoredPriorityClasses(state);
+    match (resource.group.as_str(), resource.kind.as_str(), old) {
+        ("", "Pod", None) => crate::admission::admit_new_pod(object, &classes),
+        ("", "Pod", Some(old)) => {
+            crate::admission::admit_pod_update(old, object);
+            Ok(())
+        }
+        ("scheduling.k8s.io", "PriorityClass", old) => {
+            crate::admission::admit_priority_class(object, old.is_none(), &classes)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// PriorityClasses as the store holds them.
+struct StoredPriorityClasses<'a>(&'a State);
+
+impl StoredPriorityClasses<'_> {
+    const COLLECTION: &'static str = "scheduling.k8s.io/priorityclasses";
+}
+
+impl crate::admission::PriorityClasses for StoredPriorityClasses<'_> {
+    fn get(&self, name: &str) -> Option<Value> {
+        self.0
+            .store
+            .get(Self::COLLECTION, "", name)
+            .map(|class| class.value.clone())
+    }
+
+    fn global_defaults(&self) -> Vec<Value> {
+        self.0
+            .store
+            .list(Self::COLLECTION, None, None, None, |class| {
+                class.value["globalDefault"].as_bool() == Some(true)
+            })
+            .items
+            .iter()
+            .map(|class| class.value.clone())
+            .collect()
+    }
 }
