@@ -1,7 +1,7 @@
 //! The subcommands of `ksim` that own cluster life: `create cluster`,
 //! `delete cluster`, `get clusters`, `get kubeconfig`, `serve`, the
 //! `bench` benchmarks; and the components: `scale node`, `kubelet`,
-//! `controllers`, `scheduler`, `deschedule`, `explain pod`.
+//! `controllers`, `scheduler`, `deschedule`, `explain pod`; `ui`, the web view's URL.
 
 mod bench;
 mod connect;
@@ -15,6 +15,7 @@ mod kubelet;
 mod scale;
 mod scheduler;
 mod serve;
+mod ui;
 
 pub use bench::{
     ApiBench, DaemonSetBench, DrainBench, KubeletBench, WorkloadsBench, bench_all, bench_api,
@@ -30,6 +31,7 @@ pub use kubelet::{Kubelet, kubelet};
 pub use scale::{ScaleNode, scale_node};
 pub use scheduler::{SchedulerCommand, scheduler};
 pub use serve::{Component, serve};
+pub use ui::ui;
 
 /// Writes one line to stdout; a closed stdout is an error, not a panic.
 fn print_line(line: impl std::fmt::Display) -> anyhow::Result<()> {
