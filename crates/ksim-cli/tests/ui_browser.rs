@@ -229,3 +229,281 @@ fn placement_groups_by_the_chosen_key_updates_live_and_regroups() {
     );
     browser.screenshot(&screenshot_path("placement-number.png"));
 }
+
+const WORKLOADS: &str = r#"
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec: {containers: [{name: a, image: agent, resources: {requests: {cpu: 100m, memory: 64Mi}}}]}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: store}
+spec:
+  replicas: 2
+  serviceName: store
+  selector: {matchLabels: {app: store}}
+  template:
+    metadata: {labels: {app: store}}
+    spec: {containers: [{name: s, image: store, resources: {requests: {cpu: "4", memory: 8Gi}}}]}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: big
+  annotations: {ksim.io/record-decisions: "true"}
+spec:
+  containers: [{name: big, image: big, resources: {requests: {cpu: "1000"}}}]
+"#;
+
+fn db_pod(name: &str, node: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, labels: {{app: db}}}}\nspec:\n  nodeName: {node}\n  containers: [{{name: db, image: db, resources: {{requests: {{cpu: '2', memory: 4Gi}}}}}}]\n---\n"
+    )
+}
+
+const BUDGET: &str = "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: db}\nspec:\n  minAvailable: 2\n  selector: {matchLabels: {app: db}}\n";
+
+fn timeline_has(kind: &str, pod: &str, by: &str) -> String {
+    format!(
+        "[...document.querySelectorAll('#timeline tr[data-timeline=\"{kind}\"]')].some(r => r.cells[2].textContent === '{pod}' && r.cells[3].textContent === '{by}')"
+    )
+}
+
+#[test]
+fn pending_reasons_budgets_evictions_and_refusals() {
+    let cluster = cluster_with_zones();
+    let mut manifests = String::from(WORKLOADS);
+    manifests.push_str("---\n");
+    for (i, node) in ["node-000000", "node-000001", "node-000002"]
+        .iter()
+        .enumerate()
+    {
+        manifests.push_str(&db_pod(&format!("db-{i}"), node));
+    }
+    manifests.push_str(BUDGET);
+    cluster
+        .kubectl_stdin(&["apply", "-f", "-"], &manifests)
+        .success();
+    cluster
+        .kubectl(&[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx",
+            "--replicas=6",
+        ])
+        .success();
+    cluster.wait_for(
+        &[
+            "get",
+            "pdb",
+            "db",
+            "-o",
+            "jsonpath={.status.disruptionsAllowed}",
+        ],
+        |out| out == "1",
+    );
+    let browser = open(&cluster);
+    select_key(&browser, "topology.kubernetes.io/zone");
+
+    // The pending pod shows kube-scheduler's message, as kubectl shows it.
+    let message = cluster.wait_for(
+        &[
+            "get",
+            "pod",
+            "big",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"PodScheduled\")].message}",
+        ],
+        |out| !out.is_empty(),
+    );
+    assert!(message.contains("Insufficient cpu"), "{message}");
+    let shown = browser.wait_for(
+        "the pending pod's message",
+        WAIT,
+        "document.querySelector('[data-pending=\"default/big\"] .msg')?.textContent",
+    );
+    assert_eq!(shown, Value::from(message.trim()));
+    // And the per-node decisions `ksim explain pod` prints.
+    browser.execute(
+        "document.querySelector('[data-explain=\"default/big\"]').click();",
+        &[],
+    );
+    let rows = browser.wait_for(
+        "the decision table",
+        WAIT,
+        "document.querySelectorAll('[data-decisions=\"default/big\"] tbody tr').length",
+    );
+    assert_eq!(rows, Value::from(4));
+    let verdict = browser.execute(
+        "return document.querySelector('[data-decisions=\"default/big\"] tbody tr').cells[1].textContent;",
+        &[],
+    );
+    assert!(
+        verdict
+            .as_str()
+            .is_some_and(|v| v.contains("NodeResourcesFit") && v.contains("Insufficient cpu")),
+        "{verdict}"
+    );
+
+    // The budget allows one disruption; hovering it highlights its three pods.
+    let budget = "[data-budget=\"PodDisruptionBudget/default/db\"]";
+    browser.wait_for(
+        "the budget's allowed disruptions",
+        WAIT,
+        &format!("document.querySelector('{budget}')?.dataset.allowed === '1'"),
+    );
+    browser.execute(
+        &format!("document.querySelector('{budget}').dispatchEvent(new MouseEvent('mouseover', {{bubbles: true}}));"),
+        &[],
+    );
+    let highlighted = browser.wait_for(
+        "the budget's pods highlighted",
+        WAIT,
+        "document.querySelectorAll('#placement .p.hl').length === 3 && [...document.querySelectorAll('#placement .p.hl')].map(e => e.dataset.pod).sort().join(',')",
+    );
+    assert_eq!(
+        highlighted,
+        Value::from("default/db-0,default/db-1,default/db-2")
+    );
+    browser.screenshot(&screenshot_path("overview.png"));
+
+    // kubectl drain evicts db-0: the budget drops to 0, the timeline says who.
+    cluster
+        .kubectl(&[
+            "drain",
+            "node-000000",
+            "--pod-selector=app=db",
+            "--force",
+            "--ignore-daemonsets",
+            "--timeout=30s",
+        ])
+        .success();
+    browser.wait_for(
+        "the budget after the eviction",
+        WAIT,
+        &format!("document.querySelector('{budget}')?.dataset.allowed === '0'"),
+    );
+    browser.wait_for(
+        "the eviction in the timeline",
+        WAIT,
+        &timeline_has("evicted", "default/db-0", "kubectl drain"),
+    );
+    // A second drain is refused (429) until its timeout: a refusal shows.
+    cluster
+        .kubectl(&[
+            "drain",
+            "node-000001",
+            "--pod-selector=app=db",
+            "--force",
+            "--ignore-daemonsets",
+            "--timeout=3s",
+        ])
+        .failure();
+    browser.wait_for(
+        "the refusal in the timeline",
+        WAIT,
+        &timeline_has("refused", "default/db-1", "kubectl drain"),
+    );
+    let refusal = browser.execute(
+        "return [...document.querySelectorAll('#timeline tr[data-timeline=\"refused\"]')][0].cells[4].textContent;",
+        &[],
+    );
+    assert!(
+        refusal.as_str().is_some_and(|m| m
+            .contains("Cannot evict pod as it would violate the pod's disruption budget.")
+            && m.contains("The disruption budget db needs 2 healthy pods and has 2 currently")),
+        "{refusal}"
+    );
+    // The timeline filters by kind.
+    browser.execute(
+        "const s = document.getElementById('timeline-kind'); s.value = 'refused'; s.dispatchEvent(new Event('change'));",
+        &[],
+    );
+    browser.wait_for(
+        "only refusals",
+        WAIT,
+        "document.querySelectorAll('#timeline tr[data-timeline]').length > 0 && [...document.querySelectorAll('#timeline tr[data-timeline]')].every(r => r.dataset.timeline === 'refused')",
+    );
+    browser.execute(
+        "const s = document.getElementById('timeline-kind'); s.value = ''; s.dispatchEvent(new Event('change'));",
+        &[],
+    );
+    browser.wait_for(
+        "all kinds again",
+        WAIT,
+        "[...document.querySelectorAll('#timeline tr[data-timeline]')].some(r => r.dataset.timeline === 'evicted')",
+    );
+    browser.resize(1600, 1250);
+    browser.screenshot(&screenshot_path("after-drain.png"));
+}
+
+/// The Events the API server records for evictions and refusals
+/// (documented in the eviction handler and the README), read with kubectl.
+#[test]
+fn evictions_and_refusals_are_recorded_as_events() {
+    let cluster = cluster_with_zones();
+    let mut manifests = String::new();
+    for (i, node) in ["node-000000", "node-000001", "node-000002"]
+        .iter()
+        .enumerate()
+    {
+        manifests.push_str(&db_pod(&format!("db-{i}"), node));
+    }
+    manifests.push_str(BUDGET);
+    cluster
+        .kubectl_stdin(&["apply", "-f", "-"], &manifests)
+        .success();
+    cluster.wait_for(
+        &[
+            "get",
+            "pdb",
+            "db",
+            "-o",
+            "jsonpath={.status.disruptionsAllowed}",
+        ],
+        |out| out == "1",
+    );
+    cluster
+        .kubectl(&[
+            "drain",
+            "node-000000",
+            "--pod-selector=app=db",
+            "--force",
+            "--timeout=30s",
+        ])
+        .success();
+    cluster
+        .kubectl(&[
+            "drain",
+            "node-000001",
+            "--pod-selector=app=db",
+            "--force",
+            "--timeout=2s",
+        ])
+        .failure();
+    let events = cluster.wait_for(
+        &[
+            "get",
+            "events",
+            "-o",
+            "jsonpath={range .items[?(@.source.component==\"ksim-apiserver\")]}{.reason} {.involvedObject.name} {.metadata.annotations.ksim\\.io/requested-by}|{end}",
+        ],
+        |out| out.contains("EvictionRefused"),
+    );
+    let records: Vec<&str> = events.split('|').filter(|r| !r.is_empty()).collect();
+    assert!(
+        records.contains(&"Evicted db-0 kubectl drain"),
+        "{records:?}"
+    );
+    assert!(
+        records.contains(&"EvictionRefused db-1 kubectl drain"),
+        "{records:?}"
+    );
+    assert!(!records.iter().any(|r| r.contains("db-2")), "{records:?}");
+}

@@ -239,10 +239,10 @@ const WHO = [
 
 function who(event) {
   const requested = event.metadata.annotations && event.metadata.annotations['ksim.io/requested-by'];
-  if (requested) return requested;
-  const component = event.reportingComponent || (event.source && event.source.component) || '';
-  for (const [pattern, name] of WHO) if (pattern.test(component)) return name;
-  return component || 'unknown';
+  const source = requested || event.reportingComponent || (event.source && event.source.component) || '';
+  if (/^kubectl/.test(source)) return source;
+  for (const [pattern, name] of WHO) if (pattern.test(source)) return name;
+  return source || 'unknown';
 }
 
 const KINDS = {

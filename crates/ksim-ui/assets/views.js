@@ -124,7 +124,8 @@ export function timelineRows(entries, filter) {
     if (filter.text && !`${e.object} ${e.message} ${e.by}`.toLowerCase().includes(filter.text)) continue;
     shown += 1;
     html += `<tr class="t-${e.kind}" data-timeline="${esc(e.kind)}"><td>${esc(e.time)}</td><td>${esc(e.kind)}</td>`
-      + `<td>${esc(e.object)}</td><td>${esc(e.by)}</td><td>${esc(e.message)}</td></tr>`;
+      + `<td title="${esc(e.object)}">${esc(e.object)}</td><td title="${esc(e.by)}">${esc(e.by)}</td>`
+      + `<td title="${esc(e.message)}">${esc(e.message)}</td></tr>`;
   }
   return html || '<tr><td colspan="5" class="none">Nothing yet.</td></tr>';
 }
