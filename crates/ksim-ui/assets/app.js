@@ -395,7 +395,10 @@ function render() {
   state.dirty = { all: false, nodes: new Set(), side: false, keys: false };
   state.renders += 1;
   state.lastRender = performance.now() - started;
-  document.body.dataset.ready = state.loaded.nodes && state.loaded.pods ? 'true' : 'false';
+  const ready = state.loaded.nodes && state.loaded.pods;
+  // Milliseconds from navigation to the first render holding every node and pod.
+  if (ready && !state.firstCompleteRender) state.firstCompleteRender = performance.now();
+  document.body.dataset.ready = ready ? 'true' : 'false';
 }
 
 // ---- controls ----

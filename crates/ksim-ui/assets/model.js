@@ -68,17 +68,18 @@ export function podRecord(pod) {
   const status = pod.status || {};
   const scheduled = condition(status, 'PodScheduled');
   const annotations = md.annotations || {};
+  const spec = pod.spec || {};
   return {
     key: key(md),
     namespace: md.namespace,
     name: md.name,
     labels: md.labels || {},
-    node: pod.spec.nodeName || '',
+    node: spec.nodeName || '',
     phase: status.phase || 'Pending',
     terminating: !!md.deletionTimestamp,
     ready: (condition(status, 'Ready') || {}).status === 'True',
     kind: ownerKind(md),
-    ...podRequests(pod.spec),
+    ...podRequests(spec),
     unschedulable: scheduled && scheduled.status === 'False' ? scheduled.message || scheduled.reason || '' : '',
     decisions: annotations[DECISIONS]
       ? { filter: annotations[DECISIONS], scores: annotations[SCORES] || '{}', selected: annotations[SELECTED] || '' }
@@ -94,14 +95,15 @@ export function nodeRecord(node) {
   const status = node.status || {};
   const allocatable = status.allocatable || {};
   const ready = condition(status, 'Ready');
-  const taints = (node.spec.taints || []).filter((t) => t.key !== 'node.kubernetes.io/unschedulable');
+  const spec = node.spec || {};
+  const taints = (spec.taints || []).filter((t) => t.key !== 'node.kubernetes.io/unschedulable');
   return {
     name: node.metadata.name,
     labels: node.metadata.labels || {},
     cpu: quantity(allocatable.cpu),
     memory: quantity(allocatable.memory),
     pods: quantity(allocatable.pods),
-    cordoned: !!node.spec.unschedulable,
+    cordoned: !!spec.unschedulable,
     notReady: !ready || ready.status !== 'True',
     taints: taints.map((t) => `${t.key}${t.value ? '=' + t.value : ''}:${t.effect}`),
   };
