@@ -507,3 +507,73 @@ fn evictions_and_refusals_are_recorded_as_events() {
     );
     assert!(!records.iter().any(|r| r.contains("db-2")), "{records:?}");
 }
+
+/// A DistributedPodDisruptionBudget resource, as the DPDB controller serves
+/// it (group policy.ksim.io, v1alpha1), reduced to what the page reads.
+const DPDB_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: distributedpoddisruptionbudgets.policy.ksim.io}
+spec:
+  group: policy.ksim.io
+  scope: Namespaced
+  names: {plural: distributedpoddisruptionbudgets, singular: distributedpoddisruptionbudget, kind: DistributedPodDisruptionBudget, shortNames: [dpdb]}
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"#;
+
+const DPDB: &str = r#"
+apiVersion: policy.ksim.io/v1alpha1
+kind: DistributedPodDisruptionBudget
+metadata: {name: dist}
+spec:
+  selector: {matchLabels: {app: db}}
+  minAvailable: 4
+  federation: [{cluster: ksim, namespace: default, name: dist}, {cluster: other, namespace: default, name: dist}]
+status: {expectedPods: 6, currentHealthy: 6, desiredHealthy: 4, disruptionsAllowed: 2, membersObserved: "2/2"}
+"#;
+
+#[test]
+fn a_distributed_budget_is_shown_when_its_resource_is_served() {
+    let cluster = cluster_with_zones();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let crd = dir.path().join("dpdb-crd.yaml");
+    std::fs::write(&crd, DPDB_CRD).expect("the CRD manifest");
+    cluster.apply_crd(&crd, "distributedpoddisruptionbudgets.policy.ksim.io");
+    let mut manifests = String::from(DPDB);
+    manifests.push_str("---\n");
+    for (i, node) in ["node-000000", "node-000002"].iter().enumerate() {
+        manifests.push_str(&db_pod(&format!("db-{i}"), node));
+    }
+    cluster
+        .kubectl_stdin(&["apply", "-f", "-"], &manifests)
+        .success();
+    let browser = open(&cluster);
+    let row = "[data-budget=\"DistributedPodDisruptionBudget/default/dist\"]";
+    browser.wait_for(
+        "the distributed budget",
+        WAIT,
+        &format!("document.querySelector('{row}')?.dataset.allowed === '2'"),
+    );
+    browser.execute(&format!("document.querySelector('{row}').click();"), &[]);
+    let highlighted = browser.wait_for(
+        "its pods highlighted",
+        WAIT,
+        "document.querySelectorAll('#placement .p.hl').length === 2 && [...document.querySelectorAll('#placement .p.hl')].map(e => e.dataset.pod).sort().join(',')",
+    );
+    assert_eq!(highlighted, Value::from("default/db-0,default/db-1"));
+}
+
+#[test]
+fn ksim_ui_names_a_missing_cluster_in_one_line() {
+    let env = ksim_testutils::KsimEnv::new(ksim());
+    let output = env.ksim(&["ui", "--name", "nope"]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.trim(), "error: cluster \"nope\" does not exist");
+    assert!(output.stdout.is_empty());
+}

@@ -192,13 +192,22 @@ function budgetInformer(path, kind) {
 
 function setBudget(object, kind) {
   const id = `${kind}/${key(object.metadata)}`;
+  const spec = object.spec || {};
+  const status = object.status || {};
+  const distributed = kind !== 'PodDisruptionBudget';
+  // A distributed budget covers the pods of its members' namespaces.
+  const namespaces = distributed && (spec.federation || []).length
+    ? new Set(spec.federation.map((m) => m.namespace))
+    : new Set([object.metadata.namespace]);
   state.budgets.set(id, {
     id,
     kind,
-    label: kind === 'PodDisruptionBudget' ? key(object.metadata) : `${key(object.metadata)} (distributed)`,
-    namespace: object.metadata.namespace,
-    selector: (object.spec && object.spec.selector) || null,
-    status: object.status || {},
+    label: distributed
+      ? `${key(object.metadata)} (distributed${status.membersObserved ? ', ' + status.membersObserved + ' members' : ''})`
+      : key(object.metadata),
+    namespaces,
+    selector: spec.selector || null,
+    status,
   });
 }
 
@@ -215,7 +224,7 @@ function budgetPods(id) {
   const keys = new Set();
   if (!b) return keys;
   for (const p of state.pods.values()) {
-    if ((!b.namespace || p.namespace === b.namespace) && selects(b.selector, p.labels)) keys.add(p.key);
+    if (b.namespaces.has(p.namespace) && selects(b.selector, p.labels)) keys.add(p.key);
   }
   return keys;
 }
