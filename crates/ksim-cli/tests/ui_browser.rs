@@ -577,3 +577,65 @@ fn ksim_ui_names_a_missing_cluster_in_one_line() {
     assert_eq!(stderr.trim(), "error: cluster \"nope\" does not exist");
     assert!(output.stdout.is_empty());
 }
+
+/// The page's pure functions (model.js), imported and run in the browser.
+#[test]
+fn the_page_arithmetic_quantities_selectors_skew_and_decisions() {
+    let cluster = TestCluster::start_api_only(ksim());
+    let browser = Browser::start(800, 600);
+    browser.goto(&ui_url(&cluster));
+    let results = browser.execute_async(
+        r#"
+        const done = arguments[arguments.length - 1];
+        import('./model.js').then((m) => {
+          const nodes = new Map([
+            ['a', {labels: {zone: 'z1'}}], ['b', {labels: {zone: 'z1'}}],
+            ['c', {labels: {zone: 'z2'}}], ['d', {labels: {zone: 'z3'}}], ['e', {labels: {}}],
+          ]);
+          const pods = [{node: 'a'}, {node: 'b'}, {node: 'a'}, {node: 'c'}, {node: 'e'}];
+          const s = m.spread(nodes, pods, 'zone');
+          const table = m.decisionTable({
+            filter: JSON.stringify({n1: {F: 'passed'}, n2: {F: 'passed'}, n3: {F: 'too small'}, n4: {F: 'passed'}}),
+            scores: JSON.stringify({n1: {A: '10', B: '5'}, n2: {A: '50', B: '0'}, n4: {A: '1'}}),
+            selected: 'n1',
+          });
+          done({
+            quantities: ['100m', '2', '1.5Gi', '128Mi', '1k', '2e3', 'bad', undefined].map(m.quantity),
+            requests: m.podRequests({containers: [{resources: {requests: {cpu: '250m', memory: '1Gi'}}}, {}],
+                                     initContainers: [{resources: {requests: {cpu: '2'}}}]}),
+            selects: [
+              m.selects({matchLabels: {app: 'db'}}, {app: 'db', x: '1'}),
+              m.selects({matchLabels: {app: 'db'}}, {app: 'web'}),
+              m.selects({matchExpressions: [{key: 'tier', operator: 'In', values: ['a', 'b']}]}, {tier: 'b'}),
+              m.selects({matchExpressions: [{key: 'tier', operator: 'NotIn', values: ['a']}]}, {}),
+              m.selects({matchExpressions: [{key: 'tier', operator: 'Exists'}]}, {}),
+              m.selects({matchExpressions: [{key: 'tier', operator: 'DoesNotExist'}]}, {}),
+              m.selects({}, {any: 'thing'}),
+              m.selects(null, {any: 'thing'}),
+            ],
+            owners: [
+              m.ownerKind({ownerReferences: [{kind: 'ReplicaSet', controller: true}], labels: {'pod-template-hash': 'x'}}),
+              m.ownerKind({ownerReferences: [{kind: 'ReplicaSet', controller: true}]}),
+              m.ownerKind({ownerReferences: [{kind: 'Job', controller: true}]}),
+              m.ownerKind({}),
+            ],
+            counts: Object.fromEntries(s.counts), skew: s.skew,
+            rows: table.rows.map((r) => [r.node, r.verdict, r.total]),
+            plugins: table.plugins,
+          });
+        }, (e) => done(String(e)));
+        "#,
+        &[],
+    );
+    let expected = serde_json::json!({
+        "quantities": [0.1, 2, 1610612736_u64, 134217728, 1000, 2000, 0, 0],
+        "requests": {"cpu": 2, "memory": 1073741824},
+        "selects": [true, false, true, true, false, true, true, false],
+        "owners": ["Deployment", "ReplicaSet", "Job", "bare"],
+        "counts": {"z1": 3, "z2": 1, "z3": 0},
+        "skew": 3,
+        "rows": [["n1", "passed", 15], ["n2", "passed", 50], ["n4", "passed", 1], ["n3", "F: too small", null]],
+        "plugins": ["A", "B"],
+    });
+    assert_eq!(results, expected);
+}

@@ -216,6 +216,17 @@ impl Browser {
         .unwrap_or_else(|e| panic!("script failed: {e}\n{script}"))
     }
 
+    /// Runs `script` (a function body whose last argument is the callback
+    /// to call with the result) and returns what it passed to the callback.
+    pub fn execute_async(&self, script: &str, args: &[Value]) -> Value {
+        self.call(
+            "POST",
+            "/execute/async",
+            Some(&json!({"script": script, "args": args})),
+        )
+        .unwrap_or_else(|e| panic!("script failed: {e}\n{script}"))
+    }
+
     /// Evaluates `expression` until it is truthy and returns its value;
     /// panics with `what` and the last value after `timeout`.
     #[track_caller]
