@@ -114,6 +114,16 @@ enum Command {
     /// Explain scheduling decisions.
     #[command(subcommand)]
     Explain(ExplainCommand),
+    /// Print the URL of the cluster's web view (and open it in a browser
+    /// when one is available).
+    Ui {
+        /// Cluster name.
+        #[arg(long, default_value = DEFAULT_CLUSTER_NAME)]
+        name: String,
+        /// Only print the URL.
+        #[arg(long)]
+        no_open: bool,
+    },
     /// Benchmarks of ksim itself.
     #[command(subcommand, hide = true)]
     Bench(BenchCommand),
@@ -339,6 +349,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             &descheduler,
             snapshot.as_deref(),
         ),
+        Command::Ui { name, no_open } => commands::ui(&home()?, &name, !no_open),
         Command::Deschedule(flags) => commands::deschedule(&home()?, &flags),
         Command::Scheduler {
             kubeconfig,

@@ -2,7 +2,7 @@
 //! `delete cluster`, `get clusters`, `get kubeconfig`, `serve`, the
 //! `bench` benchmarks; and the components: `scale node`, `kubelet`,
 //! `controllers`, `scheduler`, `deschedule`, `explain pod`; `snapshot
-//! save|restore|export`, `record`, `replay`.
+//! save|restore|export`, `record`, `replay`; `ui`, the web view's URL.
 
 mod bench;
 mod connect;
@@ -18,6 +18,7 @@ mod scale;
 mod scheduler;
 mod serve;
 mod snapshot;
+mod ui;
 
 pub use bench::{
     ApiBench, DaemonSetBench, DrainBench, KubeletBench, SnapshotBench, WorkloadsBench, bench_all,
@@ -38,6 +39,7 @@ pub use serve::{Component, serve};
 pub use snapshot::{
     SnapshotExport, SnapshotRestore, SnapshotSave, snapshot_export, snapshot_restore, snapshot_save,
 };
+pub use ui::ui;
 
 /// Writes one line to stdout; a closed stdout is an error, not a panic.
 fn print_line(line: impl std::fmt::Display) -> anyhow::Result<()> {

@@ -1,6 +1,7 @@
 //! `ksim serve`: runs a cluster (API server and kubelet simulator) in the
 //! foreground, records its pid and port in the cluster's state directory, and
-//! forgets them on SIGINT/SIGTERM.
+//! forgets them on SIGINT/SIGTERM. The web view (ksim-ui) is served at
+//! `/ui/` on the same listener.
 
 use std::time::Duration;
 
@@ -98,7 +99,8 @@ pub fn serve(
             super::deschedule::start_in_process(&server, policy, descheduler.interval()).await?;
         }
         let result = tokio::select! {
-            result = ksim_apiserver::serve(listener, server) => result.context("the API server failed"),
+            // The web view shares the API server's listener (same origin).
+            result = axum::serve(listener, server.router().merge(ksim_ui::router())) => result.context("the API server failed"),
             _ = terminate.recv() => {
                 tracing::info!(cluster = name, "SIGTERM: shutting down");
                 Ok(())

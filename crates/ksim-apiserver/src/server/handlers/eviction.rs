@@ -7,6 +7,14 @@
 //! with the store's optimistic concurrency, so concurrent evictions never
 //! exceed the budget. The pod gets the `DisruptionTarget` condition before it
 //! is deleted.
+//!
+//! ksim also records each eviction and each refusal (429) as a core/v1
+//! Event on the pod (reasons `Evicted` and `EvictionRefused`, source
+//! `ksim-apiserver`), annotated `ksim.io/requested-by` with who asked (the
+//! Eviction's `requested-by` annotation as the descheduler sets it,
+//! kubectl's `Kubectl-Command` header, else the User-Agent's product):
+//! refusals are no objects, and the web view's timeline reads these.
+//! kube-apiserver records no such events.
 
 use super::subresources::set_condition;
 use super::*;
@@ -222,9 +230,111 @@ fn multiple_budgets() -> Response {
     codec::respond_value(StatusCode::INTERNAL_SERVER_ERROR, Output::Json, &status)
 }
 
+/// The reason of the Event recorded for an eviction.
+pub(crate) const EVICTED_REASON: &str = "Evicted";
+/// The reason of the Event recorded for a refused (429) eviction.
+pub(crate) const REFUSED_REASON: &str = "EvictionRefused";
+/// The annotation naming who asked for the eviction.
+pub(crate) const REQUESTED_BY: &str = "ksim.io/requested-by";
+/// The Events' source.
+const EVENT_SOURCE: &str = "ksim-apiserver";
+
+/// Who asked for an eviction: the Eviction's `requested-by` annotation,
+/// else kubectl's command (`kubectl drain`), else the User-Agent's product.
+pub(crate) fn requester(eviction: &Value, headers: &HeaderMap) -> String {
+    if let Some(by) = eviction["metadata"]["annotations"]["requested-by"]
+        .as_str()
+        .filter(|s| !s.is_empty())
+    {
+        return by.to_string();
+    }
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .filter(|s| !s.is_empty())
+    };
+    if let Some(command) = header("kubectl-command") {
+        return command.to_string();
+    }
+    header(header::USER_AGENT.as_str())
+        .and_then(|agent| agent.split('/').next())
+        .map(str::to_string)
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
 impl ResourceRequest {
-    /// `POST pods/<name>/eviction`.
+    /// `POST pods/<name>/eviction`, recording the outcome as an Event.
     pub(super) fn evict(&self, body: &[u8]) -> Result<Response, ApiError> {
+        let result = self.evict_pod(body);
+        let refused = match &result {
+            Ok(response) if response.status() == StatusCode::TOO_MANY_REQUESTS => Some(format!(
+                "Cannot evict pod: the disruption budget of pod {} is still being processed by the server.",
+                self.name()
+            )),
+            Ok(_) => None,
+            Err(error) if error.code == 429 => {
+                let cause = error
+                    .details
+                    .as_ref()
+                    .and_then(|d| d["causes"][0]["message"].as_str())
+                    .map(|m| format!(" {m}"))
+                    .unwrap_or_default();
+                Some(format!("{}{cause}", error.message))
+            }
+            Err(_) => return result,
+        };
+        let Ok(eviction) = codec::decode_object(&self.headers, body) else {
+            return result;
+        };
+        let dry_run = self.query.dry_run()
+            || eviction["deleteOptions"]["dryRun"]
+                .as_array()
+                .is_some_and(|modes| modes.iter().any(|m| m == "All"));
+        if !dry_run {
+            let by = requester(&eviction, &self.headers);
+            let event = match refused {
+                None => (
+                    "Normal",
+                    EVICTED_REASON,
+                    format!("Evicted through the eviction API (requested by {by})"),
+                ),
+                Some(message) => ("Warning", REFUSED_REASON, message),
+            };
+            self.record_event(event.0, event.1, &event.2, &by);
+        }
+        result
+    }
+
+    /// A core/v1 Event about the pod; a failure to record is only logged.
+    fn record_event(&self, type_: &str, reason: &str, message: &str, by: &str) {
+        let now = now();
+        let uid = self.stored().ok().and_then(|p| p.uid().map(str::to_string));
+        let suffix = uuid::Uuid::new_v4().simple().to_string();
+        let event = json!({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {
+                "name": format!("{}.{}", self.name(), &suffix[..16]),
+                "namespace": self.namespace(),
+                "uid": uuid::Uuid::new_v4().to_string(),
+                "creationTimestamp": now,
+                "annotations": {REQUESTED_BY: by},
+            },
+            "involvedObject": {
+                "apiVersion": "v1", "kind": "Pod", "name": self.name(),
+                "namespace": self.namespace(), "uid": uid,
+            },
+            "reason": reason, "message": message, "type": type_,
+            "source": {"component": EVENT_SOURCE},
+            "reportingComponent": EVENT_SOURCE, "reportingInstance": "",
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        });
+        if let Err(error) = self.state.store.create("/events", event) {
+            tracing::debug!(%error, pod = self.name(), "cannot record the eviction event");
+        }
+    }
+
+    fn evict_pod(&self, body: &[u8]) -> Result<Response, ApiError> {
         let eviction = codec::decode_object(&self.headers, body)?;
         match eviction["apiVersion"].as_str() {
             None | Some("policy/v1" | "policy/v1beta1") => {}
@@ -549,6 +659,22 @@ mod tests {
                 current: 9
             }
         );
+    }
+
+    #[test]
+    fn the_requester_is_the_annotation_then_kubectl_then_the_user_agent() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::USER_AGENT,
+            HeaderValue::from_static("cluster-autoscaler/v1.33"),
+        );
+        assert_eq!(requester(&json!({}), &headers), "cluster-autoscaler");
+        headers.insert("kubectl-command", HeaderValue::from_static("kubectl drain"));
+        assert_eq!(requester(&json!({}), &headers), "kubectl drain");
+        let eviction =
+            json!({"metadata": {"annotations": {"requested-by": "sigs.k8s.io/descheduler"}}});
+        assert_eq!(requester(&eviction, &headers), "sigs.k8s.io/descheduler");
+        assert_eq!(requester(&json!({}), &HeaderMap::new()), "unknown");
     }
 
     #[test]

@@ -1,0 +1,143 @@
+// The Kubernetes API as the page reads it: a list (paged), then a watch
+// read as a fetch stream from the list's resourceVersion, resumed from the
+// last one seen when the stream ends, and listed again on 410 Gone.
+
+const PAGE = 5000;
+
+function withQuery(path, params) {
+  const query = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) {
+    if (v !== undefined && v !== null && v !== '') query.set(k, v);
+  }
+  const s = query.toString();
+  return s ? `${path}${path.includes('?') ? '&' : '?'}${s}` : path;
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+class Gone extends Error {}
+
+/** GET a path as JSON; a Status on failure becomes an Error with its message. */
+export async function getJSON(path, { accept, signal } = {}) {
+  const response = await fetch(path, {
+    headers: { Accept: accept || 'application/json' },
+    signal,
+  });
+  const body = await response.json().catch(() => null);
+  if (!response.ok) {
+    const error = new Error((body && body.message) || `${response.status} ${response.statusText}`);
+    error.code = response.status;
+    throw error;
+  }
+  return body;
+}
+
+async function listAll(path, opts, signal) {
+  const items = [];
+  let cont;
+  let resourceVersion;
+  do {
+    const page = await getJSON(
+      withQuery(path, { limit: PAGE, continue: cont, labelSelector: opts.labelSelector, fieldSelector: opts.fieldSelector }),
+      { accept: opts.accept, signal },
+    );
+    for (const item of page.items || []) items.push(item);
+    cont = page.metadata && page.metadata.continue;
+    resourceVersion = page.metadata && page.metadata.resourceVersion;
+  } while (cont);
+  return { items, resourceVersion };
+}
+
+async function watch(path, opts, state, handlers, signal) {
+  const url = withQuery(path, {
+    watch: 1,
+    allowWatchBookmarks: 'true',
+    resourceVersion: state.resourceVersion,
+    labelSelector: opts.labelSelector,
+    fieldSelector: opts.fieldSelector,
+  });
+  const response = await fetch(url, { headers: { Accept: opts.accept || 'application/json' }, signal });
+  if (response.status === 410) throw new Gone();
+  if (!response.ok) {
+    const body = await response.json().catch(() => null);
+    throw new Error((body && body.message) || `${response.status} ${response.statusText}`);
+  }
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += decoder.decode(value, { stream: true });
+    let newline;
+    const batch = [];
+    while ((newline = buffer.indexOf('\n')) >= 0) {
+      const line = buffer.slice(0, newline);
+      buffer = buffer.slice(newline + 1);
+      if (!line.trim()) continue;
+      const event = JSON.parse(line);
+      if (event.type === 'ERROR') {
+        if (event.object && event.object.code === 410) throw new Gone();
+        throw new Error((event.object && event.object.message) || 'watch error');
+      }
+      const rv = event.object && event.object.metadata && event.object.metadata.resourceVersion;
+      if (rv) state.resourceVersion = rv;
+      if (event.type !== 'BOOKMARK') batch.push(event);
+    }
+    if (batch.length) handlers.events(batch);
+  }
+}
+
+/**
+ * Keeps `handlers` fed with the objects at `path`: `reset(items)` after
+ * each (re)list, `events([{type, object}])` for each chunk of the watch,
+ * `status(text)` when the connection changes. `opts.skipList` starts from
+ * the current resourceVersion without delivering the existing objects.
+ * Returns a function that stops it.
+ */
+export function informer(path, handlers, opts = {}) {
+  const controller = new AbortController();
+  const state = { resourceVersion: undefined };
+  (async () => {
+    let listed = false;
+    while (!controller.signal.aborted) {
+      try {
+        if (!listed) {
+          if (opts.skipList) {
+            const page = await getJSON(withQuery(path, { limit: 1 }), { signal: controller.signal });
+            state.resourceVersion = page.metadata.resourceVersion;
+            handlers.reset([]);
+          } else {
+            const { items, resourceVersion } = await listAll(path, opts, controller.signal);
+            state.resourceVersion = resourceVersion;
+            handlers.reset(items);
+          }
+          listed = true;
+          handlers.status && handlers.status('');
+        }
+        await watch(path, opts, state, handlers, controller.signal);
+      } catch (error) {
+        if (controller.signal.aborted) return;
+        if (error instanceof Gone) {
+          listed = false;
+          continue;
+        }
+        handlers.status && handlers.status(`${path}: ${error.message}`);
+        if (error.code && error.code >= 400 && error.code < 500 && error.code !== 429) {
+          listed = false;
+        }
+        await sleep(1000);
+      }
+    }
+  })();
+  return () => controller.abort();
+}
+
+/** The served resources of a group version, or null when it is not served. */
+export async function discover(groupVersion) {
+  try {
+    return await getJSON(`/apis/${groupVersion}`);
+  } catch {
+    return null;
+  }
+}
