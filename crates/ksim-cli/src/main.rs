@@ -101,6 +101,8 @@ enum Command {
     },
     /// Run the descheduler (a DeschedulerPolicy) against a cluster.
     Deschedule(commands::DescheduleCommand),
+    /// Run the DistributedPodDisruptionBudget controller against a cluster.
+    DpdbController(commands::DpdbControllerCommand),
     /// Explain scheduling decisions.
     #[command(subcommand)]
     Explain(ExplainCommand),
@@ -235,6 +237,7 @@ fn main() -> ExitCode {
         Command::Serve { .. }
         | Command::Kubelet { .. }
         | Command::Controllers { .. }
+        | Command::DpdbController(_)
         | Command::Deschedule(_) => "info",
         _ => "warn",
     };
@@ -346,6 +349,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             kubeconfig,
             controllers,
         } => commands::run_controllers(kubeconfig.as_deref(), &controllers),
+        Command::DpdbController(flags) => commands::dpdb_controller(&flags),
         Command::Bench(BenchCommand::Startup { runs }) => commands::bench_startup(runs),
         Command::Bench(BenchCommand::Api(bench)) => commands::bench_api(&bench),
         Command::Bench(BenchCommand::Kubelet(bench)) => commands::bench_kubelet(&bench),

@@ -1,7 +1,7 @@
 //! The subcommands of `ksim` that own cluster life: `create cluster`,
 //! `delete cluster`, `get clusters`, `get kubeconfig`, `serve`, the
 //! `bench` benchmarks; and the components: `scale node`, `kubelet`,
-//! `controllers`, `scheduler`, `deschedule`, `explain pod`.
+//! `controllers`, `scheduler`, `deschedule`, `explain pod`, `dpdb-controller`.
 
 mod bench;
 mod connect;
@@ -9,6 +9,7 @@ mod controllers;
 mod create;
 mod delete;
 mod deschedule;
+mod dpdb;
 mod explain;
 mod get;
 mod kubelet;
@@ -24,6 +25,7 @@ pub use controllers::run_controllers;
 pub use create::{CreateCluster, create_cluster};
 pub use delete::{DeleteCluster, delete_cluster};
 pub use deschedule::{ClusterDescheduler, DescheduleCommand, deschedule};
+pub use dpdb::{DpdbControllerCommand, dpdb_controller};
 pub use explain::{ExplainPod, explain_pod};
 pub use get::{get_clusters, get_kubeconfig};
 pub use kubelet::{Kubelet, kubelet};
