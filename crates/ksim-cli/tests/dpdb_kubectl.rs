@@ -304,9 +304,9 @@ fn a_deleted_member_cluster_closes_the_budget_and_a_new_one_reopens_it() {
         .expect("MembersObserved");
     assert_eq!(observed["status"], "False");
     assert!(
-        observed["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("ksim cluster \"blue\" is not running")),
+        observed["message"].as_str().is_some_and(|m| m
+            .contains("blue/default/db-b is Unreachable: ")
+            && m.contains("\"blue\" is")),
         "{observed}"
     );
     assert_eq!(allowed(&env, "red", "pdb"), [("db-a".into(), "0".into())]);
@@ -480,5 +480,87 @@ fn the_controller_runs_alone_over_a_kubeconfig_with_members_in_other_namespaces(
         "solo",
         &["get", "pdb", "db-a", "-o", "jsonpath={.spec.minAvailable}"],
         |out| out == "0",
+    );
+}
+
+/// Red and blue, their DPDB controllers seeing each other 2 s late, with
+/// one shard of two replicas (db-a in red, db-b in blue, minAvailable 1
+/// over both) under `coordination`; returns how many of two concurrent
+/// evictions (one per cluster) the eviction API admitted.
+fn concurrent_evictions_in_the_window(coordination: &str) -> (KsimEnv, usize, Vec<String>) {
+    let env = env();
+    for cluster in ["red", "blue"] {
+        let output = env
+            .ksim_command(&["create", "cluster", "--name", cluster])
+            .env("KSIM_DPDB_PROPAGATION_DELAY", "2s")
+            .output()
+            .expect("cannot run ksim");
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        ksim_ok(
+            &env,
+            &["scale", "node", "--replicas", "1", "--name", cluster],
+        );
+    }
+    for (cluster, own, other, other_cluster) in
+        [("red", "a", "b", "blue"), ("blue", "b", "a", "red")]
+    {
+        let name = format!("db-{own}");
+        let mut budget = dpdb(
+            &name,
+            own,
+            "1",
+            &[(other_cluster.into(), format!("db-{other}"))],
+        );
+        budget.push_str(&format!("  coordination: {coordination}\n"));
+        apply(&env, cluster, &format!("{}---\n{budget}", pod(&name, own)));
+    }
+    let allowed_now = |cluster: &str| -> i64 {
+        allowed(&env, cluster, "pdb")
+            .first()
+            .and_then(|(_, a)| a.parse().ok())
+            .unwrap_or(-1)
+    };
+    // Settled: Optimistic opens both children, Exclusive exactly one.
+    let want_open = if coordination == "Exclusive" { 1 } else { 2 };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let open = [allowed_now("red"), allowed_now("blue")];
+        if open.iter().filter(|a| **a == 1).count() == want_open && open.iter().all(|a| *a >= 0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not settled: {open:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let results: Vec<ksim_testutils::KubectlOutput> = std::thread::scope(|scope| {
+        let red = scope.spawn(|| evict(&env, "red", "db-a"));
+        let blue = scope.spawn(|| evict(&env, "blue", "db-b"));
+        vec![red.join().expect("red"), blue.join().expect("blue")]
+    });
+    let admitted = results.iter().filter(|r| r.status == 0).count();
+    let refusals = results
+        .iter()
+        .filter(|r| r.status != 0)
+        .map(|r| r.stderr.clone())
+        .collect();
+    (env, admitted, refusals)
+}
+
+#[test]
+fn optimistic_coordination_admits_two_evictions_of_one_shard_inside_the_window() {
+    let (_env, admitted, refusals) = concurrent_evictions_in_the_window("Optimistic");
+    assert_eq!(admitted, 2, "{refusals:?}");
+}
+
+#[test]
+fn exclusive_coordination_admits_exactly_one_eviction_of_one_shard_inside_the_window() {
+    let (_env, admitted, refusals) = concurrent_evictions_in_the_window("Exclusive");
+    assert_eq!(admitted, 1, "{refusals:?}");
+    assert!(
+        refusals[0].contains("Cannot evict pod as it would violate the pod's disruption budget."),
+        "{refusals:?}"
     );
 }

@@ -28,8 +28,9 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
 
 use super::clusters::ClusterSource;
+use super::plan::owns;
 use super::plan::{ChildAction, MemberRead, PlanInput, STALENESS_BOUND, plan};
-use super::types::{DistributedPodDisruptionBudget, KIND};
+use super::types::{Coordination, DistributedPodDisruptionBudget, KIND};
 use crate::Error;
 use crate::common::{
     controller_of, parse_selector, run_work_queue, selector_matches, selector_query, watch_all,
@@ -114,6 +115,8 @@ enum RemoteState {
 
 /// What this controller knows of one other cluster.
 struct Remote {
+    /// The client of the current connection (fresh reads of Exclusive claims).
+    client: RwLock<Option<Client>>,
     budgets: RwLock<HashMap<(String, String), PodDisruptionBudget>>,
     state: RwLock<RemoteState>,
     confirmed_at: RwLock<Timestamp>,
@@ -138,6 +141,8 @@ struct Context {
     /// Members seen with a status behind their generation: that generation
     /// and when it was first seen.
     behind: Mutex<HashMap<MemberKey, (i64, Timestamp)>>,
+    /// Exclusive budgets backing off from a claim, until when.
+    backoff: Mutex<HashMap<DpdbKey, tokio::time::Instant>>,
     queue: mpsc::UnboundedSender<ObjectRef<DistributedPodDisruptionBudget>>,
 }
 
@@ -202,6 +207,7 @@ pub async fn run(client: Client, config: DpdbConfig) {
         index: Mutex::new(Index::default()),
         remotes: Mutex::new(HashMap::new()),
         behind: Mutex::new(HashMap::new()),
+        backoff: Mutex::new(HashMap::new()),
         queue,
     });
     let mut tasks = tokio::task::JoinSet::new();
@@ -318,6 +324,7 @@ fn remote(context: &Arc<Context>, name: &str) -> Arc<Remote> {
         return Arc::clone(remote);
     }
     let remote = Arc::new(Remote {
+        client: RwLock::new(None),
         budgets: RwLock::new(HashMap::new()),
         state: RwLock::new(RemoteState::Connecting),
         confirmed_at: RwLock::new(Timestamp::UNIX_EPOCH),
@@ -330,7 +337,12 @@ fn remote(context: &Arc<Context>, name: &str) -> Arc<Remote> {
         Arc::clone(&remote),
         receiver,
     ));
-    tokio::spawn(watch_remote(Arc::clone(context), name.to_string(), sender));
+    tokio::spawn(watch_remote(
+        Arc::clone(context),
+        name.to_string(),
+        Arc::clone(&remote),
+        sender,
+    ));
     remote
 }
 
@@ -339,6 +351,7 @@ fn remote(context: &Arc<Context>, name: &str) -> Arc<Remote> {
 async fn watch_remote(
     context: Arc<Context>,
     name: String,
+    remote: Arc<Remote>,
     events: mpsc::UnboundedSender<(tokio::time::Instant, RemoteEvent)>,
 ) {
     let send = |event: RemoteEvent| {
@@ -348,8 +361,12 @@ async fn watch_remote(
     };
     loop {
         let client = match context.config.clusters.connect(&name).await {
-            Ok(client) => client,
+            Ok(client) => {
+                *remote.client.write().unwrap_or_else(|e| e.into_inner()) = Some(client.clone());
+                client
+            }
             Err(why) => {
+                *remote.client.write().unwrap_or_else(|e| e.into_inner()) = None;
                 if !send(RemoteEvent::Failed(why)) {
                     return;
                 }
@@ -506,6 +523,80 @@ fn behind_since(context: &Context, cluster: &str, pdb: &PodDisruptionBudget) -> 
     Some(entry.1)
 }
 
+/// The annotation an Exclusive budget's claim is written in, on its own
+/// child: `<DPDB uid>@<time>`.
+pub const CLAIM_ANNOTATION: &str = "policy.ksim.io/exclusive-claim";
+/// How long a claim of another budget counts as competing.
+const CLAIM_TTL: SignedDuration = SignedDuration::from_secs(10);
+
+/// The holder and time of a claim on `pdb`.
+fn claim_of(pdb: &PodDisruptionBudget) -> Option<(&str, Timestamp)> {
+    let value = pdb.metadata.annotations.as_ref()?.get(CLAIM_ANNOTATION)?;
+    let (holder, at) = value.split_once('@')?;
+    Some((holder, at.parse().ok()?))
+}
+
+/// Writes (or with `None` removes) the claim on the child `name`.
+async fn set_claim(
+    budgets: &Api<PodDisruptionBudget>,
+    name: &str,
+    claim: Option<String>,
+) -> Result<(), Error> {
+    let patch = serde_json::json!({"metadata": {"annotations": {CLAIM_ANNOTATION: claim}}});
+    budgets
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(())
+}
+
+/// Reads every member fresh (from its cluster, not a cache): a member that
+/// cannot be read, holds a recent claim of its own, or allows disruptions
+/// means backing off.
+async fn fresh_check(
+    context: &Arc<Context>,
+    dpdb: &DistributedPodDisruptionBudget,
+    uid: &str,
+) -> Result<(), String> {
+    let namespace = dpdb.namespace().unwrap_or_default();
+    let now = context.now();
+    for member in &dpdb.spec.federation {
+        let member = member.resolved(&namespace);
+        let cluster = context.cluster_key(&member.cluster);
+        let client = if cluster.is_empty() {
+            Some(context.client.clone())
+        } else {
+            let remote = remote(context, &cluster);
+            remote
+                .client
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+        };
+        let Some(client) = client else {
+            return Err(format!("{member} cannot be read"));
+        };
+        let api: Api<PodDisruptionBudget> = Api::namespaced(client, &member.namespace);
+        let pdb = tokio::time::timeout(Duration::from_secs(2), api.get(&member.name))
+            .await
+            .map_err(|_| format!("{member}: no answer"))?
+            .map_err(|e| format!("{member}: {e}"))?;
+        if let Some((holder, at)) = claim_of(&pdb)
+            && holder != uid
+            && now.duration_since(at) < CLAIM_TTL
+        {
+            return Err(format!("{member} holds a competing claim"));
+        }
+        if pdb
+            .status
+            .as_ref()
+            .is_some_and(|s| s.disruptions_allowed > 0)
+        {
+            return Err(format!("{member} allows disruptions"));
+        }
+    }
+    Ok(())
+}
+
 /// What is known of one member now.
 fn read_member(context: &Arc<Context>, cluster: &str, namespace: &str, name: &str) -> MemberRead {
     if let Some(why) = (!context.config.clusters.is_local(cluster))
@@ -623,6 +714,12 @@ async fn reconcile(
         })
         .collect();
     let overlapping = overlapping(&context, &dpdb).await?;
+    let exclusive = dpdb.spec.coordination == Some(Coordination::Exclusive);
+    let uid = dpdb.metadata.uid.clone().unwrap_or_default();
+    let holding = child
+        .as_deref()
+        .and_then(claim_of)
+        .is_some_and(|(holder, _)| holder == uid);
     let steps = plan(&PlanInput {
         dpdb: &dpdb,
         child: child.as_deref(),
@@ -630,6 +727,7 @@ async fn reconcile(
         overlapping,
         now: context.now(),
         staleness: context.config.staleness,
+        hold_closed: exclusive && !holding,
     });
     let budgets: Api<PodDisruptionBudget> = Api::namespaced(context.client.clone(), &namespace);
     match &steps.child {
@@ -657,6 +755,33 @@ async fn reconcile(
         let patch = serde_json::json!({"status": steps.status});
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
+    }
+    if exclusive && child.as_deref().is_some_and(|c| owns(&dpdb, c)) {
+        let key = (namespace.clone(), name.clone());
+        if holding && steps.open_allowance == 0 {
+            set_claim(&budgets, &name, None).await?;
+        } else if !holding && steps.open_allowance > 0 {
+            let until = lock(&context.backoff).get(&key).copied();
+            if let Some(until) = until.filter(|u| *u > tokio::time::Instant::now()) {
+                return Ok(Action::requeue(until - tokio::time::Instant::now()));
+            }
+            let now = context.now();
+            set_claim(&budgets, &name, Some(format!("{uid}@{now}"))).await?;
+            match fresh_check(&context, &dpdb, &uid).await {
+                Ok(()) => {
+                    tracing::debug!(%namespace, %name, "exclusive claim held");
+                    lock(&context.backoff).remove(&key);
+                    return Ok(Action::requeue(Duration::from_millis(1)));
+                }
+                Err(why) => {
+                    tracing::debug!(%namespace, %name, %why, "exclusive claim: backing off");
+                    set_claim(&budgets, &name, None).await?;
+                    let wait = Duration::from_millis(rand::random_range(100..600));
+                    lock(&context.backoff).insert(key, tokio::time::Instant::now() + wait);
+                    return Ok(Action::requeue(wait));
+                }
+            }
+        }
     }
     Ok(match steps.recheck_after {
         Some(after) => Action::requeue(Duration::from_millis(

@@ -83,6 +83,8 @@ pub struct PlanInput<'a> {
     pub now: Timestamp,
     /// [`STALENESS_BOUND`] unless a test says otherwise.
     pub staleness: SignedDuration,
+    /// Keep the child closed (Exclusive coordination without the claim).
+    pub hold_closed: bool,
 }
 
 /// What to do with the child.
@@ -105,6 +107,9 @@ pub struct Plan {
     pub status: DistributedPodDisruptionBudgetStatus,
     /// The child's planned minAvailable (None: closed or no child).
     pub child_min_available: Option<i32>,
+    /// What the child would allow were it open (Exclusive coordination
+    /// claims only when this is positive).
+    pub open_allowance: i32,
     /// When to sync again without an event (a member behind its generation
     /// becomes Stale at the end of its grace).
     pub recheck_after: Option<SignedDuration>,
@@ -459,6 +464,15 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         child_min = have.map(|have| want.max(have));
     }
 
+    let open_allowance = match child_min {
+        Some(min) if local_expected > 0 => (local_healthy - min).max(0),
+        _ => 0,
+    };
+    let held = input.hold_closed && open_allowance > 0;
+    if held {
+        child_min = child_min.map(|m| m.max(local_expected).max(local_healthy));
+    }
+
     let want_spec = child_spec(dpdb, child_min);
     let child = match (foreign, ours) {
         (Some(_), _) => ChildAction::Keep,
@@ -598,6 +612,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             "the child is not ours".to_string()
         } else if let Some((reason, _)) = &invalid {
             format!("the budget is invalid ({reason})")
+        } else if held {
+            "Exclusive coordination: waiting to claim the federation".to_string()
         } else if !synced {
             "the child is being synced".to_string()
         } else {
@@ -648,6 +664,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         child,
         status,
         child_min_available: child_min,
+        open_allowance,
         recheck_after,
     }
 }

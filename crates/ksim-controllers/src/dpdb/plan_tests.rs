@@ -82,6 +82,7 @@ fn child_of(
         overlapping: vec![],
         now: now(),
         staleness: STALENESS_BOUND,
+        hold_closed: false,
     });
     let ChildAction::Create(mut child) = plan.child else {
         panic!("a missing child is created");
@@ -112,6 +113,7 @@ fn run(
         overlapping: vec![],
         now: now(),
         staleness: STALENESS_BOUND,
+        hold_closed: false,
     })
 }
 
@@ -411,4 +413,27 @@ fn a_member_just_rewritten_keeps_what_it_confirmed_for_the_staleness_bound() {
     );
     assert_eq!(p.status.members[1].state, MemberState::Stale);
     assert_eq!(p.child_min_available, Some(1));
+}
+
+#[test]
+fn an_exclusive_budget_without_the_claim_keeps_its_child_closed() {
+    let d = dpdb(4, &["b", "c", "d", "e"]);
+    let child = child_of(&d, 0, 1, 1);
+    let p = plan(&PlanInput {
+        dpdb: &d,
+        child: Some(&child),
+        members: vec![found(1), found(1), found(1), found(1)],
+        overlapping: vec![],
+        now: now(),
+        staleness: STALENESS_BOUND,
+        hold_closed: true,
+    });
+    assert_eq!(p.open_allowance, 1);
+    assert_eq!(p.child_min_available, Some(1));
+    assert_eq!(p.status.disruptions_allowed, 0);
+    assert!(
+        condition(&p, DISRUPTION_ALLOWED)
+            .message
+            .contains("Exclusive")
+    );
 }
