@@ -221,6 +221,8 @@ enum BenchCommand {
     /// Draining nodes one after another under a PodDisruptionBudget, in an
     /// in-process cluster: evictions per second and 429s seen.
     Drain(commands::DrainBench),
+    /// DistributedPodDisruptionBudgets over three clusters.
+    Dpdb(commands::DpdbBench),
     /// Every benchmark: startup, then api.
     All {
         /// How many times to start the server (startup).
@@ -354,6 +356,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Bench(BenchCommand::Api(bench)) => commands::bench_api(&bench),
         Command::Bench(BenchCommand::Kubelet(bench)) => commands::bench_kubelet(&bench),
         Command::Bench(BenchCommand::Drain(bench)) => commands::bench_drain(&bench),
+        Command::Bench(BenchCommand::Dpdb(bench)) => commands::bench_dpdb(&bench),
         Command::Bench(BenchCommand::All { runs, api }) => commands::bench_all(runs, &api),
         Command::Bench(BenchCommand::Workloads(bench)) => commands::bench_workloads(&bench),
         Command::Bench(BenchCommand::DaemonSet(bench)) => commands::bench_daemonset(&bench),

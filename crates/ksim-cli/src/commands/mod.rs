@@ -18,8 +18,9 @@ mod scheduler;
 mod serve;
 
 pub use bench::{
-    ApiBench, DaemonSetBench, DrainBench, KubeletBench, WorkloadsBench, bench_all, bench_api,
-    bench_daemonset, bench_drain, bench_kubelet, bench_startup, bench_workloads,
+    ApiBench, DaemonSetBench, DpdbBench, DrainBench, KubeletBench, WorkloadsBench, bench_all,
+    bench_api, bench_daemonset, bench_dpdb, bench_drain, bench_kubelet, bench_startup,
+    bench_workloads,
 };
 pub use controllers::run_controllers;
 pub use create::{CreateCluster, create_cluster};

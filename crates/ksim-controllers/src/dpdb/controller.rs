@@ -143,6 +143,8 @@ struct Context {
     behind: Mutex<HashMap<MemberKey, (i64, Timestamp)>>,
     /// Exclusive budgets backing off from a claim, until when.
     backoff: Mutex<HashMap<DpdbKey, tokio::time::Instant>>,
+    /// The remote clusters' tasks, stopped with the controller.
+    remote_tasks: Mutex<Vec<tokio::task::AbortHandle>>,
     queue: mpsc::UnboundedSender<ObjectRef<DistributedPodDisruptionBudget>>,
 }
 
@@ -208,8 +210,10 @@ pub async fn run(client: Client, config: DpdbConfig) {
         remotes: Mutex::new(HashMap::new()),
         behind: Mutex::new(HashMap::new()),
         backoff: Mutex::new(HashMap::new()),
+        remote_tasks: Mutex::new(Vec::new()),
         queue,
     });
+    let _stop_remotes = StopRemotes(Arc::clone(&context));
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(follow_budgets(
         reflector::reflector(pdb_writer, watch_all::<PodDisruptionBudget>(client.clone())),
@@ -240,6 +244,18 @@ pub async fn run(client: Client, config: DpdbConfig) {
     )
     .await;
     tasks.abort_all();
+}
+
+/// Stops the remote clusters' tasks when the controller stops (or its
+/// future is dropped).
+struct StopRemotes(Arc<Context>);
+
+impl Drop for StopRemotes {
+    fn drop(&mut self) {
+        for task in lock(&self.0.remote_tasks).drain(..) {
+            task.abort();
+        }
+    }
 }
 
 async fn follow_dpdbs(
@@ -331,18 +347,19 @@ fn remote(context: &Arc<Context>, name: &str) -> Arc<Remote> {
     });
     remotes.insert(name.to_string(), Arc::clone(&remote));
     let (sender, receiver) = mpsc::unbounded::<(tokio::time::Instant, RemoteEvent)>();
-    tokio::spawn(apply_remote_events(
+    let applier = tokio::spawn(apply_remote_events(
         Arc::clone(context),
         name.to_string(),
         Arc::clone(&remote),
         receiver,
     ));
-    tokio::spawn(watch_remote(
+    let watcher = tokio::spawn(watch_remote(
         Arc::clone(context),
         name.to_string(),
         Arc::clone(&remote),
         sender,
     ));
+    lock(&context.remote_tasks).extend([applier.abort_handle(), watcher.abort_handle()]);
     remote
 }
 

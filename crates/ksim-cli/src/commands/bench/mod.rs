@@ -3,11 +3,13 @@
 //! RSS holding many pods, watch fan-out), `all` (both), and the component
 //! benchmarks: `kubelet`, `workloads` (a large Deployment with the whole
 //! cluster in process), `daemonset` (a DaemonSet on many nodes) and `drain` (nodes drained under a
-//! PodDisruptionBudget).
+//! PodDisruptionBudget) and `dpdb` (DistributedPodDisruptionBudgets over
+//! three clusters: propagation, convergence of 1,000, idle CPU).
 
 mod api;
 mod cluster;
 mod daemonset;
+mod dpdb;
 mod drain;
 mod kubelet;
 mod measure;
@@ -17,6 +19,7 @@ mod workloads;
 
 pub use api::{ApiBench, bench_api};
 pub use daemonset::{DaemonSetBench, bench_daemonset};
+pub use dpdb::{DpdbBench, bench_dpdb};
 pub use drain::{DrainBench, bench_drain};
 pub use kubelet::{KubeletBench, bench_kubelet};
 pub use startup::bench_startup;
