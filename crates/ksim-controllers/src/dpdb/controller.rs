@@ -143,6 +143,9 @@ struct Context {
     behind: Mutex<HashMap<MemberKey, (i64, Timestamp)>>,
     /// Exclusive budgets backing off from a claim, until when.
     backoff: Mutex<HashMap<DpdbKey, tokio::time::Instant>>,
+    /// The Exclusive budgets whose claim this controller holds (its own
+    /// writes, which the child cache may not show yet).
+    claims: Mutex<HashSet<DpdbKey>>,
     /// The remote clusters' tasks, stopped with the controller.
     remote_tasks: Mutex<Vec<tokio::task::AbortHandle>>,
     queue: mpsc::UnboundedSender<ObjectRef<DistributedPodDisruptionBudget>>,
@@ -211,6 +214,7 @@ pub async fn run(client: Client, config: DpdbConfig) {
         behind: Mutex::new(HashMap::new()),
         backoff: Mutex::new(HashMap::new()),
         remote_tasks: Mutex::new(Vec::new()),
+        claims: Mutex::new(HashSet::new()),
         queue,
     });
     let _stop_remotes = StopRemotes(Arc::clone(&context));
@@ -269,6 +273,7 @@ async fn follow_dpdbs(
             Ok(Event::Delete(d)) => {
                 let key = (d.namespace().unwrap_or_default(), d.name_any());
                 lock(&context.index).remove(&key);
+                lock(&context.claims).remove(&key);
                 continue;
             }
             Ok(Event::Init | Event::InitDone) => continue,
@@ -733,10 +738,12 @@ async fn reconcile(
     let overlapping = overlapping(&context, &dpdb).await?;
     let exclusive = dpdb.spec.coordination == Some(Coordination::Exclusive);
     let uid = dpdb.metadata.uid.clone().unwrap_or_default();
-    let holding = child
-        .as_deref()
-        .and_then(claim_of)
-        .is_some_and(|(holder, _)| holder == uid);
+    let key = (namespace.clone(), name.clone());
+    let holding = lock(&context.claims).contains(&key)
+        || child
+            .as_deref()
+            .and_then(claim_of)
+            .is_some_and(|(holder, _)| holder == uid);
     let steps = plan(&PlanInput {
         dpdb: &dpdb,
         child: child.as_deref(),
@@ -774,9 +781,9 @@ async fn reconcile(
             .await?;
     }
     if exclusive && child.as_deref().is_some_and(|c| owns(&dpdb, c)) {
-        let key = (namespace.clone(), name.clone());
         if holding && steps.open_allowance == 0 {
             set_claim(&budgets, &name, None).await?;
+            lock(&context.claims).remove(&key);
         } else if !holding && steps.open_allowance > 0 {
             let until = lock(&context.backoff).get(&key).copied();
             if let Some(until) = until.filter(|u| *u > tokio::time::Instant::now()) {
@@ -788,6 +795,7 @@ async fn reconcile(
                 Ok(()) => {
                     tracing::debug!(%namespace, %name, "exclusive claim held");
                     lock(&context.backoff).remove(&key);
+                    lock(&context.claims).insert(key);
                     return Ok(Action::requeue(Duration::from_millis(1)));
                 }
                 Err(why) => {
