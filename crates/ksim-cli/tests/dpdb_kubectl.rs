@@ -564,3 +564,77 @@ fn exclusive_coordination_admits_exactly_one_eviction_of_one_shard_inside_the_wi
         "{refusals:?}"
     );
 }
+
+/// The `status` condition `type_` of DPDB `name` in red, once present.
+fn dpdb_condition(env: &KsimEnv, name: &str, type_: &str) -> serde_json::Value {
+    let json = wait_for(env, "red", &["get", "dpdb", name, "-o", "json"], |out| {
+        out.contains(&format!("\"{type_}\""))
+    });
+    let object: serde_json::Value = serde_json::from_str(&json).expect("json");
+    object["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == type_))
+        .cloned()
+        .expect("the condition")
+}
+
+#[test]
+fn a_foreign_budget_is_never_overwritten_and_an_overlapping_one_is_reported() {
+    let env = env();
+    create(&env, "red", &[]);
+    apply(
+        &env,
+        "red",
+        &format!("{}---\n{}", pod("db-x", "x"), pod("db-a", "a")),
+    );
+    // A plain budget that has the DPDB's name.
+    apply(
+        &env,
+        "red",
+        "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: db-x}\nspec: {minAvailable: 0, selector: {matchLabels: {ring: x}}}\n",
+    );
+    apply(
+        &env,
+        "red",
+        &dpdb("db-x", "x", "1", &[("".into(), "db-a".into())]),
+    );
+    let synced = dpdb_condition(&env, "db-x", "ChildSynced");
+    assert_eq!(
+        (synced["status"].as_str(), synced["reason"].as_str()),
+        (Some("False"), Some("ChildNotOwned"))
+    );
+    let foreign = stdout_json(&env.kubectl(&["get", "pdb", "db-x", "-o", "json"]));
+    assert_eq!(foreign["spec"]["minAvailable"], 0, "never overwritten");
+    assert!(foreign["metadata"]["ownerReferences"].is_null());
+    wait_for(
+        &env,
+        "red",
+        &[
+            "get",
+            "dpdb",
+            "db-x",
+            "-o",
+            "jsonpath={.status.disruptionsAllowed}",
+        ],
+        |out| out == "0",
+    );
+
+    // A plain budget selecting the pods of another DPDB.
+    apply(
+        &env,
+        "red",
+        "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: plain}\nspec: {minAvailable: 0, selector: {matchLabels: {app: database}}}\n",
+    );
+    apply(
+        &env,
+        "red",
+        &dpdb("db-a", "a", "1", &[("".into(), "db-x".into())]),
+    );
+    let overlap = dpdb_condition(&env, "db-a", "OverlappingBudget");
+    assert_eq!(overlap["status"], "True");
+    assert!(
+        overlap["message"].as_str().is_some_and(|m| m.contains("plain")
+            && m.contains("This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.")),
+        "{overlap}"
+    );
+}
