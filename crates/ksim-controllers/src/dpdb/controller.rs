@@ -73,10 +73,17 @@ struct Index {
     by_member: HashMap<MemberKey, HashSet<DpdbKey>>,
     by_cluster: HashMap<String, HashSet<DpdbKey>>,
     members_of: HashMap<DpdbKey, Vec<MemberKey>>,
+    /// The DPDBs of each namespace.
+    by_namespace: HashMap<String, HashSet<String>>,
+    /// The plain PodDisruptionBudgets (not DPDB children) of each namespace.
+    plain: HashMap<String, HashSet<String>>,
 }
 
 impl Index {
     fn remove(&mut self, key: &DpdbKey) {
+        if let Some(names) = self.by_namespace.get_mut(&key.0) {
+            names.remove(&key.1);
+        }
         for member in self.members_of.remove(key).unwrap_or_default() {
             if let Some(set) = self.by_member.get_mut(&member) {
                 set.remove(key);
@@ -102,6 +109,10 @@ impl Index {
                 .or_default()
                 .insert(key.clone());
         }
+        self.by_namespace
+            .entry(key.0.clone())
+            .or_default()
+            .insert(key.1.clone());
         self.members_of.insert(key, members);
     }
 }
@@ -134,7 +145,6 @@ enum RemoteEvent {
 struct Context {
     client: Client,
     config: DpdbConfig,
-    dpdbs: Store<DistributedPodDisruptionBudget>,
     budgets: Store<PodDisruptionBudget>,
     index: Mutex<Index>,
     remotes: Mutex<HashMap<String, Arc<Remote>>>,
@@ -207,7 +217,6 @@ pub async fn run(client: Client, config: DpdbConfig) {
     let context = Arc::new(Context {
         client: client.clone(),
         config,
-        dpdbs: dpdb_store.clone(),
         budgets: pdb_store.clone(),
         index: Mutex::new(Index::default()),
         remotes: Mutex::new(HashMap::new()),
@@ -315,25 +324,41 @@ async fn follow_budgets(
 ) {
     let mut events = std::pin::pin!(events);
     while let Some(event) = events.next().await {
-        let pdb = match event {
-            Ok(Event::Apply(p) | Event::InitApply(p) | Event::Delete(p)) => p,
+        let pdb = match &event {
+            Ok(Event::Apply(p) | Event::InitApply(p) | Event::Delete(p)) => p.clone(),
             Ok(Event::Init | Event::InitDone) => continue,
             Err(e) => {
                 tracing::warn!(error = %e, "PodDisruptionBudget watch failed; retrying");
                 continue;
             }
         };
+        let deleted = matches!(event, Ok(Event::Delete(_)));
         let namespace = pdb.namespace().unwrap_or_default();
         let name = pdb.name_any();
         context.enqueue(&(namespace.clone(), name.clone()));
         context.enqueue_member("", &namespace, &name);
-        if !owned_by_dpdb(&pdb) {
+        let plain = !owned_by_dpdb(&pdb);
+        let affected: Vec<String> = {
+            let mut index = lock(&context.index);
+            let names = index.plain.entry(namespace.clone()).or_default();
+            let changed = if plain && !deleted {
+                names.insert(name.clone())
+            } else {
+                names.remove(&name)
+            };
             // A plain budget may overlap the DPDBs of its namespace.
-            for dpdb in context.dpdbs.state() {
-                if dpdb.namespace().as_deref() == Some(namespace.as_str()) {
-                    context.enqueue(&(namespace.clone(), dpdb.name_any()));
-                }
+            if plain || changed {
+                index
+                    .by_namespace
+                    .get(&namespace)
+                    .map(|n| n.iter().cloned().collect())
+                    .unwrap_or_default()
+            } else {
+                Vec::new()
             }
+        };
+        for dpdb in affected {
+            context.enqueue(&(namespace.clone(), dpdb));
         }
     }
 }
@@ -680,12 +705,14 @@ async fn overlapping(
 ) -> Result<Vec<String>, Error> {
     let namespace = dpdb.namespace().unwrap_or_default();
     let name = dpdb.name_any();
-    let plain: Vec<Arc<PodDisruptionBudget>> = context
-        .budgets
-        .state()
-        .into_iter()
-        .filter(|p| p.namespace().as_deref() == Some(namespace.as_str()))
-        .filter(|p| p.name_any() != name && !owned_by_dpdb(p))
+    let names: Vec<String> = lock(&context.index)
+        .plain
+        .get(&namespace)
+        .map(|n| n.iter().filter(|n| **n != name).cloned().collect())
+        .unwrap_or_default();
+    let plain: Vec<Arc<PodDisruptionBudget>> = names
+        .iter()
+        .filter_map(|n| context.budgets.get(&ObjectRef::new(n).within(&namespace)))
         .collect();
     let Some(selector) = dpdb.spec.selector.as_ref().filter(|_| !plain.is_empty()) else {
         return Ok(Vec::new());
