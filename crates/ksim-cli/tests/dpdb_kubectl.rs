@@ -321,6 +321,25 @@ fn a_deleted_member_cluster_closes_the_budget_and_a_new_one_reopens_it() {
 fn bad_budgets_are_refused_with_422_or_closed_with_federation_valid_false() {
     let env = env();
     create(&env, "red", &[]);
+    // Served from start: listed by api-resources, explained by explain.
+    let resources = env.kubectl(&["api-resources", "--api-group=policy.ksim.io"]);
+    assert_eq!(
+        resources.success().stdout,
+        "NAME                              SHORTNAMES   APIVERSION                NAMESPACED   KIND\n\
+         distributedpoddisruptionbudgets   dpdb         policy.ksim.io/v1alpha1   true         DistributedPodDisruptionBudget\n"
+    );
+    let explained = env.kubectl(&["explain", "dpdb.spec"]);
+    for field in [
+        "federation\t<[]Object>",
+        "selector\t<Object> -required-",
+        "coordination\t<string>",
+    ] {
+        assert!(
+            explained.success().stdout.contains(field),
+            "{field} in {}",
+            explained.stdout
+        );
+    }
     let head = "apiVersion: policy.ksim.io/v1alpha1\nkind: DistributedPodDisruptionBudget\nmetadata: {name: bad}\nspec:\n";
     for (spec, message) in [
         (
