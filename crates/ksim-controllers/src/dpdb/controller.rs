@@ -39,6 +39,8 @@ use crate::common::{
 /// How often a remote cluster's liveness is confirmed.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 const RETRY: Duration = Duration::from_millis(500);
+/// The longest wait between reconnections to a cluster that is away.
+const MAX_RETRY: Duration = Duration::from_secs(4);
 
 /// How the controller runs.
 #[derive(Clone, Debug)]
@@ -401,6 +403,8 @@ async fn watch_remote(
     remote: Arc<Remote>,
     events: mpsc::UnboundedSender<(tokio::time::Instant, RemoteEvent)>,
 ) {
+    // Reconnections back off from RETRY to MAX_RETRY while the cluster is away.
+    let mut retry = RETRY;
     let send = |event: RemoteEvent| {
         events
             .unbounded_send((tokio::time::Instant::now(), event))
@@ -417,7 +421,8 @@ async fn watch_remote(
                 if !send(RemoteEvent::Failed(why)) {
                     return;
                 }
-                tokio::time::sleep(RETRY).await;
+                tokio::time::sleep(retry).await;
+                retry = (retry * 2).min(MAX_RETRY);
                 continue;
             }
         };
@@ -438,7 +443,10 @@ async fn watch_remote(
                     let sent = match event {
                         Event::Init => { listing.clear(); true }
                         Event::InitApply(p) => { listing.insert((p.namespace().unwrap_or_default(), p.name_any()), p); true }
-                        Event::InitDone => send(RemoteEvent::Listed(std::mem::take(&mut listing))),
+                        Event::InitDone => {
+                            retry = RETRY;
+                            send(RemoteEvent::Listed(std::mem::take(&mut listing)))
+                        }
                         Event::Apply(p) => send(RemoteEvent::Applied(p)),
                         Event::Delete(p) => send(RemoteEvent::Deleted(p)),
                     };
@@ -462,7 +470,8 @@ async fn watch_remote(
         ))) {
             return;
         }
-        tokio::time::sleep(RETRY).await;
+        tokio::time::sleep(retry).await;
+        retry = (retry * 2).min(MAX_RETRY);
     }
 }
 
