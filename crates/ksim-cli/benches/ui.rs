@@ -122,7 +122,7 @@ fn main() {
         )
         .await
         .expect("a client config");
-        kube::Client::try_from(config).expect("a client")
+        ksim_runtime::client::from_config(config).expect("a client")
     });
     let started = Instant::now();
     runtime.block_on(async {

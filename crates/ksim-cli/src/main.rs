@@ -111,6 +111,8 @@ enum Command {
     },
     /// Run the descheduler (a DeschedulerPolicy) against a cluster.
     Deschedule(commands::DescheduleCommand),
+    /// Run the DistributedPodDisruptionBudget controller against a cluster.
+    DpdbController(commands::DpdbControllerCommand),
     /// Explain scheduling decisions.
     #[command(subcommand)]
     Explain(ExplainCommand),
@@ -255,6 +257,8 @@ enum BenchCommand {
     /// Snapshots at scale: save, restore to all Running, export over HTTP,
     /// replay of a recording.
     Snapshot(commands::SnapshotBench),
+    /// DistributedPodDisruptionBudgets over three clusters.
+    Dpdb(commands::DpdbBench),
     /// Every benchmark: startup, then api.
     All {
         /// How many times to start the server (startup).
@@ -271,6 +275,7 @@ fn main() -> ExitCode {
         Command::Serve { .. }
         | Command::Kubelet { .. }
         | Command::Controllers { .. }
+        | Command::DpdbController(_)
         | Command::Deschedule(_) => "info",
         // The API's own message is the error line; kube's log of it is noise.
         Command::Snapshot(_) | Command::Record(_) | Command::Replay(_) => "warn,kube_client=off",
@@ -398,11 +403,13 @@ fn run(command: Command) -> anyhow::Result<()> {
             kubeconfig,
             controllers,
         } => commands::run_controllers(kubeconfig.as_deref(), &controllers),
+        Command::DpdbController(flags) => commands::dpdb_controller(&flags),
         Command::Bench(BenchCommand::Startup { runs }) => commands::bench_startup(runs),
         Command::Bench(BenchCommand::Api(bench)) => commands::bench_api(&bench),
         Command::Bench(BenchCommand::Kubelet(bench)) => commands::bench_kubelet(&bench),
         Command::Bench(BenchCommand::Drain(bench)) => commands::bench_drain(&bench),
         Command::Bench(BenchCommand::Snapshot(bench)) => commands::bench_snapshot(&bench),
+        Command::Bench(BenchCommand::Dpdb(bench)) => commands::bench_dpdb(&bench),
         Command::Bench(BenchCommand::All { runs, api }) => commands::bench_all(runs, &api),
         Command::Bench(BenchCommand::Workloads(bench)) => commands::bench_workloads(&bench),
         Command::Bench(BenchCommand::DaemonSet(bench)) => commands::bench_daemonset(&bench),

@@ -16,6 +16,7 @@ mod controller_ref;
 pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
+pub mod dpdb;
 mod error;
 mod events;
 pub mod garbagecollector;

@@ -5,6 +5,7 @@
 //! server, scheduler, controllers and kubelet simulator all call them.
 
 pub mod apply;
+pub mod crds;
 mod error;
 pub mod node_affinity;
 pub mod patch;

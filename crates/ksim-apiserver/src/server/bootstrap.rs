@@ -1,5 +1,6 @@
 //! The objects every cluster starts with: the four system namespaces, the
-//! two system priority classes and the `kubernetes` service.
+//! two system priority classes, the `kubernetes` service and ksim's own
+//! CustomResourceDefinitions (`ksim_core::crds`).
 
 use serde_json::{Value, json};
 
@@ -65,6 +66,9 @@ pub(crate) fn create_initial_objects(state: &State) {
                      "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]},
         }),
     ));
+    for crd in ksim_core::crds::builtin_crds() {
+        objects.push(("apiextensions.k8s.io", "customresourcedefinitions", crd));
+    }
     for (group, plural, object) in objects {
         let Some(resource) = find(group, plural) else {
             continue;

@@ -88,9 +88,16 @@ impl State {
             .map(|o| o.value.clone())
             .collect();
         let registry = Arc::new(Registry::new(crds));
-        let openapi = self.openapi().with_crds(registry.crds());
+        // Documents not built yet are built from the new registry on first
+        // use (so the CRDs created at boot cost nothing until asked for).
+        let openapi = self
+            .openapi
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .map(|openapi| openapi.with_crds(registry.crds()));
         *self.registry.write().unwrap_or_else(|e| e.into_inner()) = registry;
-        *self.openapi.write().unwrap_or_else(|e| e.into_inner()) = Some(openapi);
+        *self.openapi.write().unwrap_or_else(|e| e.into_inner()) = openapi;
     }
 
     /// The next free ClusterIP (from 10.96.0.0/12; 10.96.0.1 is the

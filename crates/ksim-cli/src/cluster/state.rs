@@ -61,6 +61,11 @@ impl KsimHome {
         KsimHome { root: root.into() }
     }
 
+    /// The root directory (`$KSIM_HOME`).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     fn clusters_dir(&self) -> PathBuf {
         self.root.join("clusters")
     }

@@ -1,8 +1,8 @@
 //! The subcommands of `ksim` that own cluster life: `create cluster`,
 //! `delete cluster`, `get clusters`, `get kubeconfig`, `serve`, the
 //! `bench` benchmarks; and the components: `scale node`, `kubelet`,
-//! `controllers`, `scheduler`, `deschedule`, `explain pod`; `snapshot
-//! save|restore|export`, `record`, `replay`; `ui`, the web view's URL.
+//! `controllers`, `scheduler`, `deschedule`, `explain pod`, `dpdb-controller`;
+//! `snapshot save|restore|export`, `record`, `replay`; `ui`, the web view's URL.
 
 mod bench;
 mod connect;
@@ -10,6 +10,7 @@ mod controllers;
 mod create;
 mod delete;
 mod deschedule;
+mod dpdb;
 mod explain;
 mod get;
 mod kubelet;
@@ -21,14 +22,15 @@ mod snapshot;
 mod ui;
 
 pub use bench::{
-    ApiBench, DaemonSetBench, DrainBench, KubeletBench, SnapshotBench, WorkloadsBench, bench_all,
-    bench_api, bench_daemonset, bench_drain, bench_kubelet, bench_snapshot, bench_startup,
-    bench_workloads,
+    ApiBench, DaemonSetBench, DpdbBench, DrainBench, KubeletBench, SnapshotBench, WorkloadsBench,
+    bench_all, bench_api, bench_daemonset, bench_dpdb, bench_drain, bench_kubelet, bench_snapshot,
+    bench_startup, bench_workloads,
 };
 pub use controllers::run_controllers;
 pub use create::{CreateCluster, create_cluster};
 pub use delete::{DeleteCluster, delete_cluster};
 pub use deschedule::{ClusterDescheduler, DescheduleCommand, deschedule};
+pub use dpdb::{DpdbControllerCommand, dpdb_controller};
 pub use explain::{ExplainPod, explain_pod};
 pub use get::{get_clusters, get_kubeconfig};
 pub use kubelet::{Kubelet, kubelet};

@@ -24,6 +24,8 @@ pub enum Component {
     Controllers,
     /// The scheduler.
     Scheduler,
+    /// The DistributedPodDisruptionBudget controller.
+    Dpdb,
 }
 
 impl Component {
@@ -33,6 +35,7 @@ impl Component {
             Component::Kubelet => "kubelet",
             Component::Controllers => "controllers",
             Component::Scheduler => "scheduler",
+            Component::Dpdb => "dpdb",
         }
     }
 }
@@ -90,6 +93,13 @@ pub fn serve(
             tokio::spawn(ksim_controllers::run_controllers(
                 ksim_runtime::client::in_process(&server),
                 ksim_controllers::ALL_CONTROLLERS,
+            ));
+        }
+        if !disabled.contains(&Component::Dpdb) {
+            let config = super::dpdb::in_cluster_config(home.root(), name)?;
+            tokio::spawn(ksim_controllers::dpdb::run(
+                ksim_runtime::client::in_process(&server),
+                config,
             ));
         }
         if !disabled.contains(&Component::Scheduler) {

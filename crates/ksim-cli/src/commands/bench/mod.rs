@@ -4,11 +4,14 @@
 //! benchmarks: `kubelet`, `workloads` (a large Deployment with the whole
 //! cluster in process), `daemonset` (a DaemonSet on many nodes) and `drain` (nodes drained under a
 //! PodDisruptionBudget), `snapshot` (save, restore,
-//! export and replay at 10,000 nodes and 100,000 pods).
+//! export and replay at 10,000 nodes and 100,000 pods) and `dpdb`
+//! (DistributedPodDisruptionBudgets over three clusters: propagation,
+//! convergence of 1,000, idle CPU).
 
 mod api;
 mod cluster;
 mod daemonset;
+mod dpdb;
 mod drain;
 mod kubelet;
 mod measure;
@@ -19,6 +22,7 @@ mod workloads;
 
 pub use api::{ApiBench, bench_api};
 pub use daemonset::{DaemonSetBench, bench_daemonset};
+pub use dpdb::{DpdbBench, bench_dpdb};
 pub use drain::{DrainBench, bench_drain};
 pub use kubelet::{KubeletBench, bench_kubelet};
 pub use snapshot::{SnapshotBench, bench_snapshot};
