@@ -59,6 +59,8 @@ enum Command {
         disable: Vec<commands::Component>,
         #[command(flatten)]
         descheduler: commands::ClusterDescheduler,
+        #[command(flatten)]
+        autoscaler: commands::ClusterAutoscaler,
     },
     /// Scale simulated resources (nodes).
     #[command(subcommand)]
@@ -101,6 +103,9 @@ enum Command {
     },
     /// Run the descheduler (a DeschedulerPolicy) against a cluster.
     Deschedule(commands::DescheduleCommand),
+    /// Run the cluster autoscaler (node groups from the kwok provider's
+    /// ConfigMaps) against a cluster.
+    Autoscaler(commands::AutoscalerCommand),
     /// Explain scheduling decisions.
     #[command(subcommand)]
     Explain(ExplainCommand),
@@ -133,6 +138,8 @@ enum CreateCommand {
         disable: Vec<commands::Component>,
         #[command(flatten)]
         descheduler: commands::ClusterDescheduler,
+        #[command(flatten)]
+        autoscaler: commands::ClusterAutoscaler,
     },
 }
 
@@ -235,7 +242,8 @@ fn main() -> ExitCode {
         Command::Serve { .. }
         | Command::Kubelet { .. }
         | Command::Controllers { .. }
-        | Command::Deschedule(_) => "info",
+        | Command::Deschedule(_)
+        | Command::Autoscaler(_) => "info",
         _ => "warn",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -267,6 +275,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             scheduler_config,
             disable,
             descheduler,
+            autoscaler,
         }) => commands::create_cluster(
             &home()?,
             &commands::CreateCluster {
@@ -277,6 +286,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                 scheduler_config,
                 disable,
                 descheduler,
+                autoscaler,
             },
         ),
         Command::Delete(DeleteCommand::Cluster { name, all }) => {
@@ -290,6 +300,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             scheduler_config,
             disable,
             descheduler,
+            autoscaler,
         } => commands::serve(
             &home()?,
             &name,
@@ -297,8 +308,10 @@ fn run(command: Command) -> anyhow::Result<()> {
             scheduler_config.as_deref(),
             &disable,
             &descheduler,
+            &autoscaler,
         ),
         Command::Deschedule(flags) => commands::deschedule(&home()?, &flags),
+        Command::Autoscaler(flags) => commands::autoscaler(&home()?, &flags),
         Command::Scheduler {
             kubeconfig,
             config,

@@ -27,6 +27,8 @@ pub struct CreateCluster {
     pub disable: Vec<super::serve::Component>,
     /// The in-cluster descheduler (`--descheduler-policy`).
     pub descheduler: super::deschedule::ClusterDescheduler,
+    /// The in-cluster autoscaler (`--autoscaler`).
+    pub autoscaler: super::autoscaler::ClusterAutoscaler,
 }
 
 /// Creates cluster `options.name` and makes its context current.
@@ -74,6 +76,7 @@ pub fn create_cluster(home: &KsimHome, options: &CreateCluster) -> anyhow::Resul
         vec!["--disable".to_string(), names.join(",")]
     };
     extra_args.extend(descheduler_args);
+    extra_args.extend(options.autoscaler.serve_args());
     let mut child = cluster::spawn_serve(&exe, &cluster, options.port, &extra_args)?;
     let port = match cluster::wait_until_ready(&mut child, &cluster, READY_TIMEOUT) {
         Ok(port) => port,

@@ -1,8 +1,9 @@
 //! The subcommands of `ksim` that own cluster life: `create cluster`,
 //! `delete cluster`, `get clusters`, `get kubeconfig`, `serve`, the
 //! `bench` benchmarks; and the components: `scale node`, `kubelet`,
-//! `controllers`, `scheduler`, `deschedule`, `explain pod`.
+//! `controllers`, `scheduler`, `deschedule`, `autoscaler`, `explain pod`.
 
+mod autoscaler;
 mod bench;
 mod connect;
 mod controllers;
@@ -16,6 +17,7 @@ mod scale;
 mod scheduler;
 mod serve;
 
+pub use autoscaler::{AutoscalerCommand, ClusterAutoscaler, autoscaler};
 pub use bench::{
     ApiBench, DaemonSetBench, DrainBench, KubeletBench, WorkloadsBench, bench_all, bench_api,
     bench_daemonset, bench_drain, bench_kubelet, bench_startup, bench_workloads,

@@ -43,6 +43,7 @@ pub fn serve(
     scheduler_config: Option<&std::path::Path>,
     disabled: &[Component],
     descheduler: &super::deschedule::ClusterDescheduler,
+    autoscaler: &super::autoscaler::ClusterAutoscaler,
 ) -> anyhow::Result<()> {
     validate_cluster_name(name)?;
     let cluster = home.cluster(name);
@@ -89,6 +90,9 @@ pub fn serve(
         }
         if let Some(policy) = &descheduler.policy {
             super::deschedule::start_in_process(&server, policy, descheduler.interval()).await?;
+        }
+        if autoscaler.autoscaler {
+            super::autoscaler::start_in_process(&server, &autoscaler.flags);
         }
         let result = tokio::select! {
             result = ksim_apiserver::serve(listener, server) => result.context("the API server failed"),
