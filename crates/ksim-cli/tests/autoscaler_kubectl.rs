@@ -327,3 +327,155 @@ fn ksim_autoscaler_alone_over_http_creates_the_desired_nodes_then_scales_up_once
         |out| out.starts_with("workers-"),
     );
 }
+
+const BUDGETED: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: api
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: api}
+  template:
+    metadata:
+      labels: {app: api}
+    spec:
+      containers:
+      - name: api
+        image: registry.k8s.io/pause:3.10
+        resources:
+          requests: {cpu: 100m}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: api
+spec:
+  minAvailable: 1
+  selector:
+    matchLabels: {app: api}
+"#;
+
+/// The workers group's node names.
+fn workers(cluster: &TestCluster) -> Vec<String> {
+    let out = cluster.kubectl(&["get", "nodes", "-l", "kwok-nodegroup=workers", "-o", "name"]);
+    out.success();
+    let mut names: Vec<String> = out
+        .stdout
+        .lines()
+        .map(|l| l.trim_start_matches("node/").to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn scale_down_waits_for_the_budget_and_skips_disabled_nodes_down_to_min_size() {
+    let cluster = TestCluster::start_with(
+        ksim(),
+        "ksim",
+        &[
+            "--autoscaler",
+            "--scan-interval=500ms",
+            "--node-boot-delay=0s",
+            "--scale-down-unneeded-time=1s",
+            "--scale-down-delay-after-add=0s",
+        ],
+    );
+    // The group's nodes start annotated scale-down-disabled (from the
+    // template), so nothing goes until the test says which may.
+    let example = std::fs::read_to_string(EXAMPLE).expect("example");
+    let desired = "cluster-autoscaler.kwok.nodegroup/desired-count: \"3\"\n";
+    let disabled = format!(
+        "{desired}          cluster-autoscaler.kubernetes.io/scale-down-disabled: \"true\"\n"
+    );
+    assert!(example.contains(desired));
+    cluster
+        .kubectl_stdin(&["apply", "-f", "-"], &example.replace(desired, &disabled))
+        .success();
+    let nodes = ready_workers(&cluster, 3);
+    // A budgeted pod: no disruption allowed while it is the only replica.
+    cluster
+        .kubectl_stdin(&["apply", "-f", "-"], BUDGETED)
+        .success();
+    let pod_node = cluster.wait_for(
+        &[
+            "get",
+            "pods",
+            "-l",
+            "app=api",
+            "-o",
+            "jsonpath={.items[0].spec.nodeName}",
+        ],
+        |out| !out.is_empty(),
+    );
+    cluster.wait_for(
+        &[
+            "get",
+            "pdb",
+            "api",
+            "-o",
+            "jsonpath={.status.currentHealthy}",
+        ],
+        |out| out == "1",
+    );
+    let others: Vec<&String> = nodes.iter().filter(|n| **n != pod_node).collect();
+    let (kept, empty) = (others[0].clone(), others[1].clone());
+    // The budgeted node and an empty node may go; `kept` stays disabled.
+    for node in [&pod_node, &empty] {
+        cluster
+            .kubectl(&[
+                "annotate",
+                "node",
+                node,
+                "cluster-autoscaler.kubernetes.io/scale-down-disabled-",
+            ])
+            .success();
+    }
+    // The empty node goes after the unneeded time; the budgeted node, seen
+    // in the same loops, stays: its pod may not be disrupted.
+    cluster.wait_for(&["get", "nodes", "-o", "name"], |out| {
+        !out.contains(&format!("node/{empty}"))
+    });
+    assert!(workers(&cluster).contains(&pod_node));
+    // Two replicas: the budget allows one disruption; the node is tainted,
+    // drained through the eviction API and deleted, its pod recreated on
+    // the node that stays.
+    cluster
+        .kubectl(&["scale", "deployment", "api", "--replicas=2"])
+        .success();
+    cluster.wait_for(&["get", "nodes", "-o", "name"], |out| {
+        !out.contains(&format!("node/{pod_node}"))
+    });
+    let events = cluster.wait_for(
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            "reason=ScaleDown",
+            "-o",
+            "jsonpath={range .items[*]}{.involvedObject.kind} {.involvedObject.name} {.message}{\"\\n\"}{end}",
+        ],
+        |out| out.contains("deleting pod for node scale down"),
+    );
+    assert!(
+        events.contains(&format!(
+            "Node {pod_node} marked the node as toBeDeleted/unschedulable"
+        )),
+        "{events}"
+    );
+    cluster.wait_for(
+        &[
+            "get",
+            "pods",
+            "-l",
+            "app=api",
+            "-o",
+            "jsonpath={range .items[*]}{.spec.nodeName} {.status.phase}{\"\\n\"}{end}",
+        ],
+        |out| out.lines().count() == 2 && out.lines().all(|l| l == format!("{kept} Running")),
+    );
+    // min-count 1: the disabled node is the one left.
+    assert_eq!(workers(&cluster), [kept]);
+}
