@@ -112,6 +112,37 @@ pub struct GroupReport {
     pub candidates: usize,
 }
 
+/// What a loop decides on.
+struct View {
+    now: DateTime<Utc>,
+    members: Vec<Member>,
+    pending: Vec<Arc<Pod>>,
+    snapshot: Snapshot,
+    views: Vec<GroupView>,
+    /// Booting nodes of the groups.
+    upcoming: Vec<String>,
+}
+
+/// What the node groups could do for one pod (`ksim explain pod`).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Explanation {
+    /// Whether the scheduler marked the pod unschedulable.
+    pub unschedulable: bool,
+    /// Whether it fits a node still booting (no scale-up needed).
+    pub fits_booting_node: bool,
+    pub groups: Vec<GroupExplanation>,
+}
+
+/// One group's answer.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct GroupExplanation {
+    pub name: String,
+    pub size: usize,
+    pub max_size: usize,
+    /// None: a new node of the group would host the pod; else why not.
+    pub verdict: Option<String>,
+}
+
 /// A node of a group as one loop sees it.
 #[derive(Debug, Clone)]
 struct Member {
@@ -299,68 +330,23 @@ impl Autoscaler {
             }
             self.initialized.insert(spec.name.clone());
         }
-        let now = self.clock.now();
-        let members = self.members(&specs, &nodes);
         let pods = pods_api
             .list(&ListParams::default())
             .await
             .map_err(|e| AutoscalerError::api("listing pods", e))?
             .items;
-        let mut pending: Vec<Arc<Pod>> = Vec::new();
-        let mut scheduled: Vec<Pod> = Vec::new();
-        let min_age = chrono::TimeDelta::from_std(self.options.new_pod_scale_up_delay)
-            .unwrap_or(chrono::TimeDelta::MAX);
-        for pod in pods {
-            if is_unschedulable(&pod) {
-                let created = pod.metadata.creation_timestamp.as_ref().map(to_chrono);
-                if created.is_none_or(|c| now - c >= min_age) {
-                    pending.push(Arc::new(pod));
-                }
-            } else if pod
-                .spec
-                .as_ref()
-                .is_some_and(|s| s.node_name.as_deref().is_some_and(|n| !n.is_empty()))
-            {
-                scheduled.push(pod);
-            }
-        }
-        // The snapshot sees booting nodes as they will be once Ready.
-        let upcoming: HashSet<&str> = members
-            .iter()
-            .filter(|m| m.upcoming)
-            .map(|m| m.name.as_str())
-            .collect();
-        let snapshot_nodes: Vec<Node> = nodes
-            .iter()
-            .map(|node| {
-                let name = node.metadata.name.as_deref().unwrap_or_default();
-                if upcoming.contains(name) {
-                    let mut node = node.clone();
-                    if let Some(taints) = node.spec.as_mut().and_then(|s| s.taints.as_mut()) {
-                        taints.retain(|t| {
-                            t.key != NOT_READY_TAINT && t.key != "node.kubernetes.io/unreachable"
-                        });
-                    }
-                    node
-                } else {
-                    node.clone()
-                }
-            })
-            .collect();
-        let mut snapshot = Snapshot::new(snapshot_nodes, scheduled);
-        let views: Vec<GroupView> = specs
-            .iter()
-            .enumerate()
-            .map(|(index, spec)| GroupView {
-                spec: spec.clone(),
-                target_size: members.iter().filter(|m| m.group == index).count(),
-            })
-            .collect();
+        let View {
+            now,
+            members,
+            pending,
+            mut snapshot,
+            views,
+            upcoming: upcoming_names,
+        } = self.view(&specs, &nodes, pods);
         let mut report = LoopReport {
             pending_pods: pending.len(),
             ..Default::default()
         };
-        let upcoming_names: Vec<String> = upcoming.iter().map(|s| s.to_string()).collect();
         let mut scaled_up_now = false;
         if !pending.is_empty() && !specs.is_empty() {
             let plan = simulator::plan_scale_up(
@@ -466,7 +452,7 @@ impl Autoscaler {
             });
         }
         if self.options.write_status_configmap {
-            let upcoming_count = upcoming.len();
+            let upcoming_count = upcoming_names.len();
             let input = StatusInput {
                 now,
                 report: &report,
@@ -478,6 +464,119 @@ impl Autoscaler {
             self.write_status(&input).await;
         }
         Ok(report)
+    }
+
+    /// What a loop decides on: members of groups, unschedulable pods old
+    /// enough, the snapshot (booting nodes without their not-ready taint).
+    fn view(&self, specs: &[Arc<NodeGroupSpec>], nodes: &[Node], pods: Vec<Pod>) -> View {
+        let now = self.clock.now();
+        let members = self.members(specs, nodes);
+        let mut pending: Vec<Arc<Pod>> = Vec::new();
+        let mut scheduled: Vec<Pod> = Vec::new();
+        let min_age = chrono::TimeDelta::from_std(self.options.new_pod_scale_up_delay)
+            .unwrap_or(chrono::TimeDelta::MAX);
+        for pod in pods {
+            if is_unschedulable(&pod) {
+                let created = pod.metadata.creation_timestamp.as_ref().map(to_chrono);
+                if created.is_none_or(|c| now - c >= min_age) {
+                    pending.push(Arc::new(pod));
+                }
+            } else if pod
+                .spec
+                .as_ref()
+                .is_some_and(|s| s.node_name.as_deref().is_some_and(|n| !n.is_empty()))
+            {
+                scheduled.push(pod);
+            }
+        }
+        // The snapshot sees booting nodes as they will be once Ready.
+        let upcoming: HashSet<&str> = members
+            .iter()
+            .filter(|m| m.upcoming)
+            .map(|m| m.name.as_str())
+            .collect();
+        let snapshot_nodes: Vec<Node> = nodes
+            .iter()
+            .map(|node| {
+                let name = node.metadata.name.as_deref().unwrap_or_default();
+                if upcoming.contains(name) {
+                    let mut node = node.clone();
+                    if let Some(taints) = node.spec.as_mut().and_then(|s| s.taints.as_mut()) {
+                        taints.retain(|t| {
+                            t.key != NOT_READY_TAINT && t.key != "node.kubernetes.io/unreachable"
+                        });
+                    }
+                    node
+                } else {
+                    node.clone()
+                }
+            })
+            .collect();
+        let snapshot = Snapshot::new(snapshot_nodes, scheduled);
+        let views: Vec<GroupView> = specs
+            .iter()
+            .enumerate()
+            .map(|(index, spec)| GroupView {
+                spec: spec.clone(),
+                target_size: members.iter().filter(|m| m.group == index).count(),
+            })
+            .collect();
+        let upcoming = upcoming.iter().map(|s| s.to_string()).collect();
+        View {
+            now,
+            members,
+            pending,
+            snapshot,
+            views,
+            upcoming,
+        }
+    }
+
+    /// For a pending pod: what each node group could do for it (read only).
+    pub async fn explain(&mut self, pod: &Pod) -> Result<Explanation, AutoscalerError> {
+        let (provider, specs) = read_node_groups(&self.client, &self.options).await?;
+        self.provider = Some(provider);
+        let specs: Vec<Arc<NodeGroupSpec>> = specs.into_iter().map(Arc::new).collect();
+        let nodes = Api::<Node>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| AutoscalerError::api("listing nodes", e))?
+            .items;
+        let pods = Api::<Pod>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| AutoscalerError::api("listing pods", e))?
+            .items;
+        let view = self.view(&specs, &nodes, pods);
+        let mut explanation = Explanation {
+            unschedulable: is_unschedulable(pod),
+            ..Default::default()
+        };
+        if !explanation.unschedulable {
+            return Ok(explanation);
+        }
+        let pending = vec![Arc::new(pod.clone())];
+        let plan = simulator::plan_scale_up(
+            &self.profile,
+            &view.snapshot,
+            &view.upcoming,
+            &view.views,
+            &pending,
+        );
+        explanation.fits_booting_node = !plan.fit_upcoming.is_empty();
+        let verdicts = plan.verdicts.first().cloned().unwrap_or_default();
+        for (view, verdict) in view.views.iter().zip(verdicts) {
+            explanation.groups.push(GroupExplanation {
+                name: view.spec.name.clone(),
+                size: view.target_size,
+                max_size: view.spec.max_size,
+                verdict: match verdict {
+                    Verdict::Helps => None,
+                    Verdict::Cannot(reason) => Some(reason),
+                },
+            });
+        }
+        Ok(explanation)
     }
 
     fn members(&self, specs: &[Arc<NodeGroupSpec>], nodes: &[Node]) -> Vec<Member> {

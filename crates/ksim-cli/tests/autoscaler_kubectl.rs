@@ -4,8 +4,9 @@
 //! full, a DoNotSchedule hostname spread: FailedScheduling,
 //! TriggeredScaleUp, FailedScheduling on the booting node's not-ready taint,
 //! Scheduled; the group grows 3 -> 4), a group at its max
-//! (NotTriggerScaleUp with the reason), and `ksim autoscaler --kubeconfig`
-//! alone over HTTP.
+//! (NotTriggerScaleUp with the reason, and `ksim explain pod` saying it),
+//! `ksim autoscaler --kubeconfig` alone over HTTP, and scale-down through
+//! budgets.
 
 use std::path::Path;
 
@@ -253,6 +254,19 @@ fn the_write_up_sequence_scales_a_group_from_3_to_4_and_a_full_group_says_why_no
         out.lines()
             .any(|l| l == "pod didn't trigger scale-up: 1 max node group size reached"),
         "{out}"
+    );
+    // `ksim explain pod` says why the group cannot help.
+    let explained = cluster.ksim(&["explain", "pod", "big"]);
+    let text = String::from_utf8_lossy(&explained.stdout);
+    assert!(explained.status.success(), "{explained:?}");
+    assert!(text.contains("Cluster autoscaler node groups:"), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("workers"))
+        .unwrap_or_else(|| panic!("no workers row in {text}"));
+    assert_eq!(
+        row.split_whitespace().collect::<Vec<_>>().join(" "),
+        "workers 4 4 no: max node group size reached"
     );
     let count = cluster.kubectl(&["get", "nodes", "-l", "kwok-nodegroup=workers", "-o", "name"]);
     count.success();
