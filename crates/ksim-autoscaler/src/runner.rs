@@ -8,7 +8,7 @@
 //! delete), and writes the `cluster-autoscaler-status` ConfigMap. Events
 //! carry cluster-autoscaler's reasons and messages.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,7 +27,7 @@ use crate::config::{
     self, KWOK_MANAGED_ANNOTATION, NG_NAME_ANNOTATION, NodeGroupSpec, ProviderConfig,
 };
 use crate::error::AutoscalerError;
-use crate::scaledown::{self, SCALE_DOWN_DISABLED_ANNOTATION, Unremovable};
+use crate::scaledown::{self, SCALE_DOWN_DISABLED_ANNOTATION};
 use crate::simulator::{self, Expander, GroupView, NOT_READY_TAINT, TO_BE_DELETED_TAINT, Verdict};
 use crate::status::{self, StatusInput};
 
@@ -694,62 +694,35 @@ impl Autoscaler {
             })
             .filter_map(|n| n.metadata.name.clone())
             .collect();
-        let mut unneeded: Vec<(String, usize, Vec<Arc<Pod>>)> = Vec::new();
-        let mut reasons: BTreeMap<String, Unremovable> = BTreeMap::new();
         let mut sizes: Vec<usize> = (0..specs.len())
             .map(|i| members.iter().filter(|m| m.group == i).count())
             .collect();
-        for member in members {
-            if !member.ready || member.being_deleted {
-                continue;
-            }
-            let Some(node) = by_name.get(member.name.as_str()) else {
-                continue;
-            };
-            let disabled = node
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(SCALE_DOWN_DISABLED_ANNOTATION))
-                .is_some_and(|v| v == "true");
-            if disabled {
-                reasons.insert(
-                    member.name.clone(),
-                    Unremovable::ScaleDownDisabledAnnotation,
-                );
-                continue;
-            }
-            let Some(info) = snapshot.get(&member.name) else {
-                continue;
-            };
-            if scaledown::utilization(info) >= self.options.scale_down_utilization_threshold {
-                reasons.insert(member.name.clone(), Unremovable::NotUnderutilized);
-                continue;
-            }
-            let mut budgets = budgets.clone();
-            let pods = match scaledown::pods_to_move(info, &mut budgets) {
-                Ok(pods) => pods,
-                Err(reason) => {
-                    reasons.insert(member.name.clone(), reason);
-                    continue;
-                }
-            };
-            let mut sim = snapshot.clone();
-            sim.remove_node(&member.name);
-            let mut without = excluded.clone();
-            without.insert(member.name.clone());
-            match scaledown::place_pods(&self.profile, &mut sim, &pods, &without) {
-                Ok(()) => {
-                    // Later candidates see these pods moved and this node gone.
-                    *snapshot = sim;
-                    excluded.insert(member.name.clone());
-                    unneeded.push((member.name.clone(), member.group, pods));
-                }
-                Err(reason) => {
-                    reasons.insert(member.name.clone(), reason);
-                }
-            }
-        }
+        let candidates: Vec<scaledown::Candidate> = members
+            .iter()
+            .filter(|m| m.ready && !m.being_deleted)
+            .filter_map(|m| {
+                let node = by_name.get(m.name.as_str())?;
+                let disabled = node
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(SCALE_DOWN_DISABLED_ANNOTATION))
+                    .is_some_and(|v| v == "true");
+                Some(scaledown::Candidate {
+                    name: m.name.clone(),
+                    group: m.group,
+                    scale_down_disabled: disabled,
+                })
+            })
+            .collect();
+        let (unneeded, reasons) = scaledown::find_unneeded(
+            &self.profile,
+            snapshot,
+            &candidates,
+            &mut excluded,
+            budgets,
+            self.options.scale_down_utilization_threshold,
+        );
         let still: HashSet<&str> = unneeded.iter().map(|(n, _, _)| n.as_str()).collect();
         self.unneeded_since
             .retain(|name, _| still.contains(name.as_str()));

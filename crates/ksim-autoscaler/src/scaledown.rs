@@ -5,7 +5,7 @@
 //! kube-system without a budget, a budget with no disruption left), and
 //! whether each moved pod fits another node (the scheduler's own filters).
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -202,48 +202,122 @@ pub fn pods_to_move(
     Ok(moved)
 }
 
+/// A node of a group that scale-down may consider (Ready, not being deleted).
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub name: String,
+    pub group: usize,
+    /// Annotated `scale-down-disabled: "true"`.
+    pub scale_down_disabled: bool,
+}
+
+/// A node scale-down can remove: its name, group and the pods to evict.
+pub type Unneeded = (String, usize, Vec<Arc<Pod>>);
+
+/// One scale-down scan: each candidate under the utilization threshold
+/// whose pods may all move (budgets consumed across nodes) and fit other
+/// nodes (`excluded` grows with the nodes found unneeded; the pods move in
+/// `snapshot`); and why each other candidate stays.
+pub fn find_unneeded(
+    profile: &Profile,
+    snapshot: &mut Snapshot,
+    candidates: &[Candidate],
+    excluded: &mut HashSet<String>,
+    mut budgets: Vec<DisruptionBudget>,
+    threshold: f64,
+) -> (Vec<Unneeded>, BTreeMap<String, Unremovable>) {
+    let mut unneeded = Vec::new();
+    let mut reasons = BTreeMap::new();
+    for candidate in candidates {
+        let name = &candidate.name;
+        if candidate.scale_down_disabled {
+            reasons.insert(name.clone(), Unremovable::ScaleDownDisabledAnnotation);
+            continue;
+        }
+        let Some(info) = snapshot.get(name) else {
+            continue;
+        };
+        if utilization(info) >= threshold {
+            reasons.insert(name.clone(), Unremovable::NotUnderutilized);
+            continue;
+        }
+        let mut remaining = budgets.clone();
+        let pods = match pods_to_move(info, &mut remaining) {
+            Ok(pods) => pods,
+            Err(reason) => {
+                reasons.insert(name.clone(), reason);
+                continue;
+            }
+        };
+        excluded.insert(name.clone());
+        match place_pods(profile, snapshot, &pods, excluded) {
+            Ok(()) => {
+                budgets = remaining;
+                unneeded.push((name.clone(), candidate.group, pods));
+            }
+            Err(reason) => {
+                excluded.remove(name);
+                reasons.insert(name.clone(), reason);
+            }
+        }
+    }
+    (unneeded, reasons)
+}
+
 /// Finds a node for each pod among the nodes of `snapshot` not in
 /// `excluded` (and not marked for deletion), binding each in `snapshot` so
-/// the next pod sees it: the first pod that fits nowhere otherwise.
+/// the next pod sees it; when a pod fits nowhere, the pods already moved go
+/// back to their nodes and that pod is named.
 pub fn place_pods(
     profile: &Profile,
     snapshot: &mut Snapshot,
     pods: &[Arc<Pod>],
     excluded: &HashSet<String>,
 ) -> Result<(), Unremovable> {
+    let mut moved: Vec<&Arc<Pod>> = Vec::new();
     for pod in pods {
-        let mut moved = Pod::clone(pod);
-        if let Some(spec) = moved.spec.as_mut() {
-            spec.node_name = None;
-        }
-        let found = {
-            let (state, narrowed, status) = run_pre_filter(profile, &moved, snapshot)
-                .map_err(|_| Unremovable::NoPlaceToMovePods { pod: pod_key(pod) })?;
-            if status.is_success() {
-                snapshot
-                    .nodes()
-                    .iter()
-                    .filter(|n| !excluded.contains(n.name()))
-                    .filter(|n| {
-                        narrowed
-                            .node_names
-                            .as_ref()
-                            .is_none_or(|names| names.contains(n.name()))
-                    })
-                    .find(|n| run_filter_plugins(profile, &state, &moved, n).is_success())
-                    .map(|n| n.name().to_string())
-            } else {
-                None
-            }
-        };
-        match found {
+        match find_place(profile, snapshot, pod, excluded) {
             Some(node) => {
-                snapshot.bind_pod(moved, &node);
+                snapshot.bind_pod(Pod::clone(pod), &node);
+                moved.push(pod);
             }
-            None => return Err(Unremovable::NoPlaceToMovePods { pod: pod_key(pod) }),
+            None => {
+                for back in moved {
+                    snapshot.add_pod(Pod::clone(back));
+                }
+                return Err(Unremovable::NoPlaceToMovePods { pod: pod_key(pod) });
+            }
         }
     }
     Ok(())
+}
+
+fn find_place(
+    profile: &Profile,
+    snapshot: &Snapshot,
+    pod: &Pod,
+    excluded: &HashSet<String>,
+) -> Option<String> {
+    let mut unbound = pod.clone();
+    if let Some(spec) = unbound.spec.as_mut() {
+        spec.node_name = None;
+    }
+    let (state, narrowed, status) = run_pre_filter(profile, &unbound, snapshot).ok()?;
+    if !status.is_success() {
+        return None;
+    }
+    snapshot
+        .nodes()
+        .iter()
+        .filter(|n| !excluded.contains(n.name()))
+        .filter(|n| {
+            narrowed
+                .node_names
+                .as_ref()
+                .is_none_or(|names| names.contains(n.name()))
+        })
+        .find(|n| run_filter_plugins(profile, &state, &unbound, n).is_success())
+        .map(|n| n.name().to_string())
 }
 
 #[cfg(test)]
