@@ -1049,3 +1049,105 @@ pub fn new_node(spec: &NodeGroupSpec, name: &str, ready_after: DateTime<Utc>) ->
     }]);
     node
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> T {
+        serde_json::from_value(value).expect("valid object")
+    }
+
+    /// A refused eviction aborts the node's scale-down and removes the
+    /// deletion taint; the node stays and is tried again later.
+    #[tokio::test]
+    async fn a_budget_refusing_the_eviction_untaints_the_node() {
+        let server = ksim_apiserver::ApiServer::new();
+        let client = ksim_runtime::client::in_process(&server);
+        let nodes: Api<Node> = Api::all(client.clone());
+        let node: Node = parse(json!({
+            "metadata": {"name": "n1"},
+            "status": {"allocatable": {"cpu": "2", "memory": "8Gi", "pods": "110"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}
+        }));
+        let node = nodes
+            .create(&PostParams::default(), &node)
+            .await
+            .expect("node");
+        let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+        let pod: Pod = parse(json!({
+            "metadata": {"name": "api", "labels": {"app": "api"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "name": "api", "uid": "u", "controller": true}]},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]}
+        }));
+        pods.create(&PostParams::default(), &pod)
+            .await
+            .expect("pod");
+        // Running and Ready: the budget counts it (a pending pod may go).
+        let running = json!({"status": {"phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}]}});
+        let pod = pods
+            .patch_status("api", &PatchParams::default(), &Patch::Merge(&running))
+            .await
+            .expect("pod status");
+        let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
+        let budget: PodDisruptionBudget = parse(json!({
+            "metadata": {"name": "api"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "api"}}}
+        }));
+        budgets
+            .create(&PostParams::default(), &budget)
+            .await
+            .expect("budget");
+        let status = json!({"status": {"observedGeneration": 1, "disruptionsAllowed": 0,
+            "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}});
+        budgets
+            .patch_status("api", &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .expect("budget status");
+
+        let autoscaler = Autoscaler::new(client.clone(), AutoscalerOptions::default());
+        let result = autoscaler.remove_node(&node, &[Arc::new(pod)]).await;
+        let error = result.expect_err("the budget refuses");
+        assert!(
+            error.to_string().contains("evicting default/api"),
+            "{error}"
+        );
+        let after = nodes.get("n1").await.expect("the node stays");
+        assert!(!has_taint(&after, TO_BE_DELETED_TAINT), "{after:?}");
+        assert!(pods.get_opt("api").await.expect("read").is_some());
+    }
+
+    #[test]
+    fn new_nodes_boot_not_ready_and_tainted_with_their_own_hostname() {
+        let spec: NodeGroupSpec = NodeGroupSpec {
+            name: "workers".into(),
+            group_value: "workers".into(),
+            min_size: 0,
+            max_size: 3,
+            desired_size: 0,
+            template: parse(json!({
+                "metadata": {"name": "t", "labels": {"kubernetes.io/hostname": "t", "g": "workers"},
+                    "annotations": {"cluster-autoscaler.kwok.nodegroup/max-count": "3"}},
+                "status": {"capacity": {"cpu": "2"}}
+            })),
+        };
+        let at: DateTime<Utc> = "2026-01-01T00:00:05Z".parse().expect("time");
+        let node = new_node(&spec, "workers-abcde", at);
+        let labels = node.metadata.labels.as_ref().expect("labels");
+        assert_eq!(labels["kubernetes.io/hostname"], "workers-abcde");
+        let annotations = node.metadata.annotations.as_ref().expect("annotations");
+        assert_eq!(annotations[NG_NAME_ANNOTATION], "workers");
+        assert_eq!(
+            annotations[READY_AFTER_ANNOTATION],
+            "2026-01-01T00:00:05.000Z"
+        );
+        assert!(!annotations.contains_key(config::NG_MAX_ANNOTATION));
+        assert!(has_taint(&node, NOT_READY_TAINT));
+        assert!(!is_ready(&node));
+        let status = node.status.as_ref().expect("status");
+        assert_eq!(status.allocatable, status.capacity);
+    }
+}
