@@ -286,6 +286,17 @@ impl Autoscaler {
         }
     }
 
+    /// The status ConfigMap, which events about the autoscaler itself regard.
+    fn status_ref(&self) -> ObjectReference {
+        ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("ConfigMap".into()),
+            namespace: Some(self.options.namespace.clone()),
+            name: Some(status::STATUS_CONFIGMAP.into()),
+            ..Default::default()
+        }
+    }
+
     fn publish(&self, type_: EventType, regarding: ObjectReference, reason: &str, note: String) {
         let recorder = self.recorder.clone();
         let event = Event {
@@ -378,6 +389,15 @@ impl Autoscaler {
                     view.spec.name, view.spec.max_size
                 );
                 tracing::info!(group = %view.spec.name, from, to, "scale-up");
+                self.publish(
+                    EventType::Normal,
+                    self.status_ref(),
+                    "ScaledUpGroup",
+                    format!(
+                        "Scale-up: setting group {} size to {to} instead of {from} (max: {})",
+                        view.spec.name, view.spec.max_size
+                    ),
+                );
                 for _ in from..to {
                     self.create_node(&view.spec).await?;
                 }
@@ -794,9 +814,29 @@ impl Autoscaler {
         if pods.is_empty() {
             self.publish(
                 EventType::Normal,
-                object_ref(node),
+                self.status_ref(),
                 "ScaleDownEmpty",
-                format!("removing empty node {name}"),
+                format!("Scale-down: removing empty node {name:?}"),
+            );
+        } else {
+            let moved: Vec<String> = pods
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{}/{}",
+                        p.metadata.namespace.as_deref().unwrap_or("default"),
+                        p.metadata.name.as_deref().unwrap_or_default()
+                    )
+                })
+                .collect();
+            self.publish(
+                EventType::Normal,
+                self.status_ref(),
+                "ScaleDown",
+                format!(
+                    "Scale-down: removing node {name}, pods to reschedule: {}",
+                    moved.join(",")
+                ),
             );
         }
         for pod in pods {

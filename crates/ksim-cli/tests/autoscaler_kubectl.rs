@@ -161,6 +161,23 @@ fn the_write_up_sequence_scales_a_group_from_3_to_4_and_a_full_group_says_why_no
         message,
         "pod triggered scale-up: [{workers 3->4 (max: 10)}]"
     );
+    let group_events = cluster.wait_for(
+        &[
+            "get",
+            "events",
+            "-n",
+            "kube-system",
+            "--field-selector",
+            "reason=ScaledUpGroup",
+            "-o",
+            "jsonpath={range .items[*]}{.involvedObject.name} {.message}{\"\\n\"}{end}",
+        ],
+        |out| !out.trim().is_empty(),
+    );
+    assert_eq!(
+        group_events.trim(),
+        "cluster-autoscaler-status Scale-up: setting group workers size to 4 instead of 3 (max: 10)"
+    );
     // It lands on the new node once that node is Ready.
     let node = cluster.wait_for(
         &["get", "pod", pod, "-o", "jsonpath={.spec.nodeName}"],
