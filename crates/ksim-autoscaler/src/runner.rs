@@ -722,6 +722,16 @@ impl Autoscaler {
             .filter(|m| m.ready && !m.being_deleted)
             .filter_map(|m| {
                 let node = by_name.get(m.name.as_str())?;
+                // As the kwok provider: only nodes it made may be deleted.
+                let fake = node
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(KWOK_MANAGED_ANNOTATION))
+                    .is_some_and(|v| v == "fake");
+                if !fake {
+                    return None;
+                }
                 let disabled = node
                     .metadata
                     .annotations
