@@ -141,11 +141,16 @@ fn scan() {
         .collect();
     let mut runs = Vec::new();
     let mut build_runs = Vec::new();
+    let mut all_runs = Vec::new();
     let mut found = 0;
+    let mut found_all = 0;
     for _ in 0..3 {
+        let (nodes, pods) = (nodes.clone(), pods.clone());
         let start = Instant::now();
-        let mut snapshot = Snapshot::new(nodes.clone(), pods.clone());
+        let mut snapshot = Snapshot::new(nodes, pods);
         let built = start.elapsed();
+        let mut all = snapshot.clone();
+        let scan = Instant::now();
         let mut excluded = HashSet::new();
         let (unneeded, _) = find_unneeded(
             &profile,
@@ -154,14 +159,35 @@ fn scan() {
             &mut excluded,
             Vec::new(),
             0.5,
+            30,
         );
-        runs.push(start.elapsed());
+        runs.push(scan.elapsed());
         build_runs.push(built);
         found = unneeded.len();
+        let scan = Instant::now();
+        let mut excluded = HashSet::new();
+        let (unneeded, _) = find_unneeded(
+            &profile,
+            &mut all,
+            &candidates,
+            &mut excluded,
+            Vec::new(),
+            0.5,
+            usize::MAX,
+        );
+        all_runs.push(scan.elapsed());
+        found_all = unneeded.len();
     }
     println!(
-        "scale-down scan, 5,000 nodes / 50,000 pods (500 underutilized): median {:.1} ms (target < 200 ms), of which snapshot {:.1} ms; {found} nodes unneeded",
+        "scale-down scan, 5,000 nodes / 50,000 pods (500 underutilized, upstream's limit of 30 non-empty candidates): median {:.1} ms (target < 200 ms); {found} nodes unneeded",
         median(runs).as_secs_f64() * 1000.0,
+    );
+    println!(
+        "  the same scan without the limit: median {:.1} ms; {found_all} nodes unneeded",
+        median(all_runs).as_secs_f64() * 1000.0,
+    );
+    println!(
+        "  building the scheduler snapshot of 5,000 nodes / 50,000 pods (each loop): median {:.1} ms",
         median(build_runs).as_secs_f64() * 1000.0,
     );
 }

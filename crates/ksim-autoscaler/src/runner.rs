@@ -47,6 +47,9 @@ pub struct AutoscalerOptions {
     pub scale_down_enabled: bool,
     /// `--scale-down-utilization-threshold` (0.5).
     pub scale_down_utilization_threshold: f64,
+    /// `--scale-down-non-empty-candidates-count` (30): nodes with pods to
+    /// move found unneeded per scan at most.
+    pub scale_down_non_empty_candidates_count: usize,
     /// `--scale-down-unneeded-time` (10m).
     pub scale_down_unneeded_time: Duration,
     /// `--scale-down-delay-after-add` (10m).
@@ -73,6 +76,7 @@ impl Default for AutoscalerOptions {
             expanders: vec![Expander::Random],
             scale_down_enabled: true,
             scale_down_utilization_threshold: 0.5,
+            scale_down_non_empty_candidates_count: 30,
             scale_down_unneeded_time: Duration::from_secs(600),
             scale_down_delay_after_add: Duration::from_secs(600),
             max_node_provision_time: Duration::from_secs(900),
@@ -752,6 +756,7 @@ impl Autoscaler {
             &mut excluded,
             budgets,
             self.options.scale_down_utilization_threshold,
+            self.options.scale_down_non_empty_candidates_count,
         );
         let still: HashSet<&str> = unneeded.iter().map(|(n, _, _)| n.as_str()).collect();
         self.unneeded_since

@@ -217,7 +217,9 @@ pub type Unneeded = (String, usize, Vec<Arc<Pod>>);
 /// One scale-down scan: each candidate under the utilization threshold
 /// whose pods may all move (budgets consumed across nodes) and fit other
 /// nodes (`excluded` grows with the nodes found unneeded; the pods move in
-/// `snapshot`); and why each other candidate stays.
+/// `snapshot`); and why each other candidate stays. As upstream's
+/// `--scale-down-non-empty-candidates-count`, at most `max_non_empty` nodes
+/// with pods to move are found per scan (empty nodes are not limited).
 pub fn find_unneeded(
     profile: &Profile,
     snapshot: &mut Snapshot,
@@ -225,9 +227,11 @@ pub fn find_unneeded(
     excluded: &mut HashSet<String>,
     mut budgets: Vec<DisruptionBudget>,
     threshold: f64,
+    max_non_empty: usize,
 ) -> (Vec<Unneeded>, BTreeMap<String, Unremovable>) {
     let mut unneeded = Vec::new();
     let mut reasons = BTreeMap::new();
+    let mut non_empty = 0;
     for candidate in candidates {
         let name = &candidate.name;
         if candidate.scale_down_disabled {
@@ -249,10 +253,14 @@ pub fn find_unneeded(
                 continue;
             }
         };
+        if !pods.is_empty() && non_empty >= max_non_empty {
+            continue;
+        }
         excluded.insert(name.clone());
         match place_pods(profile, snapshot, &pods, excluded) {
             Ok(()) => {
                 budgets = remaining;
+                non_empty += usize::from(!pods.is_empty());
                 unneeded.push((name.clone(), candidate.group, pods));
             }
             Err(reason) => {

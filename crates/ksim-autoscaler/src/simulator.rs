@@ -440,6 +440,25 @@ mod tests {
     }
 
     #[test]
+    fn a_hostname_spread_puts_one_pod_per_new_node_while_an_empty_node_exists() {
+        let profile = Profile::default_profile();
+        let full = pod("filler", "1", json!({"nodeName": "a"}));
+        let mut full = full;
+        full.metadata.labels = None;
+        let snapshot = Snapshot::new([node("a", "1", "g")], [full]);
+        let spread = json!({"topologySpreadConstraints": [{
+            "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "web"}}}]});
+        let pending: Vec<Arc<Pod>> = (0..3)
+            .map(|i| Arc::new(pod(&format!("p{i}"), "100m", spread.clone())))
+            .collect();
+        let groups = [group("g", "2", 1, 10)];
+        let plan = plan_scale_up(&profile, &snapshot, &[], &groups, &pending);
+        assert_eq!(plan.options[0].node_count, 3, "{plan:?}");
+    }
+
+    #[test]
     fn a_group_at_its_max_and_a_group_too_small_say_why() {
         let profile = Profile::default_profile();
         let snapshot = Snapshot::new([node("a", "1", "g")], []);

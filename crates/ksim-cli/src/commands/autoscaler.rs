@@ -45,6 +45,9 @@ pub struct AutoscalerFlags {
     /// Requested cpu or memory over allocatable under which a node may go.
     #[arg(long, default_value = "0.5", value_parser = parse_threshold)]
     pub scale_down_utilization_threshold: f64,
+    /// Nodes with pods to move considered for scale-down per scan at most.
+    #[arg(long, default_value_t = 30)]
+    pub scale_down_non_empty_candidates_count: usize,
     /// How long a node must be unneeded before it is removed.
     #[arg(long, value_name = "D", default_value = "10m", value_parser = parse_duration)]
     pub scale_down_unneeded_time: Duration,
@@ -97,6 +100,7 @@ impl AutoscalerFlags {
             expanders: self.expander.0.clone(),
             scale_down_enabled: self.scale_down_enabled,
             scale_down_utilization_threshold: self.scale_down_utilization_threshold,
+            scale_down_non_empty_candidates_count: self.scale_down_non_empty_candidates_count,
             scale_down_unneeded_time: self.scale_down_unneeded_time,
             scale_down_delay_after_add: self.scale_down_delay_after_add,
             max_node_provision_time: self.max_node_provision_time,
@@ -130,6 +134,10 @@ impl AutoscalerFlags {
             format!(
                 "--scale-down-utilization-threshold={}",
                 self.scale_down_utilization_threshold
+            ),
+            format!(
+                "--scale-down-non-empty-candidates-count={}",
+                self.scale_down_non_empty_candidates_count
             ),
             format!(
                 "--scale-down-unneeded-time={}",
