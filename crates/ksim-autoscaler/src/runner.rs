@@ -285,6 +285,13 @@ impl Autoscaler {
             ticker.tick().await;
             match self.run_once().await {
                 Ok(report) => tracing::debug!(?report, "autoscaler loop"),
+                // A cluster without the provider's ConfigMaps has no groups
+                // yet: not worth a warning every scan.
+                Err(error @ AutoscalerError::Config(_))
+                    if error.to_string().contains("not found") =>
+                {
+                    tracing::debug!(%error, "no node groups configured")
+                }
                 Err(error) => tracing::warn!(%error, "autoscaler loop failed"),
             }
         }
