@@ -62,6 +62,8 @@ enum Command {
         /// Snapshot to load before the components start (`create cluster --snapshot`).
         #[arg(long, hide = true)]
         snapshot: Option<PathBuf>,
+        #[command(flatten)]
+        autoscaler: commands::ClusterAutoscaler,
     },
     /// Save, restore or export snapshots of a cluster.
     #[command(subcommand)]
@@ -113,6 +115,9 @@ enum Command {
     Deschedule(commands::DescheduleCommand),
     /// Run the DistributedPodDisruptionBudget controller against a cluster.
     DpdbController(commands::DpdbControllerCommand),
+    /// Run the cluster autoscaler (node groups from the kwok provider's
+    /// ConfigMaps) against a cluster.
+    Autoscaler(commands::AutoscalerCommand),
     /// Explain scheduling decisions.
     #[command(subcommand)]
     Explain(ExplainCommand),
@@ -158,6 +163,8 @@ enum CreateCommand {
         /// Start from this snapshot (ksim's, kwokctl's `--format k8s`, or an export).
         #[arg(long)]
         snapshot: Option<PathBuf>,
+        #[command(flatten)]
+        autoscaler: commands::ClusterAutoscaler,
     },
 }
 
@@ -276,7 +283,8 @@ fn main() -> ExitCode {
         | Command::Kubelet { .. }
         | Command::Controllers { .. }
         | Command::DpdbController(_)
-        | Command::Deschedule(_) => "info",
+        | Command::Deschedule(_)
+        | Command::Autoscaler(_) => "info",
         // The API's own message is the error line; kube's log of it is noise.
         Command::Snapshot(_) | Command::Record(_) | Command::Replay(_) => "warn,kube_client=off",
         _ => "warn",
@@ -311,6 +319,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             disable,
             descheduler,
             snapshot,
+            autoscaler,
         }) => commands::create_cluster(
             &home()?,
             &commands::CreateCluster {
@@ -322,6 +331,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                 disable,
                 descheduler,
                 snapshot,
+                autoscaler,
             },
         ),
         Command::Snapshot(SnapshotCommand::Save(flags)) => {
@@ -345,17 +355,22 @@ fn run(command: Command) -> anyhow::Result<()> {
             disable,
             descheduler,
             snapshot,
+            autoscaler,
         } => commands::serve(
             &home()?,
             &name,
             port,
-            scheduler_config.as_deref(),
-            &disable,
-            &descheduler,
-            snapshot.as_deref(),
+            commands::ServeOptions {
+                scheduler_config: scheduler_config.as_deref(),
+                disabled: &disable,
+                descheduler: &descheduler,
+                snapshot: snapshot.as_deref(),
+                autoscaler: &autoscaler,
+            },
         ),
         Command::Ui { name, no_open } => commands::ui(&home()?, &name, !no_open),
         Command::Deschedule(flags) => commands::deschedule(&home()?, &flags),
+        Command::Autoscaler(flags) => commands::autoscaler(&home()?, &flags),
         Command::Scheduler {
             kubeconfig,
             config,

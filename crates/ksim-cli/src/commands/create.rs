@@ -31,6 +31,8 @@ pub struct CreateCluster {
     pub descheduler: super::deschedule::ClusterDescheduler,
     /// A snapshot the cluster starts from.
     pub snapshot: Option<PathBuf>,
+    /// The in-cluster autoscaler (`--autoscaler`).
+    pub autoscaler: super::autoscaler::ClusterAutoscaler,
 }
 
 /// Creates cluster `options.name` and makes its context current.
@@ -94,6 +96,7 @@ pub fn create_cluster(home: &KsimHome, options: &CreateCluster) -> anyhow::Resul
         extra_args.extend(["--snapshot".to_string(), path.display().to_string()]);
         timeout = SNAPSHOT_READY_TIMEOUT;
     }
+    extra_args.extend(options.autoscaler.serve_args());
     let mut child = cluster::spawn_serve(&exe, &cluster, options.port, &extra_args)?;
     let port = match cluster::wait_until_ready(&mut child, &cluster, timeout) {
         Ok(port) => port,

@@ -1,9 +1,11 @@
 //! The subcommands of `ksim` that own cluster life: `create cluster`,
 //! `delete cluster`, `get clusters`, `get kubeconfig`, `serve`, the
 //! `bench` benchmarks; and the components: `scale node`, `kubelet`,
-//! `controllers`, `scheduler`, `deschedule`, `explain pod`, `dpdb-controller`;
-//! `snapshot save|restore|export`, `record`, `replay`; `ui`, the web view's URL.
+//! `controllers`, `scheduler`, `deschedule`, `autoscaler`, `explain pod`,
+//! `dpdb-controller`; `snapshot save|restore|export`, `record`, `replay`; `ui`,
+//! the web view's URL.
 
+mod autoscaler;
 mod bench;
 mod connect;
 mod controllers;
@@ -21,6 +23,7 @@ mod serve;
 mod snapshot;
 mod ui;
 
+pub use autoscaler::{AutoscalerCommand, ClusterAutoscaler, autoscaler};
 pub use bench::{
     ApiBench, DaemonSetBench, DpdbBench, DrainBench, KubeletBench, SnapshotBench, WorkloadsBench,
     bench_all, bench_api, bench_daemonset, bench_dpdb, bench_drain, bench_kubelet, bench_snapshot,
@@ -37,7 +40,7 @@ pub use kubelet::{Kubelet, kubelet};
 pub use record::{Record, Replay, record, replay};
 pub use scale::{ScaleNode, scale_node};
 pub use scheduler::{SchedulerCommand, scheduler};
-pub use serve::{Component, serve};
+pub use serve::{Component, ServeOptions, serve};
 pub use snapshot::{
     SnapshotExport, SnapshotRestore, SnapshotSave, snapshot_export, snapshot_restore, snapshot_save,
 };

@@ -40,15 +40,33 @@ impl Component {
     }
 }
 
+/// What `ksim serve` runs beside the API server, and how.
+pub struct ServeOptions<'a> {
+    /// A kube-scheduler configuration file for the scheduler.
+    pub scheduler_config: Option<&'a std::path::Path>,
+    /// Components not to run.
+    pub disabled: &'a [Component],
+    /// The in-cluster descheduler, if a policy is given.
+    pub descheduler: &'a super::deschedule::ClusterDescheduler,
+    /// A snapshot loaded before the components start.
+    pub snapshot: Option<&'a std::path::Path>,
+    /// The in-cluster autoscaler.
+    pub autoscaler: &'a super::autoscaler::ClusterAutoscaler,
+}
+
 pub fn serve(
     home: &KsimHome,
     name: &str,
     port: u16,
-    scheduler_config: Option<&std::path::Path>,
-    disabled: &[Component],
-    descheduler: &super::deschedule::ClusterDescheduler,
-    snapshot: Option<&std::path::Path>,
+    options: ServeOptions<'_>,
 ) -> anyhow::Result<()> {
+    let ServeOptions {
+        scheduler_config,
+        disabled,
+        descheduler,
+        snapshot,
+        autoscaler,
+    } = options;
     validate_cluster_name(name)?;
     let cluster = home.cluster(name);
     let own_pid = std::process::id();
@@ -107,6 +125,9 @@ pub fn serve(
         }
         if let Some(policy) = &descheduler.policy {
             super::deschedule::start_in_process(&server, policy, descheduler.interval()).await?;
+        }
+        if autoscaler.autoscaler {
+            super::autoscaler::start_in_process(&server, &autoscaler.flags);
         }
         let result = tokio::select! {
             // The web view shares the API server's listener (same origin).

@@ -32,7 +32,7 @@ pub use schedule_one::{
     Diagnosis, FitError, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND, MIN_FEASIBLE_NODES_TO_FIND,
     NodePluginScores, NodeToStatus, ScheduleError, ScheduleResult, ScheduleState,
     num_feasible_nodes_to_find, run_filter_plugins, run_filter_plugins_with_nominated_pods,
-    schedule_one, scheduled_message, select_host,
+    run_pre_filter, schedule_one, scheduled_message, select_host,
 };
 pub use status::{Code, Status};
 pub use topology_layout::TopologyLayout;

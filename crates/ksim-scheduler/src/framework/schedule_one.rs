@@ -368,6 +368,22 @@ pub fn run_filter_plugins_with_nominated_pods(
     )
 }
 
+/// Runs the PreFilter plugins for `pod` over `snapshot` (upstream
+/// `RunPreFilterPlugins`): the cycle state the Filter plugins then read, the
+/// nodes PreFilter narrowed the cycle to, and a rejection (what a simulation
+/// such as the cluster autoscaler's needs before [`run_filter_plugins`]).
+pub fn run_pre_filter(
+    profile: &Profile,
+    pod: &Pod,
+    snapshot: &Snapshot,
+) -> Result<(CycleState, PreFilterResult, Status), ScheduleError> {
+    let mut state = CycleState::new();
+    let mut diagnosis = Diagnosis::default();
+    let (result, status) =
+        run_pre_filter_plugins(profile, &mut state, pod, snapshot, &mut diagnosis)?;
+    Ok((state, result, status))
+}
+
 /// Runs the Filter plugins on one node: the first rejection, with its plugin.
 pub fn run_filter_plugins(
     profile: &Profile,
