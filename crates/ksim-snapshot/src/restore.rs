@@ -106,7 +106,8 @@ const FOUNDATION: &[(&str, &str)] = &[
 /// Whether an object is one every cluster starts with (or runs on), not
 /// something a user put there: the system namespaces and what is in them,
 /// the system priority classes, the `kubernetes` service, default service
-/// accounts, events and leases, the kubelet simulator's Stages.
+/// accounts, events and leases, the kubelet simulator's Stages, ksim's own
+/// CRDs.
 pub fn is_system_object(resource: &Resource, object: &Value) -> bool {
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
     let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
@@ -127,7 +128,11 @@ pub fn is_system_object(resource: &Resource, object: &Value) -> bool {
         ("", "Event") | ("events.k8s.io", "Event") | ("coordination.k8s.io", "Lease") => true,
         // The kubelet simulator's own configuration (Stages and their CRDs).
         ("kwok.x-k8s.io", _) => true,
-        ("apiextensions.k8s.io", "CustomResourceDefinition") => name.ends_with(".kwok.x-k8s.io"),
+        // ksim's own CRDs (DistributedPodDisruptionBudgets) are served by
+        // every cluster from start.
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            name.ends_with(".kwok.x-k8s.io") || name.ends_with(".ksim.io")
+        }
         _ => false,
     }
 }
