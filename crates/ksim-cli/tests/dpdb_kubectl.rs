@@ -657,3 +657,95 @@ fn a_foreign_budget_is_never_overwritten_and_an_overlapping_one_is_reported() {
         "{overlap}"
     );
 }
+
+/// The standalone controller of each cluster reaches the other's member
+/// through a context of its kubeconfig (as against real clusters): east
+/// and west run no DPDB controller of their own; one `ksim dpdb-controller
+/// --kubeconfig K --context ksim-<own>` each, with members named by context.
+#[test]
+fn standalone_controllers_reach_members_in_other_clusters_through_kubeconfig_contexts() {
+    let env = env();
+    create(&env, "east", &["--disable", "dpdb"]);
+    create(&env, "west", &["--disable", "dpdb"]);
+    let kubeconfig = env.kubeconfig().to_str().expect("UTF-8 path").to_string();
+    let _controllers: Vec<Background> = ["east", "west"]
+        .iter()
+        .map(|own| {
+            Background(
+                env.ksim_command(&[
+                    "dpdb-controller",
+                    "--kubeconfig",
+                    &kubeconfig,
+                    "--context",
+                    &context(own),
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("cannot start ksim dpdb-controller"),
+            )
+        })
+        .collect();
+    apply(&env, "east", &pod("db-a", "a"));
+    apply(&env, "west", &pod("db-b", "b"));
+    let member = |cluster: &str, name: &str| vec![(context(cluster), name.to_string())];
+    apply(
+        &env,
+        "east",
+        &dpdb("db-a", "a", "1", &member("west", "db-b")),
+    );
+    apply(
+        &env,
+        "west",
+        &dpdb("db-b", "b", "1", &member("east", "db-a")),
+    );
+
+    // Two pods over the federation, one must stay: each side allows one,
+    // which needs the other side's member observed through its context.
+    for (cluster, name) in [("east", "db-a"), ("west", "db-b")] {
+        let json = wait_for(&env, cluster, &["get", "dpdb", name, "-o", "json"], |out| {
+            out.contains("\"membersObserved\": \"1/1\"")
+                && out.contains("\"disruptionsAllowed\": 1")
+        });
+        let object: serde_json::Value = serde_json::from_str(&json).expect("json");
+        assert_eq!(object["status"]["expectedPods"], 2, "{cluster}: {json}");
+        assert_eq!(object["status"]["members"][0]["state"], "Observed");
+        wait_for(
+            &env,
+            cluster,
+            &[
+                "get",
+                "pdb",
+                name,
+                "-o",
+                "jsonpath={.status.disruptionsAllowed}",
+            ],
+            |out| out == "1",
+        );
+    }
+
+    // An eviction in east reaches west's budget through the context.
+    let evicted = evict(&env, "east", "db-a");
+    assert_eq!(evicted.status, 0, "{}", evicted.stderr);
+    wait_for(
+        &env,
+        "west",
+        &[
+            "get",
+            "pdb",
+            "db-b",
+            "-o",
+            "jsonpath={.status.disruptionsAllowed}",
+        ],
+        |out| out == "0",
+    );
+    let refused = evict(&env, "west", "db-b");
+    assert_ne!(refused.status, 0);
+    assert!(
+        refused
+            .stderr
+            .contains("Cannot evict pod as it would violate the pod's disruption budget."),
+        "{}",
+        refused.stderr
+    );
+}
