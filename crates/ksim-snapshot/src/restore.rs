@@ -127,7 +127,10 @@ pub fn is_system_object(resource: &Resource, object: &Value) -> bool {
         ("", "Event") | ("events.k8s.io", "Event") | ("coordination.k8s.io", "Lease") => true,
         // The kubelet simulator's own configuration (Stages and their CRDs).
         ("kwok.x-k8s.io", _) => true,
-        ("apiextensions.k8s.io", "CustomResourceDefinition") => name.ends_with(".kwok.x-k8s.io"),
+        // ... and the CRDs every ksim cluster serves from start (group *.ksim.io).
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            name.ends_with(".kwok.x-k8s.io") || name.ends_with(".ksim.io")
+        }
         _ => false,
     }
 }
@@ -818,6 +821,24 @@ mod tests {
         let body = creation_body(&items[2], Some(&uids));
         assert_eq!(body["metadata"]["ownerReferences"][0]["uid"], "new-r");
         assert!(body["metadata"].get("uid").is_none());
+    }
+
+    #[test]
+    fn the_crds_every_ksim_cluster_serves_are_system_objects() {
+        let crds = Resources::for_tests(&[(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+            false,
+        )]);
+        let crd = &crds.preferred[0];
+        let named = |name: &str| json!({"metadata": {"name": name}});
+        assert!(is_system_object(
+            crd,
+            &named("distributedpoddisruptionbudgets.policy.ksim.io")
+        ));
+        assert!(!is_system_object(crd, &named("widgets.example.com")));
     }
 
     #[test]
