@@ -59,6 +59,22 @@ impl RateLimit {
     }
 }
 
+/// What a create answers that a restore needs.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+pub struct Created {
+    #[serde(default)]
+    pub metadata: CreatedMetadata,
+}
+
+/// The created object's new identity.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+pub struct CreatedMetadata {
+    #[serde(default)]
+    pub uid: String,
+    #[serde(default)]
+    pub generation: Option<i64>,
+}
+
 /// A served resource: where it lives and what it allows.
 #[derive(Debug, Clone)]
 pub struct Resource {
@@ -217,8 +233,17 @@ impl Target {
 
     /// Sends a request and reads its JSON answer.
     pub async fn send(&self, request: http::Request<Vec<u8>>) -> Result<Value, kube::Error> {
+        self.send_as(request).await
+    }
+
+    /// Sends a request and reads from its JSON answer only what `T` holds
+    /// (the rest is skipped, not built into a tree).
+    async fn send_as<T: serde::de::DeserializeOwned>(
+        &self,
+        request: http::Request<Vec<u8>>,
+    ) -> Result<T, kube::Error> {
         self.throttle().await;
-        self.client.request::<Value>(request).await
+        self.client.request::<T>(request).await
     }
 
     /// Lists `resource` (in `namespace`, else everywhere) in pages of
@@ -262,12 +287,27 @@ impl Target {
 
     /// Creates `object`; the created object as the server stored it.
     pub async fn create(&self, resource: &Resource, object: &Value) -> Result<Value, kube::Error> {
+        self.send_as(Self::create_request(resource, object)?).await
+    }
+
+    /// Creates `object`; only the new uid and generation read back.
+    pub async fn create_brief(
+        &self,
+        resource: &Resource,
+        object: &Value,
+    ) -> Result<Created, kube::Error> {
+        self.send_as(Self::create_request(resource, object)?).await
+    }
+
+    fn create_request(
+        resource: &Resource,
+        object: &Value,
+    ) -> Result<http::Request<Vec<u8>>, kube::Error> {
         let namespace = object["metadata"]["namespace"].as_str();
         let body = serde_json::to_vec(object).map_err(kube::Error::SerdeError)?;
-        let http = Request::new(resource.path(namespace))
+        Request::new(resource.path(namespace))
             .create(&kube::api::PostParams::default(), body)
-            .map_err(kube::Error::BuildRequest)?;
-        self.send(http).await
+            .map_err(kube::Error::BuildRequest)
     }
 
     /// A JSON merge patch of object `name` (or its `subresource`).
@@ -278,7 +318,7 @@ impl Target {
         name: &str,
         subresource: Option<&str>,
         patch: &Value,
-    ) -> Result<Value, kube::Error> {
+    ) -> Result<(), kube::Error> {
         let request = Request::new(resource.path(namespace));
         let params = kube::api::PatchParams::default();
         let patch = kube::api::Patch::Merge(patch);
@@ -287,7 +327,9 @@ impl Target {
             None => request.patch(name, &params, &patch),
         }
         .map_err(kube::Error::BuildRequest)?;
-        self.send(http).await
+        self.send_as::<serde::de::IgnoredAny>(http)
+            .await
+            .map(|_| ())
     }
 
     /// Binds pod `name` to `node` (the `binding` subresource).
@@ -310,7 +352,9 @@ impl Target {
         .header(http::header::CONTENT_TYPE, "application/json")
         .body(body)
         .map_err(kube::Error::HttpError)?;
-        self.send(http).await.map(|_| ())
+        self.send_as::<serde::de::IgnoredAny>(http)
+            .await
+            .map(|_| ())
     }
 
     /// Reads object `name`.
@@ -342,7 +386,7 @@ impl Target {
         let http = Request::new(resource.path(namespace))
             .delete(name, &params)
             .map_err(kube::Error::BuildRequest)?;
-        match self.send(http).await {
+        match self.send_as::<serde::de::IgnoredAny>(http).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
             Err(e) => Err(e),

@@ -496,7 +496,7 @@ fn creation_body(item: &Item, uids: Option<&HashMap<String, String>>) -> Value {
 }
 
 /// The status to write back after creating, if any.
-fn status_patch(item: &Item, created: &Value) -> Option<Value> {
+fn status_patch(item: &Item, created_generation: Option<i64>) -> Option<Value> {
     if !item.resource.has_status {
         return None;
     }
@@ -512,7 +512,7 @@ fn status_patch(item: &Item, created: &Value) -> Option<Value> {
     // observedGeneration follows the generation the server restarted at.
     if let (Some(old), Some(new), Some(observed)) = (
         item.object["metadata"]["generation"].as_i64(),
-        created["metadata"]["generation"].as_i64(),
+        created_generation,
         status["observedGeneration"].as_i64(),
     ) {
         status["observedGeneration"] = json!((new - (old - observed)).max(0));
@@ -538,7 +538,7 @@ async fn apply_one(
         ))
     };
     let mut replaced = false;
-    let created = match target.create(&item.resource, &body).await {
+    let created = match target.create_brief(&item.resource, &body).await {
         Ok(created) => created,
         Err(e) if Error::is_already_exists(&e) => {
             let replace = conflicts == Conflicts::Replace
@@ -562,7 +562,7 @@ async fn apply_one(
             replaced = true;
             let mut attempt = 0;
             loop {
-                match target.create(&item.resource, &body).await {
+                match target.create_brief(&item.resource, &body).await {
                     Ok(created) => break created,
                     Err(e) if Error::is_already_exists(&e) && attempt < 100 => {
                         attempt += 1;
@@ -574,7 +574,7 @@ async fn apply_one(
         }
         Err(e) => return Err(fail(e)),
     };
-    if let Some(patch) = status_patch(item, &created) {
+    if let Some(patch) = status_patch(item, created.metadata.generation) {
         target
             .merge_patch(
                 &item.resource,
@@ -586,11 +586,10 @@ async fn apply_one(
             .await
             .map_err(fail)?;
     }
-    let new_uid = created["metadata"]["uid"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    Ok(Outcome::Created { new_uid, replaced })
+    Ok(Outcome::Created {
+        new_uid: created.metadata.uid,
+        replaced,
+    })
 }
 
 /// Creates items tier by tier, each tier's objects concurrently.
@@ -685,7 +684,6 @@ async fn restore_owner_references(
             target
                 .merge_patch(&resource, namespace.as_deref(), &name, None, &patch)
                 .await
-                .map(|_| ())
                 .map_err(|e| {
                     Error::Restore(format!(
                         "{} {}{name}: cannot restore its owner references: {}",
@@ -828,6 +826,24 @@ mod tests {
     }
 
     #[test]
+    fn the_crds_every_ksim_cluster_serves_are_system_objects() {
+        let crds = Resources::for_tests(&[(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+            false,
+        )]);
+        let crd = &crds.preferred[0];
+        let named = |name: &str| json!({"metadata": {"name": name}});
+        assert!(is_system_object(
+            crd,
+            &named("distributedpoddisruptionbudgets.policy.ksim.io")
+        ));
+        assert!(!is_system_object(crd, &named("widgets.example.com")));
+    }
+
+    #[test]
     fn a_generated_job_selector_becomes_manual() {
         let item = Item {
             document: 1,
@@ -857,7 +873,7 @@ mod tests {
             owners: vec![],
             tier: 0,
         };
-        let patch = status_patch(&item, &json!({"metadata": {"generation": 1}})).expect("a status");
+        let patch = status_patch(&item, Some(1)).expect("a status");
         assert_eq!(
             patch,
             json!({"status": {"observedGeneration": 1, "replicas": 3}})

@@ -167,12 +167,29 @@ async fn fill_source(client: &kube::Client, bench: &SnapshotBench) -> anyhow::Re
 
 /// pod name → node name of every Running pod.
 async fn running_pods(target: &Target) -> anyhow::Result<HashMap<String, String>> {
+    Ok(running_pods_written_after(target, u64::MAX).await?.0)
+}
+
+/// pod name → node name of every Running pod, and how many pods were
+/// written after resourceVersion `revision`.
+async fn running_pods_written_after(
+    target: &Target,
+    revision: u64,
+) -> anyhow::Result<(HashMap<String, String>, usize)> {
     let resources = target.resources().await?;
     let pods = resources.find("v1", "Pod").context("pods not served")?;
     let mut placed = HashMap::new();
+    let mut written = 0;
     target
         .list_pages(pods, None, None, 5_000, |items| {
             for pod in items {
+                if pod["metadata"]["resourceVersion"]
+                    .as_str()
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .is_some_and(|v| v > revision)
+                {
+                    written += 1;
+                }
                 if pod["status"]["phase"] == "Running"
                     && let (Some(name), Some(node)) = (
                         pod["metadata"]["name"].as_str(),
@@ -185,7 +202,22 @@ async fn running_pods(target: &Target) -> anyhow::Result<HashMap<String, String>
             Ok(())
         })
         .await?;
-    Ok(placed)
+    Ok((placed, written))
+}
+
+/// The cluster's current resourceVersion.
+async fn revision(target: &Target) -> anyhow::Result<u64> {
+    let list = target
+        .send(
+            http::Request::get("/api/v1/namespaces?limit=1")
+                .body(Vec::new())
+                .context("a list request")?,
+        )
+        .await?;
+    list["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .context("a list without a resourceVersion")
 }
 
 async fn run(bench: SnapshotBench) -> anyhow::Result<()> {
@@ -254,6 +286,7 @@ async fn run_in(bench: &SnapshotBench, dir: &std::path::Path) -> anyhow::Result<
     let report =
         ksim_snapshot::restore::restore(&Target::new(client.clone()), documents, &options).await?;
     let loaded = started.elapsed();
+    let restored_at = revision(&Target::new(client.clone())).await?;
     let mut components = tokio::task::JoinSet::new();
     let kubelet = ksim_kubelet::KubeletSimulator::new(
         ksim_runtime::client::in_process(&cluster_server),
@@ -283,9 +316,9 @@ async fn run_in(bench: &SnapshotBench, dir: &std::path::Path) -> anyhow::Result<
     ))?;
     // The controllers own what was restored: no pod was added once they ran.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let after = running_pods(&target).await?;
+    let (after, written) = running_pods_written_after(&target, restored_at).await?;
     print_line(format_args!(
-        "restore: {} pods 2 s after the controllers started ({} before)",
+        "restore: {} pods 2 s after the controllers started ({} before), {written} of them written by the components",
         after.len(),
         placed.len()
     ))?;
