@@ -3,7 +3,7 @@
 // 100 ms (a node box whose pods or status changed; everything when the
 // grouping, the filter or the node set changes).
 
-import { discover, getJSON, informer } from './k8s.js';
+import { discover, getJSON, informer, mark, timings } from './k8s.js';
 import { active, key, nodeRecord, podRecord, selects, spread, OWNER_KINDS } from './model.js';
 import {
   budgetRows, decisionsHtml, esc, nodeClass, nodeInner, pendingList, spreadTable, timelineRows,
@@ -31,6 +31,7 @@ const state = {
   loaded: { nodes: false, pods: false },
   renders: 0,
   lastRender: 0,
+  timings,
 };
 window.ksimUi = state; // for tests and benchmarks
 
@@ -63,8 +64,10 @@ function setNode(node) {
 
 informer('/api/v1/nodes', {
   reset(items) {
+    const started = performance.now();
     state.nodes.clear();
     for (const n of items) setNode(n);
+    mark('nodes reset', started, { items: items.length });
     state.loaded.nodes = true;
     state.dirty.all = state.dirty.keys = state.dirty.side = true;
     schedule();
@@ -112,9 +115,11 @@ function removePod(k) {
 
 informer('/api/v1/pods', {
   reset(items) {
+    const started = performance.now();
     state.pods.clear();
     state.podsByNode.clear();
     for (const p of items) placePod(podRecord(p));
+    mark('pods reset', started, { items: items.length });
     state.loaded.pods = true;
     state.dirty.all = state.dirty.side = true;
     schedule();
@@ -397,6 +402,7 @@ function renderSide() {
 
 function render() {
   const started = performance.now();
+  const what = state.dirty.all ? 'render all' : 'render';
   if (state.dirty.keys) renderKeys();
   if (state.dirty.all) renderPlacement();
   else if (state.dirty.nodes.size) renderNodes(state.dirty.nodes);
@@ -404,9 +410,17 @@ function render() {
   state.dirty = { all: false, nodes: new Set(), side: false, keys: false };
   state.renders += 1;
   state.lastRender = performance.now() - started;
+  mark(what, started);
   const ready = state.loaded.nodes && state.loaded.pods;
-  // Milliseconds from navigation to the first render holding every node and pod.
-  if (ready && !state.firstCompleteRender) state.firstCompleteRender = performance.now();
+  // Milliseconds from navigation to the first render holding every node and
+  // pod: when its script ended, and when the browser had laid it out and
+  // painted it (the next frame's task).
+  if (ready && !state.firstCompleteRenderJs) {
+    state.firstCompleteRenderJs = performance.now();
+    requestAnimationFrame(() => setTimeout(() => {
+      state.firstCompleteRender = performance.now();
+    }, 0));
+  }
   document.body.dataset.ready = ready ? 'true' : 'false';
 }
 

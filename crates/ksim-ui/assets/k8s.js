@@ -4,6 +4,13 @@
 
 const PAGE = 5000;
 
+/** Timing marks (what, start and duration in ms since navigation) for benchmarks. */
+export const timings = [];
+export function mark(what, start, extra) {
+  timings.push({ what, at: Math.round(start), ms: Math.round(performance.now() - start), ...extra });
+  if (timings.length > 500) timings.splice(0, timings.length - 500);
+}
+
 function withQuery(path, params) {
   const query = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) {
@@ -37,11 +44,13 @@ async function listAll(path, opts, signal) {
   let cont;
   let resourceVersion;
   do {
+    const started = performance.now();
     const page = await getJSON(
       withQuery(path, { limit: PAGE, continue: cont, labelSelector: opts.labelSelector, fieldSelector: opts.fieldSelector }),
       { accept: opts.accept, signal },
     );
     for (const item of page.items || []) items.push(item);
+    mark(`list ${path}`, started, { items: (page.items || []).length });
     cont = page.metadata && page.metadata.continue;
     resourceVersion = page.metadata && page.metadata.resourceVersion;
   } while (cont);
