@@ -78,11 +78,13 @@ async function watch(path, opts, state, handlers, signal) {
     const { value, done } = await reader.read();
     if (done) return;
     buffer += decoder.decode(value, { stream: true });
+    // Each line once: the buffer is cut after the last complete one.
+    let start = 0;
     let newline;
     const batch = [];
-    while ((newline = buffer.indexOf('\n')) >= 0) {
-      const line = buffer.slice(0, newline);
-      buffer = buffer.slice(newline + 1);
+    while ((newline = buffer.indexOf('\n', start)) >= 0) {
+      const line = buffer.slice(start, newline);
+      start = newline + 1;
       if (!line.trim()) continue;
       const event = JSON.parse(line);
       if (event.type === 'ERROR') {
@@ -93,6 +95,7 @@ async function watch(path, opts, state, handlers, signal) {
       if (rv) state.resourceVersion = rv;
       if (event.type !== 'BOOKMARK') batch.push(event);
     }
+    buffer = buffer.slice(start);
     if (batch.length) handlers.events(batch);
   }
 }
