@@ -10,9 +10,9 @@ export const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ESCAPES[c]);
 function bar(label, used, total, show) {
   const ratio = total > 0 ? Math.min(used / total, 1) : used > 0 ? 1 : 0;
   const level = ratio >= 0.9 ? ' full' : ratio >= 0.7 ? ' high' : '';
-  return `<div class="use${level}" title="${label} ${show(used)} of ${show(total)}">`
-    + `<span class="fill" style="width:${(ratio * 100).toFixed(1)}%"></span>`
-    + `<span class="txt">${label} ${show(used)}/${show(total)}</span></div>`;
+  // One element per bar (its fill a gradient): thousands of boxes parse and lay out faster.
+  return `<div class="use${level}" style="--w:${(ratio * 100).toFixed(1)}%" title="${label} ${show(used)} of ${show(total)}">`
+    + `${label} ${show(used)}/${show(total)}</div>`;
 }
 
 /** The inside of one node box. */
