@@ -150,13 +150,14 @@ function removePod(k) {
 }
 
 informer('/api/v1/pods', {
-  reset(items) {
+  map: podRecord,
+  reset(records) {
     const started = performance.now();
     state.pods.clear();
     state.podsByNode.clear();
     state.pending.clear();
-    for (const p of items) placePod(podRecord(p));
-    mark('pods reset', started, { items: items.length });
+    for (const p of records) placePod(p);
+    mark('pods reset', started, { items: records.length });
     state.loaded.pods = true;
     state.dirty.all = state.dirty.side = true;
     schedule(true);

@@ -39,21 +39,31 @@ export async function getJSON(path, { accept, signal } = {}) {
   return body;
 }
 
-async function listAll(path, opts, signal) {
+// Each page is asked for before the previous one is mapped (`map`, when
+// given), so the server prepares it while the page works.
+async function listAll(path, opts, signal, map) {
   const items = [];
-  let cont;
   let resourceVersion;
-  do {
+  const get = (cont) => {
     const started = performance.now();
-    const page = await getJSON(
+    return getJSON(
       withQuery(path, { limit: PAGE, continue: cont, labelSelector: opts.labelSelector, fieldSelector: opts.fieldSelector }),
       { accept: opts.accept, signal },
-    );
-    for (const item of page.items || []) items.push(item);
-    mark(`list ${path}`, started, { items: (page.items || []).length });
-    cont = page.metadata && page.metadata.continue;
+    ).then((page) => {
+      mark(`list ${path}`, started, { items: (page.items || []).length });
+      return page;
+    });
+  };
+  let next = get(undefined);
+  while (next) {
+    const page = await next;
+    const cont = page.metadata && page.metadata.continue;
     resourceVersion = page.metadata && page.metadata.resourceVersion;
-  } while (cont);
+    next = cont ? get(cont) : null;
+    // A failed page still fails the list when it is awaited; until then it is handled.
+    if (next) next.catch(() => {});
+    for (const item of page.items || []) items.push(map ? map(item) : item);
+  }
   return { items, resourceVersion };
 }
 
@@ -102,7 +112,7 @@ async function watch(path, opts, state, handlers, signal) {
 
 /**
  * Keeps `handlers` fed with the objects at `path`: `reset(items)` after
- * each (re)list, `events([{type, object}])` for each chunk of the watch,
+ * each (re)list (each item through `handlers.map` when given), `events([{type, object}])` for each chunk of the watch,
  * `status(text)` when the connection changes. `opts.skipList` starts from
  * the current resourceVersion without delivering the existing objects.
  * Returns a function that stops it.
@@ -120,7 +130,7 @@ export function informer(path, handlers, opts = {}) {
             state.resourceVersion = page.metadata.resourceVersion;
             handlers.reset([]);
           } else {
-            const { items, resourceVersion } = await listAll(path, opts, controller.signal);
+            const { items, resourceVersion } = await listAll(path, opts, controller.signal, handlers.map);
             state.resourceVersion = resourceVersion;
             handlers.reset(items);
           }
