@@ -1,10 +1,15 @@
 // The page: keeps records of nodes, pods, budgets and timeline entries from
 // the API's lists and watches, and re-renders what changed at most every
-// 100 ms (a node box whose pods or status changed; everything when the
-// grouping, the filter or the node set changes).
+// 100 ms: a node box only when what it shows changed (its pods' cells,
+// use or status), a domain's counts and the spread from per-node counts
+// kept up to date as boxes change, each side panel only when its records
+// changed; everything when the grouping, the filter or the node set
+// changes. No redraw scans every pod.
 
-import { discover, getJSON, informer } from './k8s.js';
-import { active, key, nodeRecord, podRecord, selects, spread, OWNER_KINDS } from './model.js';
+import { discover, getJSON, informer, mark, timings } from './k8s.js';
+import {
+  active, key, nodeRecord, numericOrder, podRecord, selects, OWNER_KINDS,
+} from './model.js';
 import {
   budgetRows, decisionsHtml, esc, nodeClass, nodeInner, pendingList, spreadTable, timelineRows,
 } from './views.js';
@@ -26,22 +31,33 @@ const state = {
   pinnedBudget: '',
   openDecisions: new Set(),
   timelineFilter: { kind: '', text: '' },
-  // What the next render must redo.
-  dirty: { all: true, nodes: new Set(), side: true, keys: true },
+  pending: new Map(), // key → record of each pod waiting to be scheduled
+  // Per node: what its box shows, summed over its active pods.
+  use: new Map(), // node name → {cpu, memory, count, selected}
+  // What the next render must redo (`side`: every side panel).
+  dirty: {
+    all: true, nodes: new Set(), side: true, keys: true, spread: false, pending: false, budgets: false, timeline: false,
+  },
   loaded: { nodes: false, pods: false },
   renders: 0,
   lastRender: 0,
+  timings,
 };
 window.ksimUi = state; // for tests and benchmarks
 
-let scheduled = false;
-function schedule() {
-  if (scheduled) return;
-  scheduled = true;
-  setTimeout(() => {
-    scheduled = false;
+let timer = null;
+let timerSoon = false;
+/** Renders within 100 ms (`soon`: in the next task, for a (re)list). */
+function schedule(soon) {
+  if (timer !== null) {
+    if (!soon || timerSoon) return;
+    clearTimeout(timer);
+  }
+  timerSoon = !!soon;
+  timer = setTimeout(() => {
+    timer = null;
     render();
-  }, 100);
+  }, soon ? 0 : 100);
 }
 
 function dirtyNode(name) {
@@ -63,11 +79,13 @@ function setNode(node) {
 
 informer('/api/v1/nodes', {
   reset(items) {
+    const started = performance.now();
     state.nodes.clear();
     for (const n of items) setNode(n);
+    mark('nodes reset', started, { items: items.length });
     state.loaded.nodes = true;
     state.dirty.all = state.dirty.keys = state.dirty.side = true;
-    schedule();
+    schedule(true);
   },
   events(batch) {
     for (const { type, object } of batch) {
@@ -78,25 +96,45 @@ informer('/api/v1/nodes', {
         setNode(object);
       }
     }
-    state.dirty.side = true;
+    state.dirty.spread = true;
     schedule();
   },
   status: connection('nodes'),
 });
 
 // ---- pods ----
+// What a node box shows of a pod; a change elsewhere (a label, say) redraws nothing.
+const shown = (p) => `${p.node}|${p.kind}|${p.ready}|${p.phase}|${p.cpu}|${p.memory}`;
+const isPending = (p) => !p.node && p.phase === 'Pending' && !p.terminating;
+
 function placePod(record) {
   const old = state.pods.get(record.key);
-  if (old && old.node) {
-    state.podsByNode.get(old.node)?.delete(record.key);
-    dirtyNode(old.node);
-  }
   state.pods.set(record.key, record);
-  if (record.node) {
+  if (old && old.node !== record.node && old.node) state.podsByNode.get(old.node)?.delete(record.key);
+  if (record.node && (!old || old.node !== record.node)) {
     let set = state.podsByNode.get(record.node);
     if (!set) state.podsByNode.set(record.node, (set = new Set()));
     set.add(record.key);
+  }
+  if (!old || shown(old) !== shown(record)) {
+    if (old) dirtyNode(old.node);
     dirtyNode(record.node);
+  }
+  if (isPending(record)) {
+    state.pending.set(record.key, record);
+    state.dirty.pending = true;
+  } else if (old && state.pending.delete(record.key)) {
+    state.dirty.pending = true;
+  }
+  // The highlighted budget's pods follow label changes.
+  const budget = state.budgets.get(state.hoverBudget || state.pinnedBudget);
+  if (budget && record.node) {
+    const covered = budget.namespaces.has(record.namespace) && selects(budget.selector, record.labels);
+    if (covered !== state.highlight.has(record.key)) {
+      if (covered) state.highlight.add(record.key);
+      else state.highlight.delete(record.key);
+      dirtyNode(record.node);
+    }
   }
 }
 
@@ -104,6 +142,7 @@ function removePod(k) {
   const old = state.pods.get(k);
   if (!old) return;
   state.pods.delete(k);
+  if (state.pending.delete(k)) state.dirty.pending = true;
   if (old.node) {
     state.podsByNode.get(old.node)?.delete(k);
     dirtyNode(old.node);
@@ -111,20 +150,23 @@ function removePod(k) {
 }
 
 informer('/api/v1/pods', {
-  reset(items) {
+  map: podRecord,
+  reset(records) {
+    const started = performance.now();
     state.pods.clear();
     state.podsByNode.clear();
-    for (const p of items) placePod(podRecord(p));
+    state.pending.clear();
+    for (const p of records) placePod(p);
+    mark('pods reset', started, { items: records.length });
     state.loaded.pods = true;
     state.dirty.all = state.dirty.side = true;
-    schedule();
+    schedule(true);
   },
   events(batch) {
     for (const { type, object } of batch) {
       if (type === 'DELETED') removePod(key(object.metadata));
       else placePod(podRecord(object));
     }
-    state.dirty.side = true;
     schedule();
   },
   status: connection('pods'),
@@ -157,7 +199,6 @@ function applyFilter() {
           else state.selected.add(k);
           dirtyNode(state.pods.get(k)?.node);
         }
-        state.dirty.side = true;
         schedule();
       },
       status(text) {
@@ -174,7 +215,7 @@ function budgetInformer(path, kind) {
     reset(items) {
       for (const [id, b] of state.budgets) if (b.kind === kind) state.budgets.delete(id);
       for (const b of items) setBudget(b, kind);
-      state.dirty.side = true;
+      state.dirty.budgets = true;
       schedule();
     },
     events(batch) {
@@ -182,7 +223,7 @@ function budgetInformer(path, kind) {
         if (type === 'DELETED') state.budgets.delete(`${kind}/${key(object.metadata)}`);
         else setBudget(object, kind);
       }
-      state.dirty.side = true;
+      state.dirty.budgets = true;
       refreshHighlight();
       schedule();
     },
@@ -284,7 +325,7 @@ informer('/api/v1/events', {
       });
     }
     if (state.timeline.length > 5000) state.timeline.splice(0, state.timeline.length - 5000);
-    state.dirty.side = true;
+    state.dirty.timeline = true;
     schedule();
   },
   status: connection('events'),
@@ -329,7 +370,33 @@ function podsOf(name) {
   return list;
 }
 
+/** What a node box sums over its active pods; `selected` counts those the filter selects. */
+function useOf(name) {
+  const u = { cpu: 0, memory: 0, count: 0, selected: 0 };
+  const keys = state.podsByNode.get(name);
+  if (keys) {
+    for (const k of keys) {
+      const p = state.pods.get(k);
+      if (!p || !active(p)) continue;
+      u.cpu += p.cpu;
+      u.memory += p.memory;
+      u.count += 1;
+      if (!state.filtered || state.selected.has(k)) u.selected += 1;
+    }
+  }
+  return u;
+}
+
+const order = new Intl.Collator().compare; // localeCompare's order, faster
 const boxes = new Map(); // node name → element
+const boxHtml = new Map(); // node name → the markup it holds
+const domains = new Map(); // domain → {count, pods (active), head (element)}
+
+function domainTitle(domain, d) {
+  const k = state.topologyKey;
+  const title = domain === '' ? `no ${k}` : `${k}=${domain}`;
+  return `${esc(title)} <small>${d.nodes} node(s), ${d.pods} pod(s)</small>`;
+}
 
 function renderPlacement() {
   const groups = new Map();
@@ -340,73 +407,137 @@ function renderPlacement() {
     if (!g) groups.set(domain, (g = []));
     g.push(n);
   }
-  const domains = [...groups.keys()].sort((a, b) => (a === '') - (b === '') || a.localeCompare(b, undefined, { numeric: true }));
+  const sorted = [...groups.keys()].sort((a, b) => (a === '') - (b === '') || numericOrder(a, b));
   const v = view();
-  let html = '';
-  for (const domain of domains) {
-    const nodes = groups.get(domain).sort((a, b) => a.name.localeCompare(b.name));
-    let podCount = 0;
-    let body = '';
+  const parts = [];
+  boxHtml.clear();
+  domains.clear();
+  state.use.clear();
+  for (const domain of sorted) {
+    const nodes = groups.get(domain).sort((a, b) => order(a.name, b.name));
+    const d = { nodes: nodes.length, pods: 0, head: null };
+    domains.set(domain, d);
+    const body = [];
     for (const n of nodes) {
-      const pods = podsOf(n.name);
-      podCount += pods.filter(active).length;
-      body += `<div class="${nodeClass(n)}" data-node="${esc(n.name)}">${nodeInner(n, pods, v)}</div>`;
+      const u = useOf(n.name);
+      state.use.set(n.name, u);
+      d.pods += u.count;
+      const inner = nodeInner(n, podsOf(n.name), v);
+      boxHtml.set(n.name, inner);
+      body.push(`<div class="${nodeClass(n)}" data-node="${esc(n.name)}">${inner}</div>`);
     }
-    const title = domain === '' ? `no ${k}` : `${k}=${domain}`;
-    html += `<section class="domain" data-domain="${esc(domain)}"><h3>${esc(title)} <small>${nodes.length} node(s), ${podCount} pod(s)</small></h3><div class="nodes">${body}</div></section>`;
+    parts.push(`<section class="domain" data-domain="${esc(domain)}"><h3>${domainTitle(domain, d)}</h3><div class="nodes">${body.join('')}</div></section>`);
   }
   const placement = $('placement');
-  placement.innerHTML = html || '<p class="none">No nodes.</p>';
+  placement.innerHTML = parts.join('') || '<p class="none">No nodes.</p>';
   boxes.clear();
-  for (const el of placement.querySelectorAll('.node')) boxes.set(el.dataset.node, el);
+  for (const el of placement.getElementsByClassName('node')) boxes.set(el.dataset.node, el);
+  for (const el of placement.children) {
+    const d = domains.get(el.dataset.domain);
+    if (d) d.head = el.firstElementChild;
+  }
+  state.dirty.spread = true;
 }
 
+/** Redraws the boxes of `names` whose markup changed; keeps the domain counts and the spread in step. */
 function renderNodes(names) {
   const v = view();
+  const k = state.topologyKey;
+  const heads = new Set();
   for (const name of names) {
     const el = boxes.get(name);
     const n = state.nodes.get(name);
     if (!el || !n) continue;
-    el.className = nodeClass(n);
-    el.innerHTML = nodeInner(n, podsOf(name), v);
+    const u = useOf(name);
+    const before = state.use.get(name);
+    state.use.set(name, u);
+    if (before && (before.count !== u.count || before.selected !== u.selected)) {
+      state.dirty.spread = true;
+      const domain = n.labels[k] ?? '';
+      const d = domains.get(domain);
+      if (d && before.count !== u.count) {
+        d.pods += u.count - before.count;
+        heads.add(domain);
+      }
+    }
+    const cls = nodeClass(n);
+    if (el.className !== cls) el.className = cls;
+    const inner = nodeInner(n, podsOf(name), v);
+    if (boxHtml.get(name) !== inner) {
+      boxHtml.set(name, inner);
+      el.innerHTML = inner;
+    }
+  }
+  for (const domain of heads) {
+    const d = domains.get(domain);
+    if (d.head) d.head.innerHTML = domainTitle(domain, d);
   }
 }
 
-function renderSide() {
-  const selectedPods = [];
-  for (const p of state.pods.values()) {
-    if (p.node && active(p) && (!state.filtered || state.selected.has(p.key))) selectedPods.push(p);
-  }
+/** The selected pods' count per domain of every key, from the per-node counts. */
+function renderSpread() {
   const spreadByKey = new Map();
-  for (const k of state.keys || []) spreadByKey.set(k, spread(state.nodes, selectedPods, k));
-  $('spread').innerHTML = spreadTable(state.topologyKey, spreadByKey, selectedPods.length);
+  let total = 0;
+  for (const u of state.use.values()) total += u.selected;
+  for (const k of state.keys || []) {
+    const counts = new Map();
+    for (const n of state.nodes.values()) {
+      const d = n.labels[k];
+      if (d === undefined) continue;
+      counts.set(d, (counts.get(d) || 0) + (state.use.get(n.name)?.selected || 0));
+    }
+    let max = 0;
+    let min = Infinity;
+    for (const c of counts.values()) {
+      if (c > max) max = c;
+      if (c < min) min = c;
+    }
+    spreadByKey.set(k, { counts, skew: counts.size ? max - min : 0 });
+  }
+  $('spread').innerHTML = spreadTable(state.topologyKey, spreadByKey, total);
+}
 
-  const pending = [];
-  for (const p of state.pods.values()) if (!p.node && p.phase === 'Pending' && !p.terminating) pending.push(p);
-  pending.sort((a, b) => a.key.localeCompare(b.key));
-  $('pending-count').textContent = pending.length;
-  $('pending').innerHTML = pendingList(pending, state.openDecisions);
-
-  const budgets = [...state.budgets.values()].sort((a, b) => a.id.localeCompare(b.id));
-  $('budget-count').textContent = budgets.length;
-  $('budgets').innerHTML = budgetRows(budgets, state.pinnedBudget);
-
-  $('timeline').innerHTML = timelineRows(state.timeline, state.timelineFilter);
+function renderSide() {
+  const d = state.dirty;
+  if (d.side || d.spread) renderSpread();
+  if (d.side || d.pending) {
+    const pending = [...state.pending.values()].sort((a, b) => order(a.key, b.key));
+    $('pending-count').textContent = pending.length;
+    $('pending').innerHTML = pendingList(pending, state.openDecisions);
+  }
+  if (d.side || d.budgets) {
+    const budgets = [...state.budgets.values()].sort((a, b) => a.id.localeCompare(b.id));
+    $('budget-count').textContent = budgets.length;
+    $('budgets').innerHTML = budgetRows(budgets, state.pinnedBudget);
+  }
+  if (d.side || d.timeline) $('timeline').innerHTML = timelineRows(state.timeline, state.timelineFilter);
   $('summary').textContent = `${state.nodes.size} nodes, ${state.pods.size} pods`;
 }
 
 function render() {
   const started = performance.now();
+  const what = state.dirty.all ? 'render all' : 'render';
   if (state.dirty.keys) renderKeys();
   if (state.dirty.all) renderPlacement();
   else if (state.dirty.nodes.size) renderNodes(state.dirty.nodes);
-  if (state.dirty.side || state.dirty.all) renderSide();
-  state.dirty = { all: false, nodes: new Set(), side: false, keys: false };
+  if (state.dirty.all) state.dirty.side = true;
+  renderSide();
+  state.dirty = {
+    all: false, nodes: new Set(), side: false, keys: false, spread: false, pending: false, budgets: false, timeline: false,
+  };
   state.renders += 1;
   state.lastRender = performance.now() - started;
+  mark(what, started);
   const ready = state.loaded.nodes && state.loaded.pods;
-  // Milliseconds from navigation to the first render holding every node and pod.
-  if (ready && !state.firstCompleteRender) state.firstCompleteRender = performance.now();
+  // Milliseconds from navigation to the first render holding every node and
+  // pod: when its script ended, and when the browser had laid it out and
+  // painted it (the next frame's task).
+  if (ready && !state.firstCompleteRenderJs) {
+    state.firstCompleteRenderJs = performance.now();
+    requestAnimationFrame(() => setTimeout(() => {
+      state.firstCompleteRender = performance.now();
+    }, 0));
+  }
   document.body.dataset.ready = ready ? 'true' : 'false';
 }
 
@@ -423,12 +554,12 @@ $('filter').addEventListener('submit', (e) => {
 $('timeline-kind').innerHTML = ['', ...new Set(Object.values(KINDS))].map((k) => `<option value="${k}">${k || 'all'}</option>`).join('');
 $('timeline-kind').addEventListener('change', (e) => {
   state.timelineFilter.kind = e.target.value;
-  state.dirty.side = true;
+  state.dirty.timeline = true;
   schedule();
 });
 $('timeline-text').addEventListener('input', (e) => {
   state.timelineFilter.text = e.target.value.toLowerCase();
-  state.dirty.side = true;
+  state.dirty.timeline = true;
   schedule();
 });
 $('budgets').addEventListener('mouseover', (e) => {
@@ -447,14 +578,14 @@ $('budgets').addEventListener('click', (e) => {
   const row = e.target.closest('[data-budget]');
   if (!row) return;
   state.pinnedBudget = state.pinnedBudget === row.dataset.budget ? '' : row.dataset.budget;
-  state.dirty.side = true;
+  state.dirty.budgets = true;
   refreshHighlight();
 });
 $('pending').addEventListener('click', (e) => {
   const button = e.target.closest('[data-explain]');
   if (!button) return;
   state.openDecisions.add(button.dataset.explain);
-  state.dirty.side = true;
+  state.dirty.pending = true;
   schedule();
 });
 $('placement').addEventListener('click', (e) => {

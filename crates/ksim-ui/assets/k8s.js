@@ -4,6 +4,13 @@
 
 const PAGE = 5000;
 
+/** Timing marks (what, start and duration in ms since navigation) for benchmarks. */
+export const timings = [];
+export function mark(what, start, extra) {
+  timings.push({ what, at: Math.round(start), ms: Math.round(performance.now() - start), ...extra });
+  if (timings.length > 500) timings.splice(0, timings.length - 500);
+}
+
 function withQuery(path, params) {
   const query = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) {
@@ -32,19 +39,31 @@ export async function getJSON(path, { accept, signal } = {}) {
   return body;
 }
 
-async function listAll(path, opts, signal) {
+// Each page is asked for before the previous one is mapped (`map`, when
+// given), so the server prepares it while the page works.
+async function listAll(path, opts, signal, map) {
   const items = [];
-  let cont;
   let resourceVersion;
-  do {
-    const page = await getJSON(
+  const get = (cont) => {
+    const started = performance.now();
+    return getJSON(
       withQuery(path, { limit: PAGE, continue: cont, labelSelector: opts.labelSelector, fieldSelector: opts.fieldSelector }),
       { accept: opts.accept, signal },
-    );
-    for (const item of page.items || []) items.push(item);
-    cont = page.metadata && page.metadata.continue;
+    ).then((page) => {
+      mark(`list ${path}`, started, { items: (page.items || []).length });
+      return page;
+    });
+  };
+  let next = get(undefined);
+  while (next) {
+    const page = await next;
+    const cont = page.metadata && page.metadata.continue;
     resourceVersion = page.metadata && page.metadata.resourceVersion;
-  } while (cont);
+    next = cont ? get(cont) : null;
+    // A failed page still fails the list when it is awaited; until then it is handled.
+    if (next) next.catch(() => {});
+    for (const item of page.items || []) items.push(map ? map(item) : item);
+  }
   return { items, resourceVersion };
 }
 
@@ -69,11 +88,13 @@ async function watch(path, opts, state, handlers, signal) {
     const { value, done } = await reader.read();
     if (done) return;
     buffer += decoder.decode(value, { stream: true });
+    // Each line once: the buffer is cut after the last complete one.
+    let start = 0;
     let newline;
     const batch = [];
-    while ((newline = buffer.indexOf('\n')) >= 0) {
-      const line = buffer.slice(0, newline);
-      buffer = buffer.slice(newline + 1);
+    while ((newline = buffer.indexOf('\n', start)) >= 0) {
+      const line = buffer.slice(start, newline);
+      start = newline + 1;
       if (!line.trim()) continue;
       const event = JSON.parse(line);
       if (event.type === 'ERROR') {
@@ -84,13 +105,14 @@ async function watch(path, opts, state, handlers, signal) {
       if (rv) state.resourceVersion = rv;
       if (event.type !== 'BOOKMARK') batch.push(event);
     }
+    buffer = buffer.slice(start);
     if (batch.length) handlers.events(batch);
   }
 }
 
 /**
  * Keeps `handlers` fed with the objects at `path`: `reset(items)` after
- * each (re)list, `events([{type, object}])` for each chunk of the watch,
+ * each (re)list (each item through `handlers.map` when given), `events([{type, object}])` for each chunk of the watch,
  * `status(text)` when the connection changes. `opts.skipList` starts from
  * the current resourceVersion without delivering the existing objects.
  * Returns a function that stops it.
@@ -108,7 +130,7 @@ export function informer(path, handlers, opts = {}) {
             state.resourceVersion = page.metadata.resourceVersion;
             handlers.reset([]);
           } else {
-            const { items, resourceVersion } = await listAll(path, opts, controller.signal);
+            const { items, resourceVersion } = await listAll(path, opts, controller.signal, handlers.map);
             state.resourceVersion = resourceVersion;
             handlers.reset(items);
           }

@@ -87,6 +87,9 @@ export function podRecord(pod) {
   };
 }
 
+/** The order of domain values: numbers by value ("2" before "10"), then text as localeCompare orders it. */
+export const numericOrder = new Intl.Collator(undefined, { numeric: true }).compare;
+
 /** Whether a pod counts against its node (not finished). */
 export const active = (p) => p.phase !== 'Succeeded' && p.phase !== 'Failed';
 
