@@ -11,8 +11,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{Node, Pod, PodAffinityTerm};
 use ksim_core::node_affinity::RequiredNodeAffinity;
+pub use ksim_core::qos::{QosClass, pod_qos};
 use ksim_core::quantity::{Quantity, parse_or_zero};
-use ksim_core::resources::{RESOURCE_CPU, RESOURCE_MEMORY, RESOURCE_PODS, ResourceList};
+use ksim_core::resources::{RESOURCE_CPU, RESOURCE_PODS, ResourceList};
 use ksim_core::selector::LabelSelectorRequirements;
 use ksim_core::toleration::{find_matching_untolerated_taint, is_do_not_schedule_taint};
 
@@ -142,88 +143,6 @@ pub fn node_utilization<'a>(
         }
     }
     usage
-}
-
-/// A pod's QoS class (upstream `GetPodQOS`): `status.qosClass` when set,
-/// else computed from the containers' cpu and memory requests and limits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum QosClass {
-    /// No container requests or limits cpu or memory.
-    BestEffort,
-    /// Neither best effort nor guaranteed.
-    Burstable,
-    /// Every container limits cpu and memory, and requests equal limits.
-    Guaranteed,
-}
-
-/// The pod's QoS class.
-pub fn pod_qos(pod: &Pod) -> QosClass {
-    match pod
-        .status
-        .as_ref()
-        .and_then(|status| status.qos_class.as_deref())
-    {
-        Some("BestEffort") => return QosClass::BestEffort,
-        Some("Burstable") => return QosClass::Burstable,
-        Some("Guaranteed") => return QosClass::Guaranteed,
-        _ => {}
-    }
-    let Some(spec) = pod.spec.as_ref() else {
-        return QosClass::BestEffort;
-    };
-    let mut requests: BTreeMap<&str, Quantity> = BTreeMap::new();
-    let mut limits: BTreeMap<&str, Quantity> = BTreeMap::new();
-    let mut guaranteed = true;
-    let qos_resource = |name: &str| name == RESOURCE_CPU || name == RESOURCE_MEMORY;
-    for container in spec
-        .containers
-        .iter()
-        .chain(spec.init_containers.iter().flatten())
-    {
-        let resources = container.resources.as_ref();
-        for (name, quantity) in resources
-            .and_then(|r| r.requests.as_ref())
-            .into_iter()
-            .flatten()
-        {
-            let quantity = parse_or_zero(quantity);
-            if qos_resource(name) && quantity > Quantity::ZERO {
-                let entry = requests.entry(name.as_str()).or_default();
-                *entry = entry.saturating_add(quantity);
-            }
-        }
-        let mut cpu_limit = false;
-        let mut memory_limit = false;
-        for (name, quantity) in resources
-            .and_then(|r| r.limits.as_ref())
-            .into_iter()
-            .flatten()
-        {
-            let quantity = parse_or_zero(quantity);
-            if qos_resource(name) && quantity > Quantity::ZERO {
-                cpu_limit |= name == RESOURCE_CPU;
-                memory_limit |= name == RESOURCE_MEMORY;
-                let entry = limits.entry(name.as_str()).or_default();
-                *entry = entry.saturating_add(quantity);
-            }
-        }
-        if !(cpu_limit && memory_limit) {
-            guaranteed = false;
-        }
-    }
-    if requests.is_empty() && limits.is_empty() {
-        return QosClass::BestEffort;
-    }
-    if guaranteed
-        && requests.len() == limits.len()
-        && requests
-            .iter()
-            .all(|(name, request)| limits.get(name) == Some(request))
-    {
-        QosClass::Guaranteed
-    } else {
-        QosClass::Burstable
-    }
 }
 
 /// Whether the pod carries the soft no-eviction annotation.
