@@ -9,6 +9,7 @@ pub mod crds;
 mod error;
 pub mod node_affinity;
 pub mod patch;
+pub mod pod_affinity;
 pub mod qos;
 pub mod quantity;
 pub mod resources;

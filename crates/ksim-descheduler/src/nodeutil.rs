@@ -9,12 +9,13 @@ use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 
-use k8s_openapi::api::core::v1::{Node, Pod, PodAffinityTerm};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use ksim_core::node_affinity::RequiredNodeAffinity;
+use ksim_core::pod_affinity::ParsedPodAffinityTerm;
 pub use ksim_core::qos::{QosClass, pod_qos};
 use ksim_core::quantity::{Quantity, parse_or_zero};
 use ksim_core::resources::{RESOURCE_CPU, RESOURCE_PODS, ResourceList};
-use ksim_core::selector::LabelSelectorRequirements;
+use ksim_core::selector::Labels;
 use ksim_core::toleration::{find_matching_untolerated_taint, is_do_not_schedule_taint};
 
 use crate::framework::ClusterSnapshot;
@@ -203,16 +204,9 @@ struct PreparedPod<'p> {
     pod: &'p Pod,
     affinity: RequiredNodeAffinity,
     requests: Cow<'p, ResourceList>,
-    anti_affinity: Vec<AntiAffinityTerm>,
+    anti_affinity: Vec<ParsedPodAffinityTerm>,
     /// Check resources even on the node the pod runs on.
     check_own_node_resources: bool,
-}
-
-/// One required anti-affinity term, parsed.
-struct AntiAffinityTerm {
-    namespaces: Vec<String>,
-    selector: Option<LabelSelectorRequirements>,
-    topology_key: String,
 }
 
 impl<'p> PreparedPod<'p> {
@@ -227,7 +221,7 @@ impl<'p> PreparedPod<'p> {
                 anti.required_during_scheduling_ignored_during_execution
                     .iter()
                     .flatten()
-                    .map(|term| AntiAffinityTerm::parse(term, &namespace))
+                    .filter_map(|term| ParsedPodAffinityTerm::parse(term, &namespace).ok())
                     .collect()
             })
             .unwrap_or_default();
@@ -237,27 +231,6 @@ impl<'p> PreparedPod<'p> {
             requests: snapshot.pod_requests(pod),
             anti_affinity,
             check_own_node_resources: false,
-        }
-    }
-}
-
-impl AntiAffinityTerm {
-    /// Upstream takes the term's namespaces, or the pod's own when none
-    /// are listed; a missing selector, or one that does not parse, matches
-    /// nothing.
-    fn parse(term: &PodAffinityTerm, pod_namespace: &str) -> Self {
-        let namespaces = match term.namespaces.as_deref() {
-            Some(list) if !list.is_empty() => list.to_vec(),
-            _ => vec![pod_namespace.to_string()],
-        };
-        let selector = term
-            .label_selector
-            .as_ref()
-            .and_then(|selector| LabelSelectorRequirements::from_label_selector(selector).ok());
-        AntiAffinityTerm {
-            namespaces,
-            selector,
-            topology_key: term.topology_key.clone(),
         }
     }
 }
@@ -376,12 +349,11 @@ impl<'a> NodeFitChecker<'a> {
             let namespace = other.metadata.namespace.as_deref().unwrap_or_default();
             let labels = other.metadata.labels.as_ref().unwrap_or(&empty);
             pod.anti_affinity.iter().any(|term| {
-                term.namespaces.iter().any(|ns| ns == namespace)
-                    && term
-                        .selector
-                        .as_ref()
-                        .is_some_and(|selector| selector.matches(labels))
-                    && node_labels.is_some_and(|l| l.contains_key(&term.topology_key))
+                term.matches(namespace, labels, || {
+                    self.snapshot
+                        .namespace_labels(namespace)
+                        .map(|l| l as &dyn Labels)
+                }) && node_labels.is_some_and(|l| l.contains_key(&term.topology_key))
             })
         })
     }
