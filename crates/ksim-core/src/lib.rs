@@ -15,6 +15,7 @@ pub mod quantity;
 pub mod resources;
 pub mod schema;
 pub mod selector;
+pub mod status;
 pub mod toleration;
 
 pub use error::Error;

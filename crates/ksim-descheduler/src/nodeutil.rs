@@ -16,6 +16,7 @@ pub use ksim_core::qos::{QosClass, pod_qos};
 use ksim_core::quantity::{Quantity, parse_or_zero};
 use ksim_core::resources::{RESOURCE_CPU, RESOURCE_PODS, ResourceList};
 use ksim_core::selector::Labels;
+pub use ksim_core::status::is_node_ready;
 use ksim_core::toleration::{find_matching_untolerated_taint, is_do_not_schedule_taint};
 
 use crate::framework::ClusterSnapshot;
@@ -24,18 +25,6 @@ use crate::framework::ClusterSnapshot;
 /// consider such pods last (upstream `SoftNoEvictionAnnotationKey`).
 pub const PREFER_NO_EVICTION_ANNOTATION: &str =
     "descheduler.alpha.kubernetes.io/prefer-no-eviction";
-
-/// Whether the node's Ready condition is True.
-pub fn is_node_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|status| status.conditions.as_ref())
-        .is_some_and(|conditions| {
-            conditions
-                .iter()
-                .any(|condition| condition.type_ == "Ready" && condition.status == "True")
-        })
-}
 
 /// Whether the node is cordoned (`spec.unschedulable`).
 pub fn is_node_unschedulable(node: &Node) -> bool {
@@ -76,14 +65,7 @@ pub fn node_taints(node: &Node) -> &[k8s_openapi::api::core::v1::Taint] {
 /// Whether the pod has finished (phase Succeeded or Failed): such pods hold
 /// no resources and are left out of node listings, as upstream's
 /// `ListPodsOnANode`.
-pub fn is_pod_terminal(pod: &Pod) -> bool {
-    matches!(
-        pod.status
-            .as_ref()
-            .and_then(|status| status.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    )
-}
+pub use ksim_core::status::is_pod_terminal;
 
 /// The non-terminal pods bound to `node_name` (upstream `ListPodsOnANode`
 /// without a filter).

@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, PodAffinityTerm};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use ksim_core::pod_affinity::ParsedPodAffinityTerm;
 use ksim_core::selector::{LabelSelectorRequirements, Labels, Requirement};
+use ksim_core::status::is_terminal_phase;
 use serde::Deserialize;
 
 use crate::framework::{
@@ -211,7 +212,7 @@ impl DeschedulePlugin for RemovePodsViolatingInterPodAntiAffinity {
             .collect();
         let live = |pod: &&Pod| {
             let phase = podutil::phase(pod);
-            phase != "Succeeded" && phase != "Failed" && self.selection.matches(pod)
+            !is_terminal_phase(phase) && self.selection.matches(pod)
         };
         let index = PodIndex::new(nodes.iter().flat_map(|node| {
             snapshot
