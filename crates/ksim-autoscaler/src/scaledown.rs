@@ -114,12 +114,7 @@ fn controller_kind(pod: &Pod) -> Option<&str> {
         .map(|r| r.kind.as_str())
 }
 
-fn is_terminal(pod: &Pod) -> bool {
-    matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    )
-}
+use ksim_core::status::is_pod_terminal as is_terminal;
 
 fn has_local_storage(pod: &Pod) -> bool {
     let allowed: HashSet<&str> = annotation(pod, SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION)

@@ -363,3 +363,92 @@ fn create_cluster_refuses_a_bad_policy_before_starting() {
     );
     assert!(env.pid("badpolicy").is_none());
 }
+
+const ANTI_AFFINITY_POLICY: &str = r#"
+apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+- name: anti
+  pluginConfig:
+  - name: DefaultEvictor
+  - name: RemovePodsViolatingInterPodAntiAffinity
+  plugins:
+    deschedule:
+      enabled: [RemovePodsViolatingInterPodAntiAffinity]
+"#;
+
+/// A pod in namespace `other` (labelled team=x) and a Deployment's pod in
+/// `default` whose anti-affinity selects it through a namespaceSelector,
+/// both placed on one node by nodeName (the scheduler would keep them apart).
+const ANTI_AFFINITY_OBJECTS: &str = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Namespace
+  metadata: {name: other, labels: {team: x}}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: db, namespace: other, labels: {app: db}}
+  spec:
+    nodeName: node-000000
+    containers: [{name: c, image: nginx}]
+- apiVersion: apps/v1
+  kind: Deployment
+  metadata: {name: web, namespace: default}
+  spec:
+    replicas: 1
+    selector: {matchLabels: {app: web}}
+    template:
+      metadata: {labels: {app: web}}
+      spec:
+        nodeName: node-000000
+        containers: [{name: c, image: nginx}]
+        affinity:
+          podAntiAffinity:
+            requiredDuringSchedulingIgnoredDuringExecution:
+            - topologyKey: kubernetes.io/hostname
+              labelSelector: {matchLabels: {app: db}}
+              namespaceSelector: {matchLabels: {team: x}}
+"#;
+
+#[test]
+fn inter_pod_anti_affinity_honours_the_namespace_selector() {
+    let cluster = TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")));
+    let scaled = cluster.ksim(&["scale", "node", "--replicas", "2", "--name", cluster.name()]);
+    assert!(scaled.status.success(), "{scaled:?}");
+    cluster
+        .kubectl_stdin(&["create", "-f", "-"], ANTI_AFFINITY_OBJECTS)
+        .success();
+    pods_until(&cluster, "the web pod running", |rows| all_running(rows, 1));
+    cluster.wait_for(
+        &[
+            "get",
+            "pod",
+            "db",
+            "-n",
+            "other",
+            "-o",
+            "jsonpath={.status.phase}",
+        ],
+        |phase| phase == "Running",
+    );
+    let policy = write_policy(&cluster, ANTI_AFFINITY_POLICY);
+    let policy = policy.to_str().expect("utf-8 path");
+    let dry = cluster.ksim(&["deschedule", "--policy", policy, "--dry-run", "-o", "json"]);
+    assert!(dry.status.success(), "{dry:?}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&dry.stdout).expect("the dry run prints JSON");
+    let evictions = report["evictions"].as_array().expect("evictions");
+    assert_eq!(evictions.len(), 1, "{report}");
+    assert_eq!(
+        evictions[0]["plugin"],
+        "RemovePodsViolatingInterPodAntiAffinity"
+    );
+    assert!(
+        evictions[0]["pod"]
+            .as_str()
+            .is_some_and(|pod| pod.starts_with("web-")),
+        "{report}"
+    );
+}

@@ -600,3 +600,92 @@ fn running_bound_pod_row_and_terminating_status() {
         .success();
     cluster.kubectl(&["get", "pod", "unbound"]).failure();
 }
+
+/// The QoS class kubectl shows is upstream's (pkg/apis/core/helper/qos):
+/// only cpu and memory count, quantities compare by value, and limits
+/// without requests are defaulted to requests first.
+#[test]
+fn qos_class_follows_upstreams_rule() {
+    let cluster = cluster();
+    let pods = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: storage-only}
+  spec:
+    containers:
+    - name: c
+      image: nginx
+      resources:
+        requests: {ephemeral-storage: 1Gi}
+        limits: {ephemeral-storage: 1Gi}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: spelled-differently}
+  spec:
+    containers:
+    - name: c
+      image: nginx
+      resources:
+        requests: {cpu: 1000m, memory: 1Gi}
+        limits: {cpu: "1", memory: "1073741824"}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: limits-only}
+  spec:
+    containers:
+    - name: c
+      image: nginx
+      resources:
+        limits: {cpu: 500m, memory: 128Mi}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: cpu-request}
+  spec:
+    containers:
+    - name: c
+      image: nginx
+      resources:
+        requests: {cpu: 100m, ephemeral-storage: 1Gi}
+"#;
+    cluster
+        .kubectl_stdin(&["create", "-f", "-"], pods)
+        .success();
+    let out = cluster.kubectl(&[
+        "get",
+        "pods",
+        "--sort-by=.metadata.name",
+        "-o",
+        "custom-columns=NAME:.metadata.name,QOS:.status.qosClass",
+        "--no-headers",
+    ]);
+    out.success();
+    let rows: Vec<Vec<&str>> = out
+        .stdout
+        .lines()
+        .map(|line| line.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            vec!["cpu-request", "Burstable"],
+            vec!["limits-only", "Guaranteed"],
+            vec!["spelled-differently", "Guaranteed"],
+            vec!["storage-only", "BestEffort"],
+        ],
+        "{}",
+        out.stdout
+    );
+    let describe = cluster.kubectl(&["describe", "pod", "storage-only"]);
+    describe.success();
+    assert!(
+        describe
+            .stdout
+            .lines()
+            .any(|line| line.starts_with("QoS Class:") && line.ends_with("BestEffort")),
+        "{}",
+        describe.stdout
+    );
+}

@@ -9,10 +9,13 @@ pub mod crds;
 mod error;
 pub mod node_affinity;
 pub mod patch;
+pub mod pod_affinity;
+pub mod qos;
 pub mod quantity;
 pub mod resources;
 pub mod schema;
 pub mod selector;
+pub mod status;
 pub mod toleration;
 
 pub use error::Error;

@@ -9,11 +9,14 @@ use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 
-use k8s_openapi::api::core::v1::{Node, Pod, PodAffinityTerm};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use ksim_core::node_affinity::RequiredNodeAffinity;
+use ksim_core::pod_affinity::ParsedPodAffinityTerm;
+pub use ksim_core::qos::{QosClass, pod_qos};
 use ksim_core::quantity::{Quantity, parse_or_zero};
-use ksim_core::resources::{RESOURCE_CPU, RESOURCE_MEMORY, RESOURCE_PODS, ResourceList};
-use ksim_core::selector::LabelSelectorRequirements;
+use ksim_core::resources::{RESOURCE_CPU, RESOURCE_PODS, ResourceList};
+use ksim_core::selector::Labels;
+pub use ksim_core::status::is_node_ready;
 use ksim_core::toleration::{find_matching_untolerated_taint, is_do_not_schedule_taint};
 
 use crate::framework::ClusterSnapshot;
@@ -22,18 +25,6 @@ use crate::framework::ClusterSnapshot;
 /// consider such pods last (upstream `SoftNoEvictionAnnotationKey`).
 pub const PREFER_NO_EVICTION_ANNOTATION: &str =
     "descheduler.alpha.kubernetes.io/prefer-no-eviction";
-
-/// Whether the node's Ready condition is True.
-pub fn is_node_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|status| status.conditions.as_ref())
-        .is_some_and(|conditions| {
-            conditions
-                .iter()
-                .any(|condition| condition.type_ == "Ready" && condition.status == "True")
-        })
-}
 
 /// Whether the node is cordoned (`spec.unschedulable`).
 pub fn is_node_unschedulable(node: &Node) -> bool {
@@ -74,14 +65,7 @@ pub fn node_taints(node: &Node) -> &[k8s_openapi::api::core::v1::Taint] {
 /// Whether the pod has finished (phase Succeeded or Failed): such pods hold
 /// no resources and are left out of node listings, as upstream's
 /// `ListPodsOnANode`.
-pub fn is_pod_terminal(pod: &Pod) -> bool {
-    matches!(
-        pod.status
-            .as_ref()
-            .and_then(|status| status.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    )
-}
+pub use ksim_core::status::is_pod_terminal;
 
 /// The non-terminal pods bound to `node_name` (upstream `ListPodsOnANode`
 /// without a filter).
@@ -144,88 +128,6 @@ pub fn node_utilization<'a>(
     usage
 }
 
-/// A pod's QoS class (upstream `GetPodQOS`): `status.qosClass` when set,
-/// else computed from the containers' cpu and memory requests and limits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum QosClass {
-    /// No container requests or limits cpu or memory.
-    BestEffort,
-    /// Neither best effort nor guaranteed.
-    Burstable,
-    /// Every container limits cpu and memory, and requests equal limits.
-    Guaranteed,
-}
-
-/// The pod's QoS class.
-pub fn pod_qos(pod: &Pod) -> QosClass {
-    match pod
-        .status
-        .as_ref()
-        .and_then(|status| status.qos_class.as_deref())
-    {
-        Some("BestEffort") => return QosClass::BestEffort,
-        Some("Burstable") => return QosClass::Burstable,
-        Some("Guaranteed") => return QosClass::Guaranteed,
-        _ => {}
-    }
-    let Some(spec) = pod.spec.as_ref() else {
-        return QosClass::BestEffort;
-    };
-    let mut requests: BTreeMap<&str, Quantity> = BTreeMap::new();
-    let mut limits: BTreeMap<&str, Quantity> = BTreeMap::new();
-    let mut guaranteed = true;
-    let qos_resource = |name: &str| name == RESOURCE_CPU || name == RESOURCE_MEMORY;
-    for container in spec
-        .containers
-        .iter()
-        .chain(spec.init_containers.iter().flatten())
-    {
-        let resources = container.resources.as_ref();
-        for (name, quantity) in resources
-            .and_then(|r| r.requests.as_ref())
-            .into_iter()
-            .flatten()
-        {
-            let quantity = parse_or_zero(quantity);
-            if qos_resource(name) && quantity > Quantity::ZERO {
-                let entry = requests.entry(name.as_str()).or_default();
-                *entry = entry.saturating_add(quantity);
-            }
-        }
-        let mut cpu_limit = false;
-        let mut memory_limit = false;
-        for (name, quantity) in resources
-            .and_then(|r| r.limits.as_ref())
-            .into_iter()
-            .flatten()
-        {
-            let quantity = parse_or_zero(quantity);
-            if qos_resource(name) && quantity > Quantity::ZERO {
-                cpu_limit |= name == RESOURCE_CPU;
-                memory_limit |= name == RESOURCE_MEMORY;
-                let entry = limits.entry(name.as_str()).or_default();
-                *entry = entry.saturating_add(quantity);
-            }
-        }
-        if !(cpu_limit && memory_limit) {
-            guaranteed = false;
-        }
-    }
-    if requests.is_empty() && limits.is_empty() {
-        return QosClass::BestEffort;
-    }
-    if guaranteed
-        && requests.len() == limits.len()
-        && requests
-            .iter()
-            .all(|(name, request)| limits.get(name) == Some(request))
-    {
-        QosClass::Guaranteed
-    } else {
-        QosClass::Burstable
-    }
-}
-
 /// Whether the pod carries the soft no-eviction annotation.
 pub fn has_prefer_no_eviction_annotation(pod: &Pod) -> bool {
     pod.metadata
@@ -284,16 +186,9 @@ struct PreparedPod<'p> {
     pod: &'p Pod,
     affinity: RequiredNodeAffinity,
     requests: Cow<'p, ResourceList>,
-    anti_affinity: Vec<AntiAffinityTerm>,
+    anti_affinity: Vec<ParsedPodAffinityTerm>,
     /// Check resources even on the node the pod runs on.
     check_own_node_resources: bool,
-}
-
-/// One required anti-affinity term, parsed.
-struct AntiAffinityTerm {
-    namespaces: Vec<String>,
-    selector: Option<LabelSelectorRequirements>,
-    topology_key: String,
 }
 
 impl<'p> PreparedPod<'p> {
@@ -308,7 +203,7 @@ impl<'p> PreparedPod<'p> {
                 anti.required_during_scheduling_ignored_during_execution
                     .iter()
                     .flatten()
-                    .map(|term| AntiAffinityTerm::parse(term, &namespace))
+                    .filter_map(|term| ParsedPodAffinityTerm::parse(term, &namespace).ok())
                     .collect()
             })
             .unwrap_or_default();
@@ -318,27 +213,6 @@ impl<'p> PreparedPod<'p> {
             requests: snapshot.pod_requests(pod),
             anti_affinity,
             check_own_node_resources: false,
-        }
-    }
-}
-
-impl AntiAffinityTerm {
-    /// Upstream takes the term's namespaces, or the pod's own when none
-    /// are listed; a missing selector, or one that does not parse, matches
-    /// nothing.
-    fn parse(term: &PodAffinityTerm, pod_namespace: &str) -> Self {
-        let namespaces = match term.namespaces.as_deref() {
-            Some(list) if !list.is_empty() => list.to_vec(),
-            _ => vec![pod_namespace.to_string()],
-        };
-        let selector = term
-            .label_selector
-            .as_ref()
-            .and_then(|selector| LabelSelectorRequirements::from_label_selector(selector).ok());
-        AntiAffinityTerm {
-            namespaces,
-            selector,
-            topology_key: term.topology_key.clone(),
         }
     }
 }
@@ -457,12 +331,11 @@ impl<'a> NodeFitChecker<'a> {
             let namespace = other.metadata.namespace.as_deref().unwrap_or_default();
             let labels = other.metadata.labels.as_ref().unwrap_or(&empty);
             pod.anti_affinity.iter().any(|term| {
-                term.namespaces.iter().any(|ns| ns == namespace)
-                    && term
-                        .selector
-                        .as_ref()
-                        .is_some_and(|selector| selector.matches(labels))
-                    && node_labels.is_some_and(|l| l.contains_key(&term.topology_key))
+                term.matches(namespace, labels, || {
+                    self.snapshot
+                        .namespace_labels(namespace)
+                        .map(|l| l as &dyn Labels)
+                }) && node_labels.is_some_and(|l| l.contains_key(&term.topology_key))
             })
         })
     }

@@ -64,8 +64,9 @@ pub(crate) fn prepare_for_create(
     }
     match (resource.group.as_str(), resource.kind.as_str()) {
         ("", "Pod") => {
-            let qos = pod_qos_class(object);
-            object["status"] = json!({"phase": "Pending", "qosClass": qos});
+            // The QoS class is set by `set_pod_qos_class` once defaulting
+            // has filled requests in from limits.
+            object["status"] = json!({"phase": "Pending"});
             apply_scheduling_gated_condition(object);
         }
         ("", "Namespace") => {
@@ -205,35 +206,13 @@ pub(crate) fn prepare_for_status_update(old: &Value, new: &Value) -> Value {
     result
 }
 
-/// The QoS class of a pod, computed from its containers' requests and limits.
-pub(crate) fn pod_qos_class(pod: &Value) -> &'static str {
-    let containers: Vec<&Value> = ["containers", "initContainers"]
-        .iter()
-        .filter_map(|k| pod["spec"][k].as_array())
-        .flatten()
-        .collect();
-    let mut any_set = false;
-    let mut guaranteed = true;
-    for container in &containers {
-        let requests = container["resources"]["requests"].as_object();
-        let limits = container["resources"]["limits"].as_object();
-        if requests.is_some_and(|r| !r.is_empty()) || limits.is_some_and(|l| !l.is_empty()) {
-            any_set = true;
-        }
-        for resource in ["cpu", "memory"] {
-            let limit = limits.and_then(|l| l.get(resource));
-            let request = requests.and_then(|r| r.get(resource)).or(limit);
-            if limit.is_none() || request != limit {
-                guaranteed = false;
-            }
-        }
-    }
-    if !any_set {
-        "BestEffort"
-    } else if guaranteed {
-        "Guaranteed"
-    } else {
-        "Burstable"
+/// Sets a new pod's `status.qosClass` (upstream sets it in the pod
+/// strategy's PrepareForCreate, on the defaulted pod: requests already
+/// defaulted to limits). Runs after defaulting.
+pub(crate) fn set_pod_qos_class(resource: &ResourceInfo, object: &mut Value) {
+    if resource.group.is_empty() && resource.kind == "Pod" {
+        let qos = ksim_core::qos::compute_pod_qos_json(object).as_str();
+        object["status"]["qosClass"] = json!(qos);
     }
 }
 
@@ -391,6 +370,10 @@ mod tests {
             {"name": "c", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}
         ]}, "status": {"phase": "Running"}});
         prepare_for_create(&pods, &mut pod, "u", "2026-01-01T00:00:00Z");
+        assert_eq!(pod["status"], json!({"phase": "Pending"}));
+        // Defaulting fills the requests in from the limits first.
+        crate::admission::default_object(&pods, &mut pod);
+        set_pod_qos_class(&pods, &mut pod);
         assert_eq!(
             pod["status"],
             json!({"phase": "Pending", "qosClass": "Guaranteed"})
@@ -403,10 +386,13 @@ mod tests {
             json!({"type": "PodScheduled", "status": "False", "lastProbeTime": null, "lastTransitionTime": null,
                 "reason": "SchedulingGated", "message": "Scheduling is blocked due to non-empty scheduling gates"})
         );
-        let best_effort = json!({"spec": {"containers": [{"name": "c"}]}});
-        assert_eq!(pod_qos_class(&best_effort), "BestEffort");
-        let burstable = json!({"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}});
-        assert_eq!(pod_qos_class(&burstable), "Burstable");
+        let mut storage_only = json!({"spec": {"containers": [{"name": "c", "resources":
+            {"requests": {"ephemeral-storage": "1Gi"}}}]}});
+        set_pod_qos_class(&pods, &mut storage_only);
+        assert_eq!(storage_only["status"]["qosClass"], "BestEffort");
+        let mut burstable = json!({"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}});
+        set_pod_qos_class(&pods, &mut burstable);
+        assert_eq!(burstable["status"]["qosClass"], "Burstable");
     }
 
     #[test]

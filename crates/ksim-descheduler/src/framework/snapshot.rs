@@ -3,12 +3,14 @@
 //! resource requests are computed once per snapshot, on first use.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use ksim_core::resources::{PodResourcesOptions, ResourceList, pod_requests};
+
+static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
 
 /// The nodes, pods and namespaces of the cluster at the start of a cycle,
 /// with pods indexed by the node they are bound to.
@@ -19,6 +21,7 @@ pub struct ClusterSnapshot {
     namespaces: Vec<Namespace>,
     pods_by_node: HashMap<String, Vec<usize>>,
     node_index: HashMap<String, usize>,
+    namespace_index: HashMap<String, usize>,
     now: Timestamp,
     /// Every pod's requests, in listing order, computed on first use.
     pod_requests: OnceLock<Vec<ResourceList>>,
@@ -47,8 +50,14 @@ impl ClusterSnapshot {
             .enumerate()
             .filter_map(|(index, node)| Some((node.metadata.name.clone()?, index)))
             .collect();
+        let namespace_index = namespaces
+            .iter()
+            .enumerate()
+            .filter_map(|(index, namespace)| Some((namespace.metadata.name.clone()?, index)))
+            .collect();
         ClusterSnapshot {
             nodes,
+            namespace_index,
             pods,
             namespaces,
             pods_by_node,
@@ -71,6 +80,14 @@ impl ClusterSnapshot {
     /// Every namespace (for namespaceSelector and namespaceLabelSelector).
     pub fn namespaces(&self) -> &[Namespace] {
         &self.namespaces
+    }
+
+    /// The labels of the namespace called `name`, if it is known.
+    pub fn namespace_labels(&self, name: &str) -> Option<&BTreeMap<String, String>> {
+        self.namespace_index
+            .get(name)
+            .map(|&index| &self.namespaces[index])
+            .map(|namespace| namespace.metadata.labels.as_ref().unwrap_or(&NO_LABELS))
     }
 
     /// The node called `name`.

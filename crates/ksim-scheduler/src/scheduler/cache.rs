@@ -28,12 +28,7 @@ pub fn node_name(pod: &Pod) -> Option<&str> {
         .filter(|n| !n.is_empty())
 }
 
-fn is_terminal(pod: &Pod) -> bool {
-    matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    )
-}
+use ksim_core::status::is_pod_terminal as is_terminal;
 
 /// What the scheduler knows of the cluster.
 #[derive(Debug, Default)]

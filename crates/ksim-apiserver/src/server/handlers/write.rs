@@ -172,6 +172,7 @@ pub(crate) fn prepare_new_object(
         .then(|| openapi.crd_schema(resource))
         .flatten();
     crate::admission::default_object(resource, &mut object);
+    strategy::set_pod_qos_class(resource, &mut object);
     if let Some(schema) = schema {
         crate::admission::default_custom_resource(schema, &mut object);
     }

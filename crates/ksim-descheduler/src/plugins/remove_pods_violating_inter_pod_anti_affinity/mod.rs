@@ -13,7 +13,9 @@ use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::{Node, Pod, PodAffinityTerm};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use ksim_core::selector::{LabelSelectorRequirements, Requirement};
+use ksim_core::pod_affinity::ParsedPodAffinityTerm;
+use ksim_core::selector::{LabelSelectorRequirements, Labels, Requirement};
+use ksim_core::status::is_terminal_phase;
 use serde::Deserialize;
 
 use crate::framework::{
@@ -137,6 +139,7 @@ impl<'a> PodIndex<'a> {
 
 fn violates(
     candidate: &Pod,
+    snapshot: &ClusterSnapshot,
     index: &PodIndex<'_>,
     nodes: &HashMap<&str, &Node>,
     evicted: &HashSet<&str>,
@@ -144,22 +147,36 @@ fn violates(
     let Some(candidate_node) = nodes.get(podutil::node_name(candidate)) else {
         return false;
     };
+    let own_namespace = candidate.metadata.namespace.as_deref().unwrap_or_default();
+    let namespace_labels = |namespace: &str| {
+        snapshot
+            .namespace_labels(namespace)
+            .map(|l| l as &dyn Labels)
+    };
     for term in anti_affinity_terms(candidate) {
-        let selector = match term.label_selector.as_ref() {
-            Some(selector) => match LabelSelectorRequirements::from_label_selector(selector) {
-                Ok(selector) => selector,
-                Err(_) => return false,
-            },
-            // A nil selector matches nothing.
-            None => continue,
+        let Ok(term) = ParsedPodAffinityTerm::parse(term, own_namespace) else {
+            return false;
         };
-        let own_namespace = candidate.metadata.namespace.as_deref().unwrap_or_default();
-        let namespaces: Vec<&str> = match term.namespaces.as_deref() {
-            Some(list) if !list.is_empty() => list.iter().map(String::as_str).collect(),
-            _ => vec![own_namespace],
+        // A nil selector matches nothing.
+        let Some(selector) = term.selector.as_ref() else {
+            continue;
+        };
+        // The listed namespaces, and with a namespace selector every
+        // namespace holding pods that it selects.
+        let namespaces: Vec<&str> = if term.namespace_selector.is_some() {
+            index
+                .by_namespace
+                .keys()
+                .copied()
+                .filter(|namespace| {
+                    term.selects_namespace(namespace, || namespace_labels(namespace))
+                })
+                .collect()
+        } else {
+            term.namespaces.iter().map(String::as_str).collect()
         };
         for namespace in namespaces {
-            for other in index.candidates(namespace, &selector) {
+            for other in index.candidates(namespace, selector) {
                 if other.metadata.name == candidate.metadata.name
                     || evicted.contains(other.metadata.uid.as_deref().unwrap_or_default())
                     || !selector.matches(podutil::labels(other))
@@ -195,7 +212,7 @@ impl DeschedulePlugin for RemovePodsViolatingInterPodAntiAffinity {
             .collect();
         let live = |pod: &&Pod| {
             let phase = podutil::phase(pod);
-            phase != "Succeeded" && phase != "Failed" && self.selection.matches(pod)
+            !is_terminal_phase(phase) && self.selection.matches(pod)
         };
         let index = PodIndex::new(nodes.iter().flat_map(|node| {
             snapshot
@@ -209,7 +226,7 @@ impl DeschedulePlugin for RemovePodsViolatingInterPodAntiAffinity {
             podutil::sort_by_priority_low_to_high(&mut pods);
             for pod in pods {
                 if anti_affinity_terms(pod).is_empty()
-                    || !violates(pod, &index, &node_map, &evicted)
+                    || !violates(pod, snapshot, &index, &node_map, &evicted)
                     || !evictor.filter(pod)
                     || !evictor.pre_eviction_filter(pod)
                 {

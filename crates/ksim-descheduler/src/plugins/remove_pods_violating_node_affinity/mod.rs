@@ -6,6 +6,7 @@
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use ksim_core::node_affinity::{PreferredSchedulingTerms, RequiredNodeAffinity};
+use ksim_core::status::is_terminal_phase;
 use serde::Deserialize;
 
 use crate::framework::{
@@ -120,7 +121,7 @@ impl DeschedulePlugin for RemovePodsViolatingNodeAffinity {
                 tracing::debug!(node = node_name, plugin = PLUGIN_NAME, "Processing node");
                 for pod in snapshot.pods_on_node(node_name) {
                     let phase = podutil::phase(pod);
-                    if phase == "Succeeded" || phase == "Failed" || !self.selection.matches(pod) {
+                    if is_terminal_phase(phase) || !self.selection.matches(pod) {
                         continue;
                     }
                     if !self.violates(kind, pod, node, nodes, &fit)

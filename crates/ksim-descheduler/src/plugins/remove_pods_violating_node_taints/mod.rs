@@ -4,6 +4,7 @@
 
 use k8s_openapi::api::core::v1::{Node, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use ksim_core::status::is_terminal_phase;
 use ksim_core::toleration::{
     EFFECT_NO_SCHEDULE, EFFECT_PREFER_NO_SCHEDULE, find_matching_untolerated_taint,
 };
@@ -109,7 +110,7 @@ impl DeschedulePlugin for RemovePodsViolatingNodeTaints {
             tracing::debug!(node = node_name, plugin = PLUGIN_NAME, "Processing node");
             for pod in snapshot.pods_on_node(node_name) {
                 let phase = podutil::phase(pod);
-                if phase == "Succeeded" || phase == "Failed" {
+                if is_terminal_phase(phase) {
                     continue;
                 }
                 if !self.selection.matches(pod)
