@@ -399,8 +399,11 @@ profiles:
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
         let list = events.list(&ListParams::default()).await.expect("events");
+        // The API server records its own `Evicted` event for the eviction;
+        // this looks for the descheduler's.
         let found = list.items.iter().find(|event| {
             event.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("aff-web")
+                && event.action.as_deref() == Some("Descheduled")
         });
         if let Some(event) = found {
             assert_eq!(event.type_.as_deref(), Some("Normal"));

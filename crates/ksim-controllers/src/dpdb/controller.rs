@@ -606,16 +606,18 @@ async fn set_claim(
 }
 
 /// Reads every member fresh (from its cluster, not a cache): a member that
-/// cannot be read, holds a recent claim of its own, or allows disruptions
-/// means backing off.
+/// cannot be read, holds a recent claim of its own, allows disruptions, or
+/// has fewer healthy pods than the plan counted (`counted`, per member:
+/// the cache the allowance came from is behind) means backing off.
 async fn fresh_check(
     context: &Arc<Context>,
     dpdb: &DistributedPodDisruptionBudget,
     uid: &str,
+    counted: &[Option<i32>],
 ) -> Result<(), String> {
     let namespace = dpdb.namespace().unwrap_or_default();
     let now = context.now();
-    for member in &dpdb.spec.federation {
+    for (index, member) in dpdb.spec.federation.iter().enumerate() {
         let member = member.resolved(&namespace);
         let cluster = context.cluster_key(&member.cluster);
         let client = if cluster.is_empty() {
@@ -648,6 +650,14 @@ async fn fresh_check(
             .is_some_and(|s| s.disruptions_allowed > 0)
         {
             return Err(format!("{member} allows disruptions"));
+        }
+        let healthy = pdb.status.as_ref().map_or(0, |s| s.current_healthy);
+        if let Some(counted) = counted.get(index).copied().flatten()
+            && healthy < counted
+        {
+            return Err(format!(
+                "{member} has {healthy} healthy pods, {counted} were counted"
+            ));
         }
     }
     Ok(())
@@ -773,6 +783,14 @@ async fn reconcile(
         .collect();
     let overlapping = overlapping(&context, &dpdb).await?;
     let exclusive = dpdb.spec.coordination == Some(Coordination::Exclusive);
+    // The healthy pods counted of each member, checked fresh before a claim.
+    let counted: Vec<Option<i32>> = members
+        .iter()
+        .map(|read| match read {
+            MemberRead::Found { pdb, .. } => pdb.status.as_ref().map(|s| s.current_healthy),
+            _ => None,
+        })
+        .collect();
     let uid = dpdb.metadata.uid.clone().unwrap_or_default();
     let key = (namespace.clone(), name.clone());
     let holding = lock(&context.claims).contains(&key)
@@ -827,7 +845,7 @@ async fn reconcile(
             }
             let now = context.now();
             set_claim(&budgets, &name, Some(format!("{uid}@{now}"))).await?;
-            match fresh_check(&context, &dpdb, &uid).await {
+            match fresh_check(&context, &dpdb, &uid, &counted).await {
                 Ok(()) => {
                     tracing::debug!(%namespace, %name, "exclusive claim held");
                     lock(&context.backoff).remove(&key);
