@@ -64,6 +64,8 @@ enum Command {
         snapshot: Option<PathBuf>,
         #[command(flatten)]
         autoscaler: commands::ClusterAutoscaler,
+        #[command(flatten)]
+        clock: commands::ClusterClock,
     },
     /// Save, restore or export snapshots of a cluster.
     #[command(subcommand)]
@@ -165,6 +167,8 @@ enum CreateCommand {
         snapshot: Option<PathBuf>,
         #[command(flatten)]
         autoscaler: commands::ClusterAutoscaler,
+        #[command(flatten)]
+        clock: commands::ClusterClock,
     },
 }
 
@@ -320,6 +324,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             descheduler,
             snapshot,
             autoscaler,
+            clock,
         }) => commands::create_cluster(
             &home()?,
             &commands::CreateCluster {
@@ -332,6 +337,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                 descheduler,
                 snapshot,
                 autoscaler,
+                clock,
             },
         ),
         Command::Snapshot(SnapshotCommand::Save(flags)) => {
@@ -356,6 +362,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             descheduler,
             snapshot,
             autoscaler,
+            clock,
         } => commands::serve(
             &home()?,
             &name,
@@ -366,6 +373,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                 descheduler: &descheduler,
                 snapshot: snapshot.as_deref(),
                 autoscaler: &autoscaler,
+                clock: &clock,
             },
         ),
         Command::Ui { name, no_open } => commands::ui(&home()?, &name, !no_open),
