@@ -147,6 +147,16 @@ fn objects_are_created_and_aged_on_the_virtual_clock() {
         "jsonpath={.metadata.creationTimestamp}",
     ]);
     assert_eq!(later.success().stdout, "2026-01-01T00:10:00Z");
+
+    // kubectl can advance it too, through the raw path.
+    let advanced = cluster.kubectl_stdin(
+        &["create", "--raw", "/ksim/v1alpha1/clock/advance", "-f", "-"],
+        r#"{"by": "1m"}"#,
+    );
+    assert_eq!(
+        stdout_json(advanced.success())["now"],
+        "2026-01-01T00:11:00Z"
+    );
 }
 
 #[test]
@@ -245,6 +255,10 @@ fn the_same_seed_gives_the_same_deployment_pod_names() {
         );
         let mut names: Vec<String> = listed.split_whitespace().map(str::to_string).collect();
         names.sort();
+        // The whole cluster (controllers, scheduler, kubelet) settles
+        // through an advance.
+        let advanced = ksim_ok(&cluster, &["clock", "advance", "5m"]);
+        assert!(advanced.starts_with("2026-01-01T00:05:00Z"), "{advanced}");
         names
     };
     let first = names();

@@ -303,3 +303,55 @@ async fn next_line(
         .expect("the watch answers")
         .flatten()
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_eviction_is_recorded_at_the_clocks_time() {
+    let clock = Clock::virtual_with(start(), Random::seeded(7));
+    let server = ApiServer::with_clock(clock.clone());
+    let router = server.router();
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "evicted"},
+        "spec": {"containers": [{"name": "app", "image": "nginx"}]}});
+    let (status, created) = call(
+        &router,
+        Method::POST,
+        "/api/v1/namespaces/default/pods",
+        Some(pod),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    clock
+        .advance(Duration::from_secs(300))
+        .await
+        .expect("advance");
+    let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction",
+        "metadata": {"name": "evicted", "namespace": "default"}});
+    let (status, answer) = call(
+        &router,
+        Method::POST,
+        "/api/v1/namespaces/default/pods/evicted/eviction",
+        Some(eviction),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{answer}");
+    let (status, events) = call(
+        &router,
+        Method::GET,
+        "/api/v1/namespaces/default/events",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{events}");
+    let event = events["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .find(|e| e["reason"] == "Evicted")
+        .expect("an Evicted event");
+    for field in ["firstTimestamp", "lastTimestamp"] {
+        assert_eq!(event[field], json!("2026-01-01T00:05:00Z"), "{field}");
+    }
+    assert_eq!(
+        event["metadata"]["creationTimestamp"],
+        json!("2026-01-01T00:05:00Z")
+    );
+}
