@@ -271,6 +271,9 @@ enum BenchCommand {
     Snapshot(commands::SnapshotBench),
     /// DistributedPodDisruptionBudgets over three clusters.
     Dpdb(commands::DpdbBench),
+    /// `ksim run` over the example scenarios, and an hour advanced on an
+    /// idle cluster (virtual clock).
+    Scenarios(commands::ScenariosBench),
     /// Every benchmark: startup, then api.
     All {
         /// How many times to start the server (startup).
@@ -434,6 +437,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Bench(BenchCommand::Drain(bench)) => commands::bench_drain(&bench),
         Command::Bench(BenchCommand::Snapshot(bench)) => commands::bench_snapshot(&bench),
         Command::Bench(BenchCommand::Dpdb(bench)) => commands::bench_dpdb(&bench),
+        Command::Bench(BenchCommand::Scenarios(bench)) => commands::bench_scenarios(&bench),
         Command::Bench(BenchCommand::All { runs, api }) => commands::bench_all(runs, &api),
         Command::Bench(BenchCommand::Workloads(bench)) => commands::bench_workloads(&bench),
         Command::Bench(BenchCommand::DaemonSet(bench)) => commands::bench_daemonset(&bench),

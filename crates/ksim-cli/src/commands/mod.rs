@@ -28,9 +28,9 @@ pub use autoscaler::{
     AutoscalerCommand, AutoscalerFlags, ClusterAutoscaler, autoscaler, start_autoscaler,
 };
 pub use bench::{
-    ApiBench, DaemonSetBench, DpdbBench, DrainBench, KubeletBench, SnapshotBench, WorkloadsBench,
-    bench_all, bench_api, bench_daemonset, bench_dpdb, bench_drain, bench_kubelet, bench_snapshot,
-    bench_startup, bench_workloads,
+    ApiBench, DaemonSetBench, DpdbBench, DrainBench, KubeletBench, ScenariosBench, SnapshotBench,
+    WorkloadsBench, bench_all, bench_api, bench_daemonset, bench_dpdb, bench_drain, bench_kubelet,
+    bench_scenarios, bench_snapshot, bench_startup, bench_workloads,
 };
 pub use clock::ClusterClock;
 pub use controllers::run_controllers;
