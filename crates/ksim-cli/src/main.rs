@@ -131,6 +131,8 @@ enum Command {
         #[arg(long)]
         no_open: bool,
     },
+    /// Run scenario files: steps and assertions on a cluster of their own.
+    Run(commands::RunCommand),
     /// Benchmarks of ksim itself.
     #[command(subcommand, hide = true)]
     Bench(BenchCommand),
@@ -369,6 +371,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             },
         ),
         Command::Ui { name, no_open } => commands::ui(&home()?, &name, !no_open),
+        Command::Run(flags) => commands::run(&flags),
         Command::Deschedule(flags) => commands::deschedule(&home()?, &flags),
         Command::Autoscaler(flags) => commands::autoscaler(&home()?, &flags),
         Command::Scheduler {

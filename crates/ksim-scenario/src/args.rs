@@ -55,6 +55,16 @@ pub fn split_args(line: &str) -> Result<Vec<String>, String> {
     Ok(words)
 }
 
+/// Quotes a word so that [`split_args`] gives it back.
+pub(crate) fn quote(word: &str) -> String {
+    if !word.is_empty()
+        && !word.contains(|c: char| c.is_whitespace() || "'\"\\$`|&;<>()*?#~".contains(c))
+    {
+        return word.to_string();
+    }
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,6 +86,9 @@ mod tests {
             ]
         );
         assert!(split_args("get 'pods").is_err());
+        for word in ["plain", "a b", "it's", ".cpu=\"1\"", ""] {
+            assert_eq!(split_args(&quote(word)).expect("splits"), [word], "{word}");
+        }
         assert!(split_args("get \"pods").is_err());
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use ksim_kubelet::stage::JqQuery;
 use serde_json::{Map, Value};
 
-use crate::args::split_args;
+use crate::args::{quote, split_args};
 use crate::checks::{Check, JqCheck};
 use crate::duration::{format_duration, parse_duration};
 use crate::error::ScenarioError;
@@ -166,8 +166,8 @@ impl Step {
             return name.clone();
         }
         match &self.action {
-            Action::Ksim { args, .. } => format!("ksim {}", args.join(" ")),
-            Action::Kubectl { args, .. } => format!("kubectl {}", args.join(" ")),
+            Action::Ksim { args, .. } => format!("ksim {}", quote_all(args)),
+            Action::Kubectl { args, .. } => format!("kubectl {}", quote_all(args)),
             Action::Apply(manifest) => {
                 let names: Vec<String> = manifest
                     .objects
@@ -199,6 +199,10 @@ impl Step {
             Action::Assert(check) => format!("assert {}", check.describe()),
         }
     }
+}
+
+fn quote_all(args: &[String]) -> String {
+    args.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")
 }
 
 /// Builds errors about one file.
@@ -720,14 +724,6 @@ fn parse_step(
         name,
         action,
     })
-}
-
-/// Quotes a word back for [`split_args`].
-fn quote(word: &str) -> String {
-    if !word.is_empty() && !word.contains(|c: char| c.is_whitespace() || "'\"\\".contains(c)) {
-        return word.to_string();
-    }
-    format!("'{}'", word.replace('\'', r"'\''"))
 }
 
 fn command_args(value: &Value) -> Result<Vec<String>, String> {

@@ -64,13 +64,14 @@ pub async fn run(scenario: &Scenario, target: &Target) -> Report {
     let wall_start = ksim_runtime::RealClock.now();
     let mut steps = Vec::with_capacity(scenario.steps.len());
     let mut stopped = false;
+    let real = !clock.is_virtual();
     for step in &scenario.steps {
         let description = step.describe();
         if stopped {
             steps.push(StepReport {
                 number: step.number,
                 description,
-                at: offset(start, clock.now()),
+                at: offset(start, clock.now(), real),
                 outcome: Outcome::Skipped,
                 expected: None,
                 seen: None,
@@ -86,7 +87,7 @@ pub async fn run(scenario: &Scenario, target: &Target) -> Report {
             Ok(seen) => StepReport {
                 number: step.number,
                 description,
-                at: offset(start, clock.now()),
+                at: offset(start, clock.now(), real),
                 outcome: Outcome::Passed,
                 expected: None,
                 seen,
@@ -99,7 +100,7 @@ pub async fn run(scenario: &Scenario, target: &Target) -> Report {
                 StepReport {
                     number: step.number,
                     description,
-                    at: offset(start, clock.now()),
+                    at: offset(start, clock.now(), real),
                     outcome: Outcome::Failed,
                     expected: Some(verdict.expected),
                     seen: Some(verdict.seen),
@@ -112,7 +113,7 @@ pub async fn run(scenario: &Scenario, target: &Target) -> Report {
     Report {
         name: scenario.name.clone(),
         file: scenario.file.display().to_string(),
-        clock: scenario.clock.name().to_string(),
+        clock: if real { "real" } else { "virtual" }.to_string(),
         seed: scenario.seed,
         passed: steps.iter().all(|s| s.outcome != Outcome::Failed),
         steps,
@@ -127,9 +128,15 @@ fn seconds_since(began: DateTime<Utc>) -> f64 {
         .as_secs_f64()
 }
 
-/// Cluster time since the start, as Go prints durations.
-fn offset(start: DateTime<Utc>, now: DateTime<Utc>) -> String {
-    format_duration((now - start).to_std().unwrap_or_default())
+/// Cluster time since the start, as Go prints durations; on a real clock
+/// rounded to a tenth of a second (finer digits are noise).
+fn offset(start: DateTime<Utc>, now: DateTime<Utc>, real: bool) -> String {
+    let elapsed = (now - start).to_std().unwrap_or_default();
+    if real {
+        let tenths = (elapsed.as_millis() + 50) / 100;
+        return format_duration(Duration::from_millis(tenths as u64 * 100));
+    }
+    format_duration(elapsed)
 }
 
 async fn run_step(step: &Step, target: &Target, resolver: &Resolver) -> StepResult {
