@@ -15,7 +15,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeCondition, ObjectReference, Pod, Taint};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use ksim_runtime::clock::{RealClock, SharedClock};
+use ksim_runtime::clock::Clock;
 use ksim_scheduler::framework::{DisruptionBudget, Profile, Snapshot};
 use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -161,7 +161,7 @@ struct Member {
 pub struct Autoscaler {
     client: Client,
     options: AutoscalerOptions,
-    clock: SharedClock,
+    clock: Clock,
     recorder: Recorder,
     profile: Profile,
     rng: StdRng,
@@ -242,11 +242,11 @@ fn random_suffix(rng: &mut StdRng) -> String {
 impl Autoscaler {
     /// An autoscaler over `client` with the system clock.
     pub fn new(client: Client, options: AutoscalerOptions) -> Self {
-        Self::with_clock(client, options, Arc::new(RealClock))
+        Self::with_clock(client, options, Clock::real())
     }
 
     /// An autoscaler reading time from `clock`.
-    pub fn with_clock(client: Client, options: AutoscalerOptions, clock: SharedClock) -> Self {
+    pub fn with_clock(client: Client, options: AutoscalerOptions, clock: Clock) -> Self {
         let recorder = Recorder::new(
             client.clone(),
             Reporter {

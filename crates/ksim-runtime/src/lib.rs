@@ -1,7 +1,7 @@
 //! ksim-runtime: what every ksim component (scheduler, controllers, kubelet
 //! simulator, descheduler) shares: informer streams over kube's watcher,
 //! objects decoded without managedFields, a delaying work queue keyed by
-//! object, a clock tests can drive, and client construction: from a
+//! object, the cluster's clock (real or virtual; `ksim-clock`), and client construction: from a
 //! kubeconfig (with client-go's retry rule, the one way every kubeconfig
 //! client is built) and, with the `in-process` feature, over an embedded API
 //! server (the components themselves depend only on kube, so they run
@@ -14,7 +14,7 @@ pub mod informer;
 pub mod lean;
 pub mod queue;
 
-pub use clock::{Clock, RealClock, SharedClock, TestClock};
+pub use clock::{Clock, ClockMode, Random};
 pub use error::Error;
 pub use informer::{Change, changes, object_key};
 pub use lean::WithoutManagedFields;

@@ -2,15 +2,17 @@
 //! workqueue: a key is handed to one worker at a time, keys added while being
 //! processed come back once the worker calls [`WorkQueue::done`], and a key
 //! may be scheduled for later. Scheduling a key again replaces its pending
-//! deadline, so the latest decision about an object wins.
+//! deadline, so the latest decision about an object wins. Deadlines are on
+//! the queue's [`Clock`]; while keys are ready or being processed the queue
+//! holds a busy guard, so a virtual cluster does not count as settled.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use ksim_clock::{Busy, Clock, Instant};
 use tokio::sync::Notify;
-use tokio::time::Instant;
 
 #[derive(Debug)]
 struct State<K> {
@@ -22,9 +24,20 @@ struct State<K> {
     dirty: HashSet<K>,
     sequence: u64,
     shut_down: bool,
+    busy: Option<Busy>,
 }
 
 impl<K: Hash + Eq + Clone> State<K> {
+    /// Holds a busy guard exactly while keys are ready or being processed.
+    fn account(&mut self, clock: &Clock) {
+        let working = !self.ready.is_empty() || !self.processing.is_empty();
+        if working && self.busy.is_none() {
+            self.busy = Some(clock.busy());
+        } else if !working {
+            self.busy = None;
+        }
+    }
+
     fn make_ready(&mut self, key: K) {
         if self.processing.contains(&key) {
             self.dirty.insert(key);
@@ -56,6 +69,7 @@ impl<K: Hash + Eq + Clone> State<K> {
 pub struct WorkQueue<K> {
     state: Mutex<State<K>>,
     notify: Notify,
+    clock: Clock,
 }
 
 impl<K: Hash + Eq + Clone> Default for WorkQueue<K> {
@@ -65,9 +79,15 @@ impl<K: Hash + Eq + Clone> Default for WorkQueue<K> {
 }
 
 impl<K: Hash + Eq + Clone> WorkQueue<K> {
-    /// An empty queue.
+    /// An empty queue on the wall clock.
     pub fn new() -> Self {
+        Self::with_clock(Clock::real())
+    }
+
+    /// An empty queue whose deadlines are on `clock`.
+    pub fn with_clock(clock: Clock) -> Self {
         Self {
+            clock,
             state: Mutex::new(State {
                 timers: BTreeMap::new(),
                 scheduled: HashMap::new(),
@@ -77,6 +97,7 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
                 dirty: HashSet::new(),
                 sequence: 0,
                 shut_down: false,
+                busy: None,
             }),
             notify: Notify::new(),
         }
@@ -95,6 +116,7 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
             }
             state.cancel_timer(&key);
             state.make_ready(key);
+            state.account(&self.clock);
         }
         self.notify.notify_one();
     }
@@ -106,7 +128,7 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
             self.add(key);
             return;
         }
-        let at = Instant::now() + delay;
+        let at = self.clock.instant() + delay;
         {
             let mut state = self.lock();
             if state.shut_down {
@@ -129,6 +151,7 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
         if state.queued.remove(key) {
             state.ready.retain(|k| k != key);
         }
+        state.account(&self.clock);
     }
 
     /// Whether `key` has a pending deadline.
@@ -159,10 +182,12 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
                 if state.shut_down {
                     return None;
                 }
-                state.promote_due(Instant::now());
+                state.promote_due(self.clock.instant());
+                state.account(&self.clock);
                 if let Some(key) = state.ready.pop_front() {
                     state.queued.remove(&key);
                     state.processing.insert(key.clone());
+                    state.account(&self.clock);
                     let more = !state.ready.is_empty();
                     drop(state);
                     if more {
@@ -176,7 +201,7 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
                 Some(at) => {
                     tokio::select! {
                         () = &mut notified => {}
-                        () = tokio::time::sleep_until(at) => {}
+                        () = self.clock.sleep_until(at) => {}
                     }
                 }
                 None => notified.await,
@@ -189,12 +214,14 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
         let requeued = {
             let mut state = self.lock();
             state.processing.remove(key);
-            if state.dirty.remove(key) {
+            let requeued = if state.dirty.remove(key) {
                 state.make_ready(key.clone());
                 true
             } else {
                 false
-            }
+            };
+            state.account(&self.clock);
+            requeued
         };
         if requeued {
             self.notify.notify_one();
@@ -203,7 +230,11 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
 
     /// Stops handing out keys: every `get` returns `None`.
     pub fn shut_down(&self) {
-        self.lock().shut_down = true;
+        {
+            let mut state = self.lock();
+            state.shut_down = true;
+            state.busy = None;
+        }
         self.notify.notify_waiters();
         self.notify.notify_one();
     }
@@ -213,6 +244,7 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
 mod tests {
     use super::*;
     use std::sync::Arc;
+    use tokio::time::Instant;
 
     #[tokio::test(start_paused = true)]
     async fn ready_keys_come_out_in_order_once() {
@@ -321,5 +353,68 @@ mod tests {
         }
         all.sort_unstable();
         assert_eq!(all, (0..1000).collect::<Vec<_>>());
+    }
+}
+
+#[cfg(test)]
+mod virtual_tests {
+    use super::*;
+
+    fn start() -> chrono::DateTime<chrono::Utc> {
+        chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+            .expect("valid time")
+            .with_timezone(&chrono::Utc)
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn on_a_virtual_clock_a_delayed_key_comes_out_when_time_reaches_it() {
+        let clock = Clock::virtual_at(start());
+        let queue = std::sync::Arc::new(WorkQueue::with_clock(clock.clone()));
+        queue.add_after("a", Duration::from_secs(300));
+        let worker = tokio::spawn({
+            let queue = queue.clone();
+            let clock = clock.clone();
+            async move {
+                let key = queue.get().await;
+                if let Some(key) = &key {
+                    queue.done(key);
+                }
+                (key, clock.now())
+            }
+        });
+        clock
+            .advance(Duration::from_secs(299))
+            .await
+            .expect("virtual");
+        assert!(!worker.is_finished());
+        clock
+            .advance(Duration::from_secs(1))
+            .await
+            .expect("virtual");
+        let (key, at) = worker.await.expect("joins");
+        assert_eq!(key, Some("a"));
+        assert_eq!(at, start() + chrono::Duration::seconds(300));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_key_being_processed_keeps_the_cluster_from_settling() {
+        let clock = Clock::virtual_at(start());
+        let queue = std::sync::Arc::new(WorkQueue::with_clock(clock.clone()));
+        queue.add("a");
+        let processed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        tokio::spawn({
+            let queue = queue.clone();
+            let processed = processed.clone();
+            async move {
+                let key = queue.get().await.expect("a key");
+                for _ in 0..100 {
+                    tokio::task::yield_now().await;
+                }
+                processed.store(true, std::sync::atomic::Ordering::SeqCst);
+                queue.done(&key);
+            }
+        });
+        clock.settle().await.expect("settles");
+        assert!(processed.load(std::sync::atomic::Ordering::SeqCst));
     }
 }

@@ -6,11 +6,10 @@
 //!
 //! The crate knows nothing of how the cluster is started: the caller gives a
 //! [`Target`] (a client, a kubeconfig for child processes, the cluster's
-//! clock through [`ScenarioClock`]).
+//! clock: `advance` and `waitFor` move a virtual one timer by timer).
 
 mod args;
 mod checks;
-mod clock;
 mod duration;
 mod error;
 mod get;
@@ -20,7 +19,6 @@ mod runner;
 
 pub use args::split_args;
 pub use checks::{Check, Events, Evictions, JqCheck, Pending, Placement, Spread};
-pub use clock::{RealTime, ScenarioClock};
 pub use duration::{format_duration, parse_duration};
 pub use error::ScenarioError;
 pub use get::{GetArgs, Resolver};

@@ -7,15 +7,13 @@
 
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use ksim_runtime::Clock as _;
+use ksim_runtime::Clock;
 use serde_json::Value;
 
 use crate::checks::{Check, Verdict};
-use crate::clock::ScenarioClock;
 use crate::duration::format_duration;
 use crate::get::{GetArgs, Resolver, describe_error};
 use crate::model::{Action, Expect, Manifest, Scenario, Step};
@@ -25,6 +23,8 @@ use crate::report::{Outcome, Report, StepReport};
 pub const FIELD_MANAGER: &str = "ksim-run";
 /// How long a `kubectl:` or `ksim:` step may run, in real time.
 const COMMAND_LIMIT: Duration = Duration::from_secs(300);
+/// Why `advance` fails on a real clock.
+const NOT_VIRTUAL: &str = "the cluster's clock is real; only a virtual clock can be advanced";
 /// How often `waitFor` checks on a real clock.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -41,8 +41,9 @@ pub struct Target {
     pub ksim: PathBuf,
     /// The kubectl `kubectl:` steps run.
     pub kubectl: PathBuf,
-    /// The cluster's clock.
-    pub clock: Arc<dyn ScenarioClock>,
+    /// The cluster's clock (real, or virtual: `advance` and `waitFor`
+    /// move it).
+    pub clock: Clock,
 }
 
 /// How a step ended: passed with what was seen, or failed.
@@ -59,9 +60,11 @@ fn failed(expected: impl Into<String>, seen: impl Into<String>) -> Verdict {
 /// Runs every step of `scenario` against `target`.
 pub async fn run(scenario: &Scenario, target: &Target) -> Report {
     let resolver = Resolver::new(target.client.clone());
-    let clock = target.clock.as_ref();
+    let clock = &target.clock;
     let start = clock.now();
-    let wall_start = ksim_runtime::RealClock.now();
+    // Wall-clock timings (JUnit's time attributes only).
+    let wall = Clock::real();
+    let wall_start = wall.now();
     let mut steps = Vec::with_capacity(scenario.steps.len());
     let mut stopped = false;
     let real = !clock.is_virtual();
@@ -79,10 +82,10 @@ pub async fn run(scenario: &Scenario, target: &Target) -> Report {
             });
             continue;
         }
-        let began = ksim_runtime::RealClock.now();
+        let began = wall.now();
         tracing::debug!(step = step.number, %description, "step");
         let result = run_step(step, target, &resolver).await;
-        let wall_seconds = seconds_since(began);
+        let wall_seconds = seconds_since(&wall, began);
         let report = match result {
             Ok(seen) => StepReport {
                 number: step.number,
@@ -117,12 +120,12 @@ pub async fn run(scenario: &Scenario, target: &Target) -> Report {
         seed: scenario.seed,
         passed: steps.iter().all(|s| s.outcome != Outcome::Failed),
         steps,
-        wall_seconds: seconds_since(wall_start),
+        wall_seconds: seconds_since(&wall, wall_start),
     }
 }
 
-fn seconds_since(began: DateTime<Utc>) -> f64 {
-    (ksim_runtime::RealClock.now() - began)
+fn seconds_since(wall: &Clock, began: DateTime<Utc>) -> f64 {
+    (wall.now() - began)
         .to_std()
         .unwrap_or_default()
         .as_secs_f64()
@@ -140,7 +143,7 @@ fn offset(start: DateTime<Utc>, now: DateTime<Utc>, real: bool) -> String {
 }
 
 async fn run_step(step: &Step, target: &Target, resolver: &Resolver) -> StepResult {
-    let clock = target.clock.as_ref();
+    let clock = &target.clock;
     let result = match &step.action {
         Action::Kubectl { args, expect } => {
             run_command(target, &target.kubectl, "kubectl", args, expect).await
@@ -157,17 +160,23 @@ async fn run_step(step: &Step, target: &Target, resolver: &Resolver) -> StepResu
             return wait_for(check, *timeout, clock, resolver).await;
         }
         Action::Advance(by) => {
+            if !clock.is_virtual() {
+                return Err(failed(
+                    format!("to advance the clock by {}", format_duration(*by)),
+                    NOT_VIRTUAL,
+                ));
+            }
             return match clock.advance(*by).await {
                 Ok(_) => Ok(None),
                 Err(error) => Err(failed(
                     format!("to advance the clock by {}", format_duration(*by)),
-                    error,
+                    error.to_string(),
                 )),
             };
         }
         Action::Assert(check) => {
             if let Err(error) = clock.settle().await {
-                return Err(failed("the cluster to settle", error));
+                return Err(failed("the cluster to settle", error.to_string()));
             }
             let verdict = check.evaluate(resolver).await;
             return if verdict.holds {
@@ -179,7 +188,7 @@ async fn run_step(step: &Step, target: &Target, resolver: &Resolver) -> StepResu
     };
     // What a command or a change set off runs to rest before the next step.
     if let Err(error) = clock.settle().await {
-        return Err(failed("the cluster to settle", error));
+        return Err(failed("the cluster to settle", error.to_string()));
     }
     result
 }
@@ -360,7 +369,7 @@ async fn delete(resolver: &Resolver, what: &GetArgs, ignore_not_found: bool) -> 
 async fn wait_for(
     check: &Check,
     timeout: Duration,
-    clock: &dyn ScenarioClock,
+    clock: &Clock,
     resolver: &Resolver,
 ) -> StepResult {
     let deadline =
@@ -372,7 +381,7 @@ async fn wait_for(
     };
     loop {
         if let Err(error) = clock.settle().await {
-            return Err(failed("the cluster to settle", error));
+            return Err(failed("the cluster to settle", error.to_string()));
         }
         let verdict = check.evaluate(resolver).await;
         if verdict.holds {
@@ -390,13 +399,13 @@ async fn wait_for(
                         ),
                     ));
                 }
-                Err(error) => return Err(within(verdict, error)),
+                Err(error) => return Err(within(verdict, error.to_string())),
             }
         } else {
             if clock.now() >= deadline {
                 return Err(within(verdict, "timed out".to_string()));
             }
-            tokio::time::sleep(POLL).await;
+            clock.sleep(POLL).await;
         }
     }
 }

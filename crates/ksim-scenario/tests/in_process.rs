@@ -3,11 +3,10 @@
 //! verdict and readable failure, through [`ksim_scenario::run`].
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use ksim_apiserver::ApiServer;
-use ksim_scenario::{GetArgs, Outcome, RealTime, Report, Resolver, Scenario, Target};
+use ksim_scenario::{GetArgs, Outcome, Report, Resolver, Scenario, Target};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
@@ -33,7 +32,7 @@ impl Cluster {
             env: Vec::new(),
             ksim: PathBuf::from("/nonexistent/ksim"),
             kubectl: PathBuf::from("/nonexistent/kubectl"),
-            clock: Arc::new(RealTime),
+            clock: ksim_runtime::Clock::real(),
         }
     }
 

@@ -164,7 +164,7 @@ pub async fn record(
     target: &Target,
     kinds: &[String],
     start: DateTime<Utc>,
-    clock: ksim_runtime::clock::SharedClock,
+    clock: ksim_runtime::clock::Clock,
     mut out: impl Write + Send + 'static,
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<usize, Error> {
@@ -296,11 +296,11 @@ async fn watch(
     resource: &Resource,
     mut version: String,
     start: DateTime<Utc>,
-    clock: ksim_runtime::clock::SharedClock,
+    clock: ksim_runtime::clock::Clock,
     sender: mpsc::UnboundedSender<String>,
 ) {
     let request = kube::core::Request::new(resource.path(None));
-    let offset = |clock: &ksim_runtime::clock::SharedClock| {
+    let offset = |clock: &ksim_runtime::clock::Clock| {
         (clock.now() - start).num_nanoseconds().unwrap_or(i64::MAX)
     };
     loop {

@@ -92,8 +92,7 @@ pub fn record(home: &KsimHome, flags: &Record) -> anyhow::Result<()> {
                 _ = interrupt.recv() => {}
             }
         };
-        let clock: ksim_runtime::clock::SharedClock =
-            std::sync::Arc::new(ksim_runtime::clock::RealClock);
+        let clock = ksim_runtime::clock::Clock::real();
         let start = clock.now();
         ksim_snapshot::record::record(
             &Target::new(client),

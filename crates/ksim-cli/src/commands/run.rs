@@ -7,12 +7,12 @@
 //! against that cluster instead, on the real clock.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use ksim_scenario::{ClockMode, ClusterSpec, RealTime, Report, Scenario, ScenarioClock, Target};
+use ksim_runtime::Clock;
+use ksim_scenario::{ClockMode, ClusterSpec, Report, Scenario, Target};
 
 use super::autoscaler::AutoscalerFlags;
 use super::serve::Component;
@@ -58,7 +58,6 @@ pub struct ClusterOptions {
     descheduling_interval: Duration,
     autoscaler: Option<AutoscalerFlags>,
     snapshot: Option<PathBuf>,
-    clock: ClockMode,
 }
 
 #[derive(Parser)]
@@ -137,7 +136,6 @@ fn cluster_options(scenario: &Scenario) -> anyhow::Result<ClusterOptions> {
             .unwrap_or(super::deschedule::DEFAULT_CLUSTER_INTERVAL),
         autoscaler,
         snapshot: spec.snapshot.clone(),
-        clock: scenario.clock,
     })
 }
 
@@ -154,13 +152,32 @@ impl Drop for RunningCluster {
     }
 }
 
-/// Starts a cluster in this process: an API server on a loopback port with
-/// the components `ksim serve` runs, and a kubeconfig for it in the options'
-/// temporary directory.
+/// The clock a scenario's cluster runs on.
 ///
-/// The clock is real until virtual time lands (issue 14); a scenario asking
-/// for a virtual clock then runs on the real one, and `advance` fails.
-pub async fn start_cluster(options: &ClusterOptions) -> anyhow::Result<RunningCluster> {
+/// Real until the components run on the cluster's clock (issue 14): a
+/// scenario asking for a virtual clock then runs on the real one (the
+/// report says so), and its `advance` steps fail.
+fn scenario_clock(scenario: &Scenario) -> Clock {
+    let random = match scenario.seed {
+        Some(seed) => ksim_runtime::Random::seeded(seed),
+        None => ksim_runtime::Random::from_entropy(),
+    };
+    if scenario.clock == ClockMode::Virtual {
+        tracing::warn!(
+            scenario = %scenario.name,
+            "the virtual clock is not available yet: the scenario runs on the real clock"
+        );
+    }
+    Clock::real_with(random)
+}
+
+/// Starts a cluster in this process on `clock`: an API server on a loopback
+/// port with the components `ksim serve` runs, and a kubeconfig for it in
+/// the options' temporary directory.
+pub async fn start_cluster(
+    options: &ClusterOptions,
+    clock: Clock,
+) -> anyhow::Result<RunningCluster> {
     let root = options.dir.path();
     let home = KsimHome::at(root.join("home"));
     let cluster = home.cluster(CLUSTER_NAME);
@@ -219,12 +236,6 @@ pub async fn start_cluster(options: &ClusterOptions) -> anyhow::Result<RunningCl
     let kubeconfig = root.join("kubeconfig");
     crate::kubeconfig::Kubeconfig::for_cluster(CLUSTER_NAME, &crate::kubeconfig::server_url(port))
         .save(&kubeconfig)?;
-    if options.clock == ClockMode::Virtual {
-        tracing::warn!(
-            "the virtual clock is not available yet: the scenario runs on the real clock"
-        );
-    }
-    let clock: Arc<dyn ScenarioClock> = Arc::new(RealTime);
     Ok(RunningCluster {
         target: Target {
             client: ksim_runtime::client::in_process(&server),
@@ -326,7 +337,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 fn run_on_own_cluster(scenario: &Scenario, options: &ClusterOptions) -> anyhow::Result<Report> {
     let runtime = runtime()?;
     let report = runtime.block_on(async {
-        let cluster = start_cluster(options)
+        let cluster = start_cluster(options, scenario_clock(scenario))
             .await
             .with_context(|| format!("{}: cannot start the cluster", scenario.file.display()))?;
         let report = ksim_scenario::run(scenario, &cluster.target).await;
@@ -348,7 +359,7 @@ fn run_on_existing(scenario: &Scenario, kubeconfig: &Path) -> anyhow::Result<Rep
             env: Vec::new(),
             ksim: std::env::current_exe().context("cannot find the ksim binary")?,
             kubectl: PathBuf::from("kubectl"),
-            clock: Arc::new(RealTime),
+            clock: Clock::real(),
         };
         anyhow::Ok(ksim_scenario::run(scenario, &target).await)
     });

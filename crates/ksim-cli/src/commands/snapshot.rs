@@ -5,7 +5,6 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use ksim_runtime::clock::Clock;
 use ksim_snapshot::restore::{Conflicts, Report, RestoreOptions};
 use ksim_snapshot::save::SaveOptions;
 use ksim_snapshot::{RateLimit, Target};
@@ -154,7 +153,7 @@ fn write_snapshot(
 pub fn read_snapshot(path: &Path) -> anyhow::Result<Vec<ksim_snapshot::Document>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let now = ksim_runtime::clock::RealClock.now();
+    let now = ksim_runtime::clock::Clock::real().now();
     ksim_snapshot::parse_documents(&text, now)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }

@@ -20,7 +20,7 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use ksim_runtime::{RealClock, SharedClock};
+use ksim_runtime::Clock;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -53,7 +53,7 @@ pub struct DpdbConfig {
     /// [`STALENESS_BOUND`] by default.
     pub staleness: SignedDuration,
     /// The clock stamped into statuses.
-    pub clock: SharedClock,
+    pub clock: Clock,
 }
 
 impl Default for DpdbConfig {
@@ -62,7 +62,7 @@ impl Default for DpdbConfig {
             clusters: ClusterSource::None,
             propagation_delay: Duration::ZERO,
             staleness: STALENESS_BOUND,
-            clock: Arc::new(RealClock),
+            clock: Clock::real(),
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use ksim_runtime::{RealClock, SharedClock};
+use ksim_runtime::Clock;
 
 use crate::error::KubeletError;
 use crate::pod::DEFAULT_POD_CIDR;
@@ -101,7 +101,7 @@ pub struct KubeletOptions {
     /// Concurrent workers applying stages (per kind) and renewing leases.
     pub workers: usize,
     /// Wall clock for templates and leases.
-    pub clock: SharedClock,
+    pub clock: Clock,
 }
 
 impl Default for KubeletOptions {
@@ -114,7 +114,7 @@ impl Default for KubeletOptions {
             lease_duration_seconds: DEFAULT_LEASE_DURATION_SECONDS,
             install_stages: true,
             workers: 8,
-            clock: std::sync::Arc::new(RealClock),
+            clock: Clock::real(),
         }
     }
 }

@@ -271,10 +271,8 @@ async fn run_in(bench: &SnapshotBench, dir: &std::path::Path) -> anyhow::Result<
     // Restore before the components start, then until all Running where they were.
     let started = Instant::now();
     let text = std::fs::read_to_string(&path)?;
-    let documents = ksim_snapshot::parse_documents(
-        &text,
-        ksim_runtime::clock::Clock::now(&ksim_runtime::clock::RealClock),
-    )?;
+    let documents =
+        ksim_snapshot::parse_documents(&text, ksim_runtime::clock::Clock::real().now())?;
     drop(text);
     let parsed = started.elapsed();
     let cluster_server = ksim_apiserver::ApiServer::new();
@@ -338,10 +336,8 @@ async fn export_over_http(path: &std::path::Path, bench: &SnapshotBench) -> anyh
     let client = ksim_runtime::client::from_config(config)?;
     let started = Instant::now();
     let text = std::fs::read_to_string(path)?;
-    let documents = ksim_snapshot::parse_documents(
-        &text,
-        ksim_runtime::clock::Clock::now(&ksim_runtime::clock::RealClock),
-    )?;
+    let documents =
+        ksim_snapshot::parse_documents(&text, ksim_runtime::clock::Clock::real().now())?;
     drop(text);
     let report = ksim_snapshot::restore::restore(
         &Target::new(client.clone()),
@@ -378,7 +374,7 @@ fn recording(changes: usize) -> String {
     let nodes = 100;
     let values = scale::default_values();
     let mut lines = vec![ksim_snapshot::record::header(
-        ksim_runtime::clock::Clock::now(&ksim_runtime::clock::RealClock),
+        ksim_runtime::clock::Clock::real().now(),
     )];
     let mut t = 0i64;
     let mut push = |kind: &str, object: Value, lines: &mut Vec<String>| {

@@ -1,0 +1,133 @@
+//! The cluster's source of randomness: generated name suffixes, uids, the
+//! scheduler's tie-breaks, jitter. Seeded, the same sequence of calls gives
+//! the same values on every run; unseeded, it draws from the OS.
+
+use std::sync::{Arc, Mutex};
+
+use rand::rngs::StdRng;
+use rand::{Rng, RngCore, SeedableRng};
+
+/// A shared random source (cheap to clone; clones draw from one sequence).
+#[derive(Clone, Debug)]
+pub struct Random {
+    rng: Arc<Mutex<StdRng>>,
+    seed: Option<u64>,
+}
+
+/// The characters Kubernetes uses for generated name suffixes (no vowels,
+/// no look-alikes).
+const SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+impl Default for Random {
+    fn default() -> Self {
+        Self::from_entropy()
+    }
+}
+
+impl Random {
+    /// A source seeded by the OS: different on every run.
+    pub fn from_entropy() -> Self {
+        Self {
+            rng: Arc::new(Mutex::new(StdRng::from_os_rng())),
+            seed: None,
+        }
+    }
+
+    /// A source that gives the same sequence for the same `seed`.
+    pub fn seeded(seed: u64) -> Self {
+        Self {
+            rng: Arc::new(Mutex::new(StdRng::seed_from_u64(seed))),
+            seed: Some(seed),
+        }
+    }
+
+    /// The seed, if this source was seeded.
+    pub fn seed(&self) -> Option<u64> {
+        self.seed
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut StdRng) -> T) -> T {
+        f(&mut self.rng.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// A uniformly random `u64`.
+    pub fn next_u64(&self) -> u64 {
+        self.with(|rng| rng.next_u64())
+    }
+
+    /// A uniformly random index below `n` (0 when `n` is 0).
+    pub fn below(&self, n: usize) -> usize {
+        if n == 0 {
+            return 0;
+        }
+        self.with(|rng| rng.random_range(0..n))
+    }
+
+    /// A uniformly random number in `[0, 1)`.
+    pub fn unit(&self) -> f64 {
+        self.with(|rng| rng.random::<f64>())
+    }
+
+    /// Fills `bytes` with random bytes.
+    pub fn fill(&self, bytes: &mut [u8]) {
+        self.with(|rng| rng.fill_bytes(bytes));
+    }
+
+    /// A random (version 4) UUID in its hyphenated form, as Kubernetes uids are.
+    pub fn uuid(&self) -> String {
+        let mut bytes = [0u8; 16];
+        self.fill(&mut bytes);
+        bytes[6] = (bytes[6] & 0x0f) | 0x40;
+        bytes[8] = (bytes[8] & 0x3f) | 0x80;
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        format!(
+            "{}-{}-{}-{}-{}",
+            &hex[0..8],
+            &hex[8..12],
+            &hex[12..16],
+            &hex[16..20],
+            &hex[20..32]
+        )
+    }
+
+    /// A generated-name suffix of `len` characters from Kubernetes' alphabet
+    /// (`generateName: web-` becomes `web-x7k2q`).
+    pub fn name_suffix(&self, len: usize) -> String {
+        self.with(|rng| {
+            (0..len)
+                .map(|_| {
+                    let index = rng.random_range(0..SUFFIX_ALPHABET.len());
+                    char::from(SUFFIX_ALPHABET[index])
+                })
+                .collect()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seed_repeats_its_sequence() {
+        let a = Random::seeded(7);
+        let b = Random::seeded(7);
+        for _ in 0..5 {
+            assert_eq!(a.uuid(), b.uuid());
+            assert_eq!(a.name_suffix(5), b.name_suffix(5));
+            assert_eq!(a.below(10), b.below(10));
+        }
+        assert_ne!(Random::seeded(7).uuid(), Random::seeded(8).uuid());
+    }
+
+    #[test]
+    fn uuids_and_suffixes_have_kubernetes_shapes() {
+        let random = Random::from_entropy();
+        let uid = random.uuid();
+        assert_eq!(uid.len(), 36);
+        assert_eq!(&uid[14..15], "4");
+        let suffix = random.name_suffix(5);
+        assert_eq!(suffix.len(), 5);
+        assert!(suffix.bytes().all(|b| SUFFIX_ALPHABET.contains(&b)));
+    }
+}
