@@ -328,3 +328,106 @@ async fn evictions_and_events_count_what_the_api_server_recorded() {
         Some("0 matching; no NodeNotReady event at all")
     );
 }
+
+/// A scenario on a virtual clock standing at 2026-01-01T00:00:00Z, with a
+/// task that creates ConfigMap `late` 5 minutes (cluster time) in.
+async fn run_virtual(steps: &str) -> Report {
+    let cluster = Cluster::start();
+    let start = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+        .expect("time")
+        .with_timezone(&chrono::Utc);
+    let clock = ksim_runtime::Clock::virtual_at(start);
+    let timer = clock.clone();
+    let client = cluster.client.clone();
+    tokio::spawn(async move {
+        timer.sleep(std::time::Duration::from_secs(300)).await;
+        let _busy = timer.busy();
+        let cm: k8s_openapi::api::core::v1::ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": "late"}})).expect("cm");
+        Api::namespaced(client, "default")
+            .create(&PostParams::default(), &cm)
+            .await
+            .expect("create");
+    });
+    let text = format!(
+        "apiVersion: ksim.io/v1alpha1\nkind: Scenario\nmetadata: {{name: v}}\nspec:\n  steps:\n{steps}"
+    );
+    let scenario = Scenario::parse(Path::new("v.yaml"), &text).expect("valid scenario");
+    let target = Target {
+        clock,
+        ..cluster.target()
+    };
+    ksim_scenario::run(&scenario, &target).await
+}
+
+fn times(report: &Report) -> Vec<&str> {
+    report.steps.iter().map(|s| s.at.as_str()).collect()
+}
+
+#[tokio::test]
+async fn wait_for_on_a_virtual_clock_fires_timers_until_the_check_holds() {
+    let report = run_virtual(
+        "  - waitFor: {get: ns default, jq: '.metadata.name == \"default\"', timeout: 1h}
+  - waitFor: {get: cm late, jq: 'true', timeout: 10m}
+  - advance: 1h30m
+  - assert: {get: cm late, jq: '.metadata.name == \"late\"'}
+",
+    )
+    .await;
+    assert!(report.passed, "{}", report.timeline());
+    assert_eq!(report.clock, "virtual");
+    // No timer needed: the clock stays; then it moves to the 5-minute timer.
+    assert_eq!(times(&report), ["0s", "5m0s", "1h35m0s", "1h35m0s"]);
+}
+
+#[tokio::test]
+async fn wait_for_fails_at_once_when_no_timer_falls_due_before_its_timeout() {
+    let report = run_virtual(
+        "  - waitFor: {get: cm late, jq: 'true', timeout: 2m}
+  - advance: 1m
+",
+    )
+    .await;
+    assert_eq!(outcomes(&report), [Outcome::Failed, Outcome::Skipped]);
+    assert_eq!(times(&report), ["0s", "0s"]);
+    assert_eq!(
+        report.steps[0].expected.as_deref(),
+        Some("true to yield true within 2m0s")
+    );
+    assert_eq!(
+        report.steps[0].seen.as_deref(),
+        Some(
+            "Error from server (NotFound): configmaps \"late\" not found (no timer falls due within 2m0s of cluster time to change it)"
+        )
+    );
+}
+
+#[tokio::test]
+async fn virtual_runs_report_the_same_timeline_every_time() {
+    let steps = "  - waitFor: {get: cm late, jq: 'true', timeout: 10m}
+  - advance: 10m
+  - assert: {get: cm, jq: '.items | length == 2'}
+";
+    let first = run_virtual(steps).await;
+    let second = run_virtual(steps).await;
+    assert!(!first.passed, "one ConfigMap exists: {}", first.timeline());
+    assert_eq!(first.timeline(), second.timeline());
+    assert_eq!(
+        ksim_scenario::reports_json(&[first]),
+        ksim_scenario::reports_json(&[second])
+    );
+}
+
+#[tokio::test]
+async fn advance_on_a_real_clock_fails_the_step() {
+    let cluster = Cluster::start();
+    let text = "apiVersion: ksim.io/v1alpha1\nkind: Scenario\nmetadata: {name: r}\nspec:\n  steps:\n  - advance: 1m\n";
+    let scenario = Scenario::parse(Path::new("r.yaml"), text).expect("virtual by default");
+    let report = ksim_scenario::run(&scenario, &cluster.target()).await;
+    assert_eq!(report.clock, "real");
+    assert_eq!(outcomes(&report), [Outcome::Failed]);
+    assert_eq!(
+        report.steps[0].seen.as_deref(),
+        Some("the cluster's clock is real; only a virtual clock can be advanced")
+    );
+}
