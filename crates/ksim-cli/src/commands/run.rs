@@ -269,6 +269,19 @@ pub fn run(flags: &RunCommand) -> anyhow::Result<()> {
         .iter()
         .map(|file| Scenario::load(file).map_err(anyhow::Error::from))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    for scenario in &scenarios {
+        for step in &scenario.steps {
+            if let ksim_scenario::Action::Ksim { args, .. } = &step.action {
+                crate::check_ksim_args(args).map_err(|message| {
+                    anyhow::anyhow!(
+                        "{}: step {}: ksim: {message}",
+                        scenario.file.display(),
+                        step.number
+                    )
+                })?;
+            }
+        }
+    }
     let options = match &flags.kubeconfig {
         Some(_) => {
             for scenario in &scenarios {
