@@ -133,8 +133,15 @@ pub enum Action {
         /// How long, in cluster time.
         timeout: Duration,
     },
-    /// `advance: D`: moves the virtual clock.
-    Advance(Duration),
+    /// `advance: D`, or `advance: {by: D, always: CHECK}`: moves the
+    /// virtual clock, timer by timer; `always` must hold before the first
+    /// timer, after each, and at the end.
+    Advance {
+        /// How far.
+        by: Duration,
+        /// What must hold throughout.
+        always: Option<Check>,
+    },
     /// `assert: CHECK`: must hold at once.
     Assert(Check),
 }
@@ -195,7 +202,15 @@ impl Step {
                     format_duration(*timeout)
                 )
             }
-            Action::Advance(by) => format!("advance {}", format_duration(*by)),
+            Action::Advance { by, always: None } => format!("advance {}", format_duration(*by)),
+            Action::Advance {
+                by,
+                always: Some(check),
+            } => format!(
+                "advance {} while {}",
+                format_duration(*by),
+                check.describe()
+            ),
             Action::Assert(check) => format!("assert {}", check.describe()),
         }
     }
@@ -363,7 +378,7 @@ impl Scenario {
         let mut steps = Vec::with_capacity(raw_steps.len());
         for (index, raw) in raw_steps.iter().enumerate() {
             let step = parse_step(&errors, &base, index + 1, raw)?;
-            if clock == ClockMode::Real && matches!(step.action, Action::Advance(_)) {
+            if clock == ClockMode::Real && matches!(step.action, Action::Advance { .. }) {
                 return Err(errors.step(
                     step.number,
                     "advance",
@@ -702,21 +717,46 @@ fn parse_step(
                 parse_check(value, "assert", false).map_err(|(field, m)| fail(&field, m))?;
             Action::Assert(check)
         }
-        "advance" => {
-            let text = match value {
-                Value::String(text) => text.as_str(),
-                other => {
-                    return Err(fail(
-                        "advance",
-                        format!(
-                            "a duration (10m, 1h30m) is required, not {}",
-                            type_name(other)
-                        ),
-                    ));
+        "advance" => match value {
+            Value::String(text) => Action::Advance {
+                by: parse_duration(text).map_err(|m| fail("advance", m))?,
+                always: None,
+            },
+            Value::Object(map) => {
+                if let Some(message) = unknown_fields(map, &["by", "always"]) {
+                    return Err(fail("advance", message));
                 }
-            };
-            Action::Advance(parse_duration(text).map_err(|m| fail("advance", m))?)
-        }
+                let by = match map.get("by") {
+                    Some(Value::String(text)) => {
+                        parse_duration(text).map_err(|m| fail("advance.by", m))?
+                    }
+                    _ => {
+                        return Err(fail(
+                            "advance.by",
+                            "a duration (10m, 1h30m) is required".into(),
+                        ));
+                    }
+                };
+                let always = match map.get("always") {
+                    None => None,
+                    Some(check) => Some(
+                        parse_check(check, "advance.always", false)
+                            .map_err(|(field, m)| fail(&field, m))?
+                            .0,
+                    ),
+                };
+                Action::Advance { by, always }
+            }
+            other => {
+                return Err(fail(
+                    "advance",
+                    format!(
+                        "a duration (10m, 1h30m) or {{by, always}} is required, not {}",
+                        type_name(other)
+                    ),
+                ));
+            }
+        },
         other => unreachable!("{other} is one of ACTIONS"),
     };
     Ok(Step {
@@ -1137,6 +1177,18 @@ spec:
                 "step 1: kubectl: a step does one thing",
             ),
             ("  - name: nothing\n", "step 1: (step): no action"),
+            (
+                "  - advance: {by: 1h, always: {get: pods}}\n",
+                "step 1: advance.always.jq: a jq expression",
+            ),
+            (
+                "  - advance: {by: soon}\n",
+                "step 1: advance.by: time: invalid duration",
+            ),
+            (
+                "  - advance: {by: 1h, while: {}}\n",
+                "step 1: advance: unknown field \"while\"",
+            ),
             (
                 "  - kubectl: \"get 'pods\"\n",
                 "step 1: kubectl: unclosed single quote",

@@ -159,19 +159,17 @@ async fn run_step(step: &Step, target: &Target, resolver: &Resolver) -> StepResu
         Action::WaitFor { check, timeout } => {
             return wait_for(check, *timeout, clock, resolver).await;
         }
-        Action::Advance(by) => {
+        Action::Advance { by, always } => {
+            let expected = format!("to advance the clock by {}", format_duration(*by));
             if !clock.is_virtual() {
-                return Err(failed(
-                    format!("to advance the clock by {}", format_duration(*by)),
-                    NOT_VIRTUAL,
-                ));
+                return Err(failed(expected, NOT_VIRTUAL));
             }
-            return match clock.advance(*by).await {
-                Ok(_) => Ok(None),
-                Err(error) => Err(failed(
-                    format!("to advance the clock by {}", format_duration(*by)),
-                    error.to_string(),
-                )),
+            return match always {
+                None => match clock.advance(*by).await {
+                    Ok(_) => Ok(None),
+                    Err(error) => Err(failed(expected, error.to_string())),
+                },
+                Some(check) => advance_while(*by, check, clock, resolver).await,
             };
         }
         Action::Assert(check) => {
@@ -408,6 +406,52 @@ async fn wait_for(
             clock.sleep(POLL).await;
         }
     }
+}
+
+/// Advances timer by timer, checking `check` before the first timer, after
+/// each and at the end.
+async fn advance_while(
+    by: Duration,
+    check: &Check,
+    clock: &Clock,
+    resolver: &Resolver,
+) -> StepResult {
+    let from = clock.now();
+    let to = from + chrono::Duration::from_std(by).unwrap_or(chrono::TimeDelta::MAX);
+    let throughout = |verdict: Verdict| Verdict {
+        holds: false,
+        expected: format!("{} throughout {}", verdict.expected, format_duration(by)),
+        seen: format!(
+            "after {}: {}",
+            format_duration((clock.now() - from).to_std().unwrap_or_default()),
+            verdict.seen
+        ),
+    };
+    let settle_error =
+        |error: ksim_runtime::clock::Error| failed("the cluster to settle", error.to_string());
+    clock.settle().await.map_err(settle_error)?;
+    let mut checks = 0usize;
+    loop {
+        let verdict = check.evaluate(resolver).await;
+        checks += 1;
+        if !verdict.holds {
+            return Err(throughout(verdict));
+        }
+        match clock.fire_next(to).await {
+            Ok(Some(_)) => {}
+            Ok(None) => break,
+            Err(error) => return Err(settle_error(error)),
+        }
+    }
+    if clock.now() < to {
+        clock.advance_to(to).await.map_err(settle_error)?;
+        let verdict = check.evaluate(resolver).await;
+        checks += 1;
+        if !verdict.holds {
+            return Err(throughout(verdict));
+        }
+    }
+    Ok(Some(format!("held at {checks} checks")))
 }
 
 #[cfg(test)]

@@ -431,3 +431,46 @@ async fn advance_on_a_real_clock_fails_the_step() {
         Some("the cluster's clock is real; only a virtual clock can be advanced")
     );
 }
+
+#[tokio::test]
+async fn advance_with_always_checks_after_every_timer() {
+    let report = run_virtual(
+        "  - advance: {by: 10m, always: {get: ns default, jq: '.metadata.name == \"default\"'}}
+  - advance: {by: 10m, always: {get: cm never, jq: 'true'}}
+",
+    )
+    .await;
+    assert_eq!(
+        outcomes(&report),
+        [Outcome::Passed, Outcome::Failed],
+        "{}",
+        report.timeline()
+    );
+    assert_eq!(times(&report), ["10m0s", "10m0s"]);
+    let report = run_virtual(
+        "  - advance: {by: 10m, always: {get: cm, jq: '.items | map(select(.metadata.name == \"late\")) | length == 0'}}
+",
+    )
+    .await;
+    assert_eq!(
+        outcomes(&report),
+        [Outcome::Failed],
+        "{}",
+        report.timeline()
+    );
+    assert_eq!(times(&report), ["5m0s"]);
+    assert_eq!(
+        report.steps[0].expected.as_deref(),
+        Some(
+            ".items | map(select(.metadata.name == \"late\")) | length == 0 to yield true throughout 10m0s"
+        )
+    );
+    assert!(
+        report.steps[0]
+            .seen
+            .as_deref()
+            .is_some_and(|s| s.starts_with("after 5m0s: ")),
+        "{:?}",
+        report.steps[0].seen
+    );
+}

@@ -288,7 +288,7 @@ pub fn run(flags: &RunCommand) -> anyhow::Result<()> {
                 if let Some(step) = scenario
                     .steps
                     .iter()
-                    .find(|s| matches!(s.action, ksim_scenario::Action::Advance(_)))
+                    .find(|s| matches!(s.action, ksim_scenario::Action::Advance { .. }))
                 {
                     bail!(
                         "{}: step {}: advance: a cluster given by --kubeconfig runs on the real clock; only a virtual clock can be advanced",
