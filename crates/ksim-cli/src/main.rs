@@ -64,6 +64,8 @@ enum Command {
         snapshot: Option<PathBuf>,
         #[command(flatten)]
         autoscaler: commands::ClusterAutoscaler,
+        #[command(flatten)]
+        clock: commands::ClusterClock,
     },
     /// Save, restore or export snapshots of a cluster.
     #[command(subcommand)]
@@ -167,6 +169,8 @@ enum CreateCommand {
         snapshot: Option<PathBuf>,
         #[command(flatten)]
         autoscaler: commands::ClusterAutoscaler,
+        #[command(flatten)]
+        clock: commands::ClusterClock,
     },
 }
 
@@ -336,6 +340,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             descheduler,
             snapshot,
             autoscaler,
+            clock,
         }) => commands::create_cluster(
             &home()?,
             &commands::CreateCluster {
@@ -348,6 +353,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                 descheduler,
                 snapshot,
                 autoscaler,
+                clock,
             },
         ),
         Command::Snapshot(SnapshotCommand::Save(flags)) => {
@@ -372,6 +378,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             descheduler,
             snapshot,
             autoscaler,
+            clock,
         } => commands::serve(
             &home()?,
             &name,
@@ -382,6 +389,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                 descheduler: &descheduler,
                 snapshot: snapshot.as_deref(),
                 autoscaler: &autoscaler,
+                clock: &clock,
             },
         ),
         Command::Ui { name, no_open } => commands::ui(&home()?, &name, !no_open),

@@ -317,7 +317,7 @@ spec:
 
 /// Two runs of a scenario with a seed print the same report, byte for byte.
 #[test]
-#[ignore = "needs the virtual clock (issue 14)"]
+#[ignore = "needs the controllers and scheduler on the virtual clock (issue 14)"]
 fn two_runs_with_a_seed_print_identical_reports() {
     let env = KsimEnv::new(ksim_binary());
     write(&env, "nginx.yaml", NGINX);
@@ -333,7 +333,7 @@ fn two_runs_with_a_seed_print_identical_reports() {
     let (first, text, stderr) = run(&env, &[path]);
     assert!(first.status.success(), "{text}\n{stderr}");
     assert!(text.contains("clock virtual, seed 7"), "{text}");
-    assert!(text.contains("10m0s   13. advance 10m0s  ok"), "{text}");
+    assert!(text.contains("10m0s   12. advance 10m0s  ok"), "{text}");
     let (_, again, _) = run(&env, &[path]);
     assert_eq!(text, again);
     let (_, json, _) = run(&env, &[path, "-o", "json"]);

@@ -22,6 +22,9 @@ pub use checks::{Check, Events, Evictions, JqCheck, Pending, Placement, Spread};
 pub use duration::{format_duration, parse_duration};
 pub use error::ScenarioError;
 pub use get::{GetArgs, Resolver};
-pub use model::{Action, ClockMode, ClusterSpec, ConfigSource, Expect, Manifest, Scenario, Step};
+pub use model::{
+    Action, ClockMode, ClusterSpec, ConfigSource, DEFAULT_CLOCK_START, Expect, Manifest, Scenario,
+    Step,
+};
 pub use report::{Outcome, Report, StepReport, junit_xml, reports_json};
 pub use runner::{Target, run};

@@ -18,6 +18,9 @@ use crate::get::GetArgs;
 
 /// The apiVersion of scenario files.
 pub const API_VERSION: &str = "ksim.io/v1alpha1";
+/// Where a virtual clock starts when `spec.clockStart` is not given (fixed,
+/// so that runs repeat).
+pub const DEFAULT_CLOCK_START: &str = "2026-01-01T00:00:00Z";
 /// How long `waitFor` waits when no `timeout` is given.
 pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(60);
 /// The components a cluster runs beside the API server, which
@@ -33,6 +36,8 @@ pub struct Scenario {
     pub name: String,
     /// `spec.clock`.
     pub clock: ClockMode,
+    /// `spec.clockStart`: where a virtual clock starts.
+    pub clock_start: chrono::DateTime<chrono::Utc>,
     /// `spec.seed`.
     pub seed: Option<u64>,
     /// `spec.cluster`.
@@ -332,7 +337,9 @@ impl Scenario {
                 ));
             }
         };
-        if let Some(message) = unknown_fields(spec, &["clock", "seed", "cluster", "steps"]) {
+        if let Some(message) =
+            unknown_fields(spec, &["clock", "clockStart", "seed", "cluster", "steps"])
+        {
             return Err(errors.at("spec", message));
         }
         let clock = match spec.get("clock") {
@@ -346,6 +353,24 @@ impl Scenario {
                 ));
             }
         };
+        let clock_start = match spec.get("clockStart") {
+            None => DEFAULT_CLOCK_START,
+            Some(Value::String(text)) => text.as_str(),
+            Some(other) => {
+                return Err(errors.at(
+                    "spec.clockStart",
+                    format!("an RFC 3339 time (2026-01-01T00:00:00Z) is required, not {other}"),
+                ));
+            }
+        };
+        let clock_start = chrono::DateTime::parse_from_rfc3339(clock_start)
+            .map(|t| t.with_timezone(&chrono::Utc))
+            .map_err(|e| {
+                errors.at(
+                    "spec.clockStart",
+                    format!("{clock_start:?} is not an RFC 3339 time (2026-01-01T00:00:00Z): {e}"),
+                )
+            })?;
         let seed = match spec.get("seed") {
             None => None,
             Some(value) => Some(value.as_u64().ok_or_else(|| {
@@ -391,6 +416,7 @@ impl Scenario {
             file: file.to_path_buf(),
             name,
             clock,
+            clock_start,
             seed,
             cluster,
             steps,
@@ -1233,6 +1259,10 @@ spec:
             (
                 &format!("{HEAD}spec: {{seed: -1}}\n"),
                 "spec.seed: a non-negative integer",
+            ),
+            (
+                &format!("{HEAD}spec: {{clockStart: yesterday}}\n"),
+                "spec.clockStart: \"yesterday\" is not an RFC 3339 time",
             ),
             (
                 &format!("{HEAD}spec: {{step: []}}\n"),

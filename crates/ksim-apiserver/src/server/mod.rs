@@ -26,6 +26,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::{Value, json};
 
 use crate::openapi::OpenApi;
+use ksim_clock::Clock;
 use ksim_store::Store;
 use registry::Registry;
 
@@ -38,6 +39,9 @@ pub(crate) struct State {
     openapi: RwLock<Option<OpenApi>>,
     /// The next ClusterIP and NodePort to hand out.
     allocations: Mutex<Allocations>,
+    /// The cluster's clock: the time written into objects, the timers of
+    /// watches, and the random source of generated names and uids.
+    pub(crate) clock: Clock,
 }
 
 struct Allocations {
@@ -135,6 +139,11 @@ impl ApiServer {
     /// A new cluster with the built-in namespaces, priority classes and the
     /// `kubernetes` service.
     pub fn new() -> Self {
+        Self::with_clock(Clock::real())
+    }
+
+    /// A new cluster on `clock` (the same clock its components use).
+    pub fn with_clock(clock: Clock) -> Self {
         let registry = Arc::new(Registry::new(Vec::new()));
         let state = Arc::new(State {
             store: Store::default(),
@@ -144,12 +153,18 @@ impl ApiServer {
                 next_cluster_ip: 2,
                 next_node_port: 30000,
             }),
+            clock,
         });
         bootstrap::create_initial_objects(&state);
         // The schemas (for managedFields, patches, field validation) are
         // built by the first write that needs them and the OpenAPI documents
         // by the first request for one: an idle server holds neither.
         ApiServer { state }
+    }
+
+    /// The cluster's clock.
+    pub fn clock(&self) -> &Clock {
+        &self.state.clock
     }
 
     /// The axum router serving the whole API. Usable as a `kube::Client`
@@ -168,8 +183,23 @@ impl ApiServer {
             .route("/apis", any(handlers::handle))
             .route("/apis/{*rest}", any(handlers::handle))
             .fallback(not_found)
+            .layer(axum::middleware::from_fn_with_state(
+                self.state.clone(),
+                in_flight,
+            ))
             .with_state(self.state.clone())
     }
+}
+
+/// A request in flight keeps a virtual cluster from counting as settled
+/// (until its response starts: a watch's stream is not counted).
+async fn in_flight(
+    AxumState(state): AxumState<Arc<State>>,
+    request: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let _busy = state.clock.busy();
+    next.run(request).await
 }
 
 async fn version() -> Response {

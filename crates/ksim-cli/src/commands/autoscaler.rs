@@ -239,9 +239,13 @@ pub fn autoscaler(home: &KsimHome, command: &AutoscalerCommand) -> anyhow::Resul
 }
 
 /// Starts the autoscaler inside a cluster (`ksim serve`).
-pub fn start_in_process(server: &ksim_apiserver::ApiServer, flags: &AutoscalerFlags) {
+pub fn start_in_process(
+    server: &ksim_apiserver::ApiServer,
+    flags: &AutoscalerFlags,
+    clock: ksim_runtime::clock::Clock,
+) {
     let client = ksim_runtime::client::in_process(server);
-    let autoscaler = Autoscaler::new(client, flags.options());
+    let autoscaler = Autoscaler::with_clock(client, flags.options(), clock);
     tokio::spawn(autoscaler.run());
 }
 

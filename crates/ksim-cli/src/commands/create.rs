@@ -33,6 +33,8 @@ pub struct CreateCluster {
     pub snapshot: Option<PathBuf>,
     /// The in-cluster autoscaler (`--autoscaler`).
     pub autoscaler: super::autoscaler::ClusterAutoscaler,
+    /// The cluster's clock (`--clock virtual`).
+    pub clock: super::clock::ClusterClock,
 }
 
 /// Creates cluster `options.name` and makes its context current.
@@ -97,6 +99,11 @@ pub fn create_cluster(home: &KsimHome, options: &CreateCluster) -> anyhow::Resul
         timeout = SNAPSHOT_READY_TIMEOUT;
     }
     extra_args.extend(options.autoscaler.serve_args());
+    extra_args.extend(
+        options
+            .clock
+            .serve_args(ksim_runtime::clock::Clock::real().now()),
+    );
     let mut child = cluster::spawn_serve(&exe, &cluster, options.port, &extra_args)?;
     let port = match cluster::wait_until_ready(&mut child, &cluster, timeout) {
         Ok(port) => port,

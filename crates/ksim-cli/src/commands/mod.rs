@@ -7,6 +7,7 @@
 
 mod autoscaler;
 mod bench;
+mod clock;
 mod connect;
 mod controllers;
 mod create;
@@ -30,6 +31,7 @@ pub use bench::{
     bench_all, bench_api, bench_daemonset, bench_dpdb, bench_drain, bench_kubelet, bench_snapshot,
     bench_startup, bench_workloads,
 };
+pub use clock::ClusterClock;
 pub use controllers::run_controllers;
 pub use create::{CreateCluster, create_cluster};
 pub use delete::{DeleteCluster, delete_cluster};

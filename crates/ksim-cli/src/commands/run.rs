@@ -152,23 +152,18 @@ impl Drop for RunningCluster {
     }
 }
 
-/// The clock a scenario's cluster runs on.
-///
-/// Real until the components run on the cluster's clock (issue 14): a
-/// scenario asking for a virtual clock then runs on the real one (the
-/// report says so), and its `advance` steps fail.
+/// The clock a scenario's cluster runs on: virtual (from `spec.clockStart`,
+/// else [`ksim_scenario::DEFAULT_CLOCK_START`]) or real, its random source
+/// seeded with `spec.seed`.
 fn scenario_clock(scenario: &Scenario) -> Clock {
     let random = match scenario.seed {
         Some(seed) => ksim_runtime::Random::seeded(seed),
         None => ksim_runtime::Random::from_entropy(),
     };
-    if scenario.clock == ClockMode::Virtual {
-        tracing::warn!(
-            scenario = %scenario.name,
-            "the virtual clock is not available yet: the scenario runs on the real clock"
-        );
+    match scenario.clock {
+        ClockMode::Virtual => Clock::virtual_with(scenario.clock_start, random),
+        ClockMode::Real => Clock::real_with(random),
     }
-    Clock::real_with(random)
 }
 
 /// Starts a cluster in this process on `clock`: an API server on a loopback
@@ -189,7 +184,7 @@ pub async fn start_cluster(
         .local_addr()
         .context("cannot read the listen address")?
         .port();
-    let server = ksim_apiserver::ApiServer::new();
+    let server = ksim_apiserver::ApiServer::with_clock(clock.clone());
     if let Some(path) = &options.snapshot {
         super::snapshot::restore_at_start(ksim_runtime::client::in_process(&server), path).await?;
     }
@@ -203,7 +198,10 @@ pub async fn start_cluster(
     if enabled(Component::Kubelet) {
         let kubelet = ksim_kubelet::KubeletSimulator::new(
             ksim_runtime::client::in_process(&server),
-            ksim_kubelet::KubeletOptions::default(),
+            ksim_kubelet::KubeletOptions {
+                clock: clock.clone(),
+                ..ksim_kubelet::KubeletOptions::default()
+            },
         );
         tokio::spawn(async move {
             if let Err(error) = kubelet.run().await {
@@ -218,7 +216,8 @@ pub async fn start_cluster(
         ));
     }
     if enabled(Component::Dpdb) {
-        let config = super::dpdb::in_cluster_config(home.root(), CLUSTER_NAME)?;
+        let mut config = super::dpdb::in_cluster_config(home.root(), CLUSTER_NAME)?;
+        config.clock = clock.clone();
         tokio::spawn(ksim_controllers::dpdb::run(
             ksim_runtime::client::in_process(&server),
             config,
@@ -231,7 +230,7 @@ pub async fn start_cluster(
         super::deschedule::start_in_process(&server, policy, options.descheduling_interval).await?;
     }
     if let Some(flags) = &options.autoscaler {
-        super::autoscaler::start_in_process(&server, flags);
+        super::autoscaler::start_in_process(&server, flags, clock.clone());
     }
     let kubeconfig = root.join("kubeconfig");
     crate::kubeconfig::Kubeconfig::for_cluster(CLUSTER_NAME, &crate::kubeconfig::server_url(port))

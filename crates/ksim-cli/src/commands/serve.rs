@@ -52,6 +52,8 @@ pub struct ServeOptions<'a> {
     pub snapshot: Option<&'a std::path::Path>,
     /// The in-cluster autoscaler.
     pub autoscaler: &'a super::autoscaler::ClusterAutoscaler,
+    /// The cluster's clock.
+    pub clock: &'a super::clock::ClusterClock,
 }
 
 pub fn serve(
@@ -66,6 +68,7 @@ pub fn serve(
         descheduler,
         snapshot,
         autoscaler,
+        clock,
     } = options;
     validate_cluster_name(name)?;
     let cluster = home.cluster(name);
@@ -74,10 +77,17 @@ pub fn serve(
     let Some(_lock) = cluster.lock()? else {
         bail!("cluster {name:?} already exists");
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let clock = clock.build()?;
+    // A virtual clock runs the cluster on one thread: settling is then a
+    // matter of scheduler rounds, and runs repeat.
+    let runtime = if clock.is_virtual() {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    }
+    .enable_all()
+    .build()
+    .context("cannot start the async runtime")?;
     let result = runtime.block_on(async {
         let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
         let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
@@ -85,7 +95,7 @@ pub fn serve(
             .await
             .with_context(|| format!("cannot listen on 127.0.0.1:{port}"))?;
         let address = listener.local_addr().context("cannot read the listen address")?;
-        let server = ksim_apiserver::ApiServer::new();
+        let server = ksim_apiserver::ApiServer::with_clock(clock.clone());
         // Loaded before the components start, and before the port is
         // recorded (so `create cluster` waits for it).
         if let Some(path) = snapshot {
@@ -99,7 +109,10 @@ pub fn serve(
             // All nodes managed; stopped with the server.
             let kubelet = ksim_kubelet::KubeletSimulator::new(
                 ksim_runtime::client::in_process(&server),
-                ksim_kubelet::KubeletOptions::default(),
+                ksim_kubelet::KubeletOptions {
+                    clock: clock.clone(),
+                    ..ksim_kubelet::KubeletOptions::default()
+                },
             );
             tokio::spawn(async move {
                 if let Err(error) = kubelet.run().await {
@@ -114,7 +127,8 @@ pub fn serve(
             ));
         }
         if !disabled.contains(&Component::Dpdb) {
-            let config = super::dpdb::in_cluster_config(home.root(), name)?;
+            let mut config = super::dpdb::in_cluster_config(home.root(), name)?;
+            config.clock = clock.clone();
             tokio::spawn(ksim_controllers::dpdb::run(
                 ksim_runtime::client::in_process(&server),
                 config,
@@ -127,7 +141,7 @@ pub fn serve(
             super::deschedule::start_in_process(&server, policy, descheduler.interval()).await?;
         }
         if autoscaler.autoscaler {
-            super::autoscaler::start_in_process(&server, &autoscaler.flags);
+            super::autoscaler::start_in_process(&server, &autoscaler.flags, clock.clone());
         }
         let result = tokio::select! {
             // The web view shares the API server's listener (same origin).
