@@ -340,3 +340,49 @@ fn two_runs_with_a_seed_print_identical_reports() {
     let (_, json_again, _) = run(&env, &[path, "-o", "json"]);
     assert_eq!(json, json_again);
 }
+
+#[test]
+fn the_cluster_spec_is_checked_before_anything_runs_and_applied() {
+    let env = KsimEnv::new(ksim_binary());
+    let head =
+        "apiVersion: ksim.io/v1alpha1\nkind: Scenario\nmetadata: {name: c}\nspec:\n  clock: real\n";
+    let bad = write(
+        &env,
+        "bad-autoscaler.yaml",
+        &format!("{head}  cluster: {{autoscaler: {{scanIntervl: 10s}}}}\n  steps: []\n"),
+    );
+    let (output, stdout, stderr) = run(&env, &[bad.to_str().expect("utf-8")]);
+    assert!(!output.status.success());
+    assert_eq!(stdout, "");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(
+            "bad-autoscaler.yaml: spec.cluster.autoscaler: unexpected argument '--scan-intervl"
+        ),
+        "{stderr}"
+    );
+    let no_scheduler = write(
+        &env,
+        "no-scheduler.yaml",
+        &format!(
+            r#"{head}  cluster: {{disable: [scheduler, dpdb]}}
+  steps:
+  - ksim: scale node --replicas 1
+  - apply: |
+      apiVersion: v1
+      kind: Pod
+      metadata: {{name: lonely}}
+      spec: {{containers: [{{name: c, image: x}}]}}
+  - waitFor: {{get: node node-000000, jq: '.status.conditions[] | select(.type == "Ready") | .status == "True"', timeout: 30s}}
+  - assert: {{pending: {{count: 1}}}}
+  - assert: {{events: {{reason: Scheduled, count: 0}}}}
+"#
+        ),
+    );
+    let (output, stdout, stderr) = run(&env, &[no_scheduler.to_str().expect("utf-8")]);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.ends_with("PASS c: 5 passed, 0 failed, 0 skipped\n"),
+        "{stdout}"
+    );
+}
