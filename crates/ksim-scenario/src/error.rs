@@ -1,6 +1,6 @@
 //! The crate's error type: what is wrong with a scenario file (always
-//! naming the file, and the step and field when there is one), and what can
-//! fail around a run.
+//! naming the file, and the step and field when there is one). What fails
+//! while running is a step's outcome in the report, not an error.
 
 use std::path::PathBuf;
 
@@ -38,7 +38,4 @@ pub enum ScenarioError {
         /// What is wrong.
         message: String,
     },
-    /// A request to the cluster failed.
-    #[error("{0}")]
-    Cluster(String),
 }
