@@ -295,6 +295,18 @@ pub fn run(flags: &RunCommand) -> anyhow::Result<()> {
                         step.number
                     );
                 }
+                let spec = &scenario.cluster;
+                if !spec.disable.is_empty()
+                    || spec.scheduler_config.is_some()
+                    || spec.descheduler_policy.is_some()
+                    || spec.autoscaler.is_some()
+                    || spec.snapshot.is_some()
+                {
+                    tracing::warn!(
+                        scenario = %scenario.name,
+                        "spec.cluster is not used: the scenario runs against the cluster --kubeconfig gives"
+                    );
+                }
             }
             Vec::new()
         }
