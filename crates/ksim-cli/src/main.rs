@@ -1,6 +1,7 @@
 //! The `ksim` binary: parses the command line, sets up logging, runs the
 //! command, and turns any error into one `error: ...` line and exit code 1.
 
+mod assembly;
 mod cluster;
 mod commands;
 mod kubeconfig;

@@ -25,7 +25,9 @@ mod serve;
 mod snapshot;
 mod ui;
 
-pub use autoscaler::{AutoscalerCommand, ClusterAutoscaler, autoscaler};
+pub use autoscaler::{
+    AutoscalerCommand, AutoscalerFlags, ClusterAutoscaler, autoscaler, start_autoscaler,
+};
 pub use bench::{
     ApiBench, DaemonSetBench, DpdbBench, DrainBench, KubeletBench, SnapshotBench, WorkloadsBench,
     bench_all, bench_api, bench_daemonset, bench_dpdb, bench_drain, bench_kubelet, bench_snapshot,
@@ -35,7 +37,7 @@ pub use clock::ClusterClock;
 pub use controllers::run_controllers;
 pub use create::{CreateCluster, create_cluster};
 pub use delete::{DeleteCluster, delete_cluster};
-pub use deschedule::{ClusterDescheduler, DescheduleCommand, deschedule};
+pub use deschedule::{ClusterDescheduler, DescheduleCommand, deschedule, start_descheduler};
 pub use dpdb::{DpdbControllerCommand, dpdb_controller};
 pub use explain::{ExplainPod, explain_pod};
 pub use get::{get_clusters, get_kubeconfig};
@@ -43,10 +45,11 @@ pub use kubelet::{Kubelet, kubelet};
 pub use record::{Record, Replay, record, replay};
 pub use run::{RunCommand, run};
 pub use scale::{ScaleNode, scale_node};
-pub use scheduler::{SchedulerCommand, scheduler};
+pub use scheduler::{SchedulerCommand, scheduler, start_scheduler};
 pub use serve::{Component, ServeOptions, serve};
 pub use snapshot::{
-    SnapshotExport, SnapshotRestore, SnapshotSave, snapshot_export, snapshot_restore, snapshot_save,
+    SnapshotExport, SnapshotRestore, SnapshotSave, restore_at_start, snapshot_export,
+    snapshot_restore, snapshot_save,
 };
 pub use ui::ui;
 

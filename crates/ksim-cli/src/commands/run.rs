@@ -1,9 +1,10 @@
 //! `ksim run FILE... [--junit FILE] [-o json]`: loads and validates every
 //! scenario (ksim-scenario) before anything runs, then runs each on a cluster
-//! of its own started inside the process ([`start_cluster`]: a loopback port
-//! and a kubeconfig in a temporary directory, so kubectl steps work; nothing
-//! left behind), prints the timeline (or JSON), writes JUnit XML when asked,
-//! and fails if any step failed. With `--kubeconfig` the scenarios run
+//! of its own started inside the process ([`start_cluster`]: the cluster
+//! assembly on the scenario's clock, a loopback port and a kubeconfig in a
+//! temporary directory, so kubectl steps work; nothing left behind), prints
+//! the timeline (or JSON), writes JUnit XML when asked, and fails if any
+//! step failed. With `--kubeconfig` the scenarios run
 //! against that cluster instead, on the real clock.
 
 use std::path::{Path, PathBuf};
@@ -139,10 +140,11 @@ fn cluster_options(scenario: &Scenario) -> anyhow::Result<ClusterOptions> {
     })
 }
 
-/// A cluster started for a run; stopped when dropped with its runtime.
+/// A cluster started for a run; stopped when dropped (with its runtime).
 pub struct RunningCluster {
     /// What the steps run against.
     pub target: Target,
+    _cluster: crate::assembly::Cluster,
     server: tokio::task::JoinHandle<()>,
 }
 
@@ -166,8 +168,8 @@ fn scenario_clock(scenario: &Scenario) -> Clock {
     }
 }
 
-/// Starts a cluster in this process on `clock`: an API server on a loopback
-/// port with the components `ksim serve` runs, and a kubeconfig for it in
+/// Starts a cluster in this process on `clock` (the cluster assembly
+/// `ksim serve` uses), served on a loopback port, with a kubeconfig for it in
 /// the options' temporary directory.
 pub async fn start_cluster(
     options: &ClusterOptions,
@@ -175,8 +177,6 @@ pub async fn start_cluster(
 ) -> anyhow::Result<RunningCluster> {
     let root = options.dir.path();
     let home = KsimHome::at(root.join("home"));
-    let cluster = home.cluster(CLUSTER_NAME);
-    cluster.create()?;
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
         .await
         .context("cannot listen on 127.0.0.1")?;
@@ -184,67 +184,47 @@ pub async fn start_cluster(
         .local_addr()
         .context("cannot read the listen address")?
         .port();
-    let server = ksim_apiserver::ApiServer::with_clock(clock.clone());
+    let mut cluster = crate::assembly::Cluster::new(clock.clone());
     if let Some(path) = &options.snapshot {
-        super::snapshot::restore_at_start(ksim_runtime::client::in_process(&server), path).await?;
+        cluster.restore(path).await?;
     }
-    let router = server.router().merge(ksim_ui::router());
-    let serving = tokio::spawn(async move {
+    let router = cluster.router();
+    let server = tokio::spawn(async move {
         if let Err(error) = axum::serve(listener, router).await {
             tracing::error!(%error, "the API server stopped");
         }
     });
-    let enabled = |component| !options.disabled.contains(&component);
-    if enabled(Component::Kubelet) {
-        let kubelet = ksim_kubelet::KubeletSimulator::new(
-            ksim_runtime::client::in_process(&server),
-            ksim_kubelet::KubeletOptions {
-                clock: clock.clone(),
-                ..ksim_kubelet::KubeletOptions::default()
-            },
-        );
-        tokio::spawn(async move {
-            if let Err(error) = kubelet.run().await {
-                tracing::error!(%error, "the kubelet simulator stopped");
-            }
-        });
-    }
-    if enabled(Component::Controllers) {
-        tokio::spawn(ksim_controllers::run_controllers(
-            ksim_runtime::client::in_process(&server),
-            ksim_controllers::ALL_CONTROLLERS,
-        ));
-    }
-    if enabled(Component::Dpdb) {
-        let mut config = super::dpdb::in_cluster_config(home.root(), CLUSTER_NAME)?;
-        config.clock = clock.clone();
-        tokio::spawn(ksim_controllers::dpdb::run(
-            ksim_runtime::client::in_process(&server),
-            config,
-        ));
-    }
-    if enabled(Component::Scheduler) {
-        super::scheduler::start_in_process(&server, &cluster, options.scheduler_config.as_deref())?;
-    }
-    if let Some(policy) = &options.descheduler_policy {
-        super::deschedule::start_in_process(&server, policy, options.descheduling_interval).await?;
-    }
-    if let Some(flags) = &options.autoscaler {
-        super::autoscaler::start_in_process(&server, flags, clock.clone());
-    }
+    let dpdb = if options.disabled.contains(&Component::Dpdb) {
+        ksim_controllers::dpdb::DpdbConfig::default()
+    } else {
+        super::dpdb::in_cluster_config(home.root(), CLUSTER_NAME)?
+    };
+    cluster
+        .start(crate::assembly::Components {
+            disabled: options.disabled.clone(),
+            scheduler: options.scheduler_config.clone(),
+            descheduler: options
+                .descheduler_policy
+                .clone()
+                .map(|policy| (policy, options.descheduling_interval)),
+            autoscaler: options.autoscaler.clone(),
+            dpdb,
+        })
+        .await?;
     let kubeconfig = root.join("kubeconfig");
     crate::kubeconfig::Kubeconfig::for_cluster(CLUSTER_NAME, &crate::kubeconfig::server_url(port))
         .save(&kubeconfig)?;
     Ok(RunningCluster {
         target: Target {
-            client: ksim_runtime::client::in_process(&server),
+            client: cluster.client(),
             kubeconfig,
             env: child_env(root, home.root()),
             ksim: std::env::current_exe().context("cannot find the ksim binary")?,
             kubectl: PathBuf::from("kubectl"),
             clock,
         },
-        server: serving,
+        _cluster: cluster,
+        server,
     })
 }
 
