@@ -134,6 +134,8 @@ enum Command {
         #[arg(long)]
         no_open: bool,
     },
+    /// Run scenario files: steps and assertions on a cluster of their own.
+    Run(commands::RunCommand),
     /// Benchmarks of ksim itself.
     #[command(subcommand, hide = true)]
     Bench(BenchCommand),
@@ -284,6 +286,20 @@ enum BenchCommand {
     },
 }
 
+/// Checks a `ksim` command line (without `ksim`) as the binary would parse
+/// it, for `ksim run`'s `ksim:` steps: the first line of clap's error.
+pub(crate) fn check_ksim_args(args: &[String]) -> Result<(), String> {
+    match Cli::try_parse_from(std::iter::once("ksim").chain(args.iter().map(String::as_str))) {
+        Ok(_) => Ok(()),
+        Err(error) if error.kind() == clap::error::ErrorKind::DisplayHelp => Ok(()),
+        Err(error) => {
+            let message = error.to_string();
+            let line = message.lines().next().unwrap_or_default();
+            Err(line.trim_start_matches("error: ").to_string())
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_level = match cli.command {
@@ -381,6 +397,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             },
         ),
         Command::Ui { name, no_open } => commands::ui(&home()?, &name, !no_open),
+        Command::Run(flags) => commands::run(&flags),
         Command::Deschedule(flags) => commands::deschedule(&home()?, &flags),
         Command::Autoscaler(flags) => commands::autoscaler(&home()?, &flags),
         Command::Scheduler {

@@ -3,7 +3,7 @@
 //! `bench` benchmarks; and the components: `scale node`, `kubelet`,
 //! `controllers`, `scheduler`, `deschedule`, `autoscaler`, `explain pod`,
 //! `dpdb-controller`; `snapshot save|restore|export`, `record`, `replay`; `ui`,
-//! the web view's URL.
+//! the web view's URL; `run`, scenario files.
 
 mod autoscaler;
 mod bench;
@@ -18,6 +18,7 @@ mod explain;
 mod get;
 mod kubelet;
 mod record;
+mod run;
 mod scale;
 mod scheduler;
 mod serve;
@@ -42,6 +43,7 @@ pub use explain::{ExplainPod, explain_pod};
 pub use get::{get_clusters, get_kubeconfig};
 pub use kubelet::{Kubelet, kubelet};
 pub use record::{Record, Replay, record, replay};
+pub use run::{RunCommand, run};
 pub use scale::{ScaleNode, scale_node};
 pub use scheduler::{SchedulerCommand, scheduler, start_scheduler};
 pub use serve::{Component, ServeOptions, serve};
