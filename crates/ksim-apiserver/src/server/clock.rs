@@ -11,8 +11,8 @@
 //!   the same as query parameters (`?by=10m`): moves a virtual clock,
 //!   firing every timer that falls due on the way and letting the cluster
 //!   settle after each, and answers the clock once it has settled at the
-//!   new time. On a real clock: 400 BadRequest; a malformed `by` or `to`:
-//!   400 BadRequest naming the field.
+//!   new time. On a real clock: 400 BadRequest; a malformed `by` or `to`,
+//!   or a `to` before now: 400 BadRequest naming the field.
 //!
 //! An advance runs to its end even if its client goes away, and advances
 //! run one at a time. The advance request is not counted as work in flight
@@ -77,6 +77,19 @@ async fn advance_request(state: Arc<State>, request: Request) -> Result<Value, A
     if !state.clock.is_virtual() {
         return Err(ApiError::bad_request(
             ksim_clock::Error::NotVirtual.to_string(),
+        ));
+    }
+    if let Target::To(to) = target
+        && to < state.clock.now()
+    {
+        return Err(field_error(
+            "to",
+            "FieldValueInvalid",
+            format!(
+                "Invalid value: {:?}: before the cluster's time {} (a clock only moves forward)",
+                rfc3339(to),
+                rfc3339(state.clock.now())
+            ),
         ));
     }
     // Spawned so that the clock reaches its target even if the client goes

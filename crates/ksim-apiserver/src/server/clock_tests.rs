@@ -226,6 +226,25 @@ async fn the_clock_is_shown_and_advanced_over_the_api() {
     assert_eq!(refused["details"]["causes"][0]["field"], "by");
     assert_eq!(clock.now_rfc3339(), "2026-01-01T01:40:00Z");
 
+    let (status, advanced) = call(
+        &router,
+        Method::POST,
+        "/ksim/v1alpha1/clock/advance",
+        Some(json!({"to": "2026-01-01T02:00:00Z"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{advanced}");
+    assert_eq!(advanced["now"], "2026-01-01T02:00:00Z");
+    let (status, refused) = call(
+        &router,
+        Method::POST,
+        "/ksim/v1alpha1/clock/advance",
+        Some(json!({"to": "2026-01-01T01:00:00Z"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert_eq!(refused["details"]["causes"][0]["field"], "to");
+
     let (status, _) = call(&router, Method::GET, "/ksim/v1alpha1/clock/advance", None).await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
 }
