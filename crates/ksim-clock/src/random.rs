@@ -2,6 +2,8 @@
 //! scheduler's tie-breaks, jitter. Seeded, the same sequence of calls gives
 //! the same values on every run; unseeded, it draws from the OS.
 
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use rand::rngs::StdRng;
@@ -12,6 +14,8 @@ use rand::{Rng, RngCore, SeedableRng};
 pub struct Random {
     rng: Arc<Mutex<StdRng>>,
     seed: Option<u64>,
+    /// Draws per key so far (seeded sources only).
+    keys: Arc<Mutex<HashMap<String, u64>>>,
 }
 
 /// The characters Kubernetes uses for generated name suffixes (no vowels,
@@ -30,6 +34,7 @@ impl Random {
         Self {
             rng: Arc::new(Mutex::new(StdRng::from_os_rng())),
             seed: None,
+            keys: Arc::default(),
         }
     }
 
@@ -38,6 +43,7 @@ impl Random {
         Self {
             rng: Arc::new(Mutex::new(StdRng::seed_from_u64(seed))),
             seed: Some(seed),
+            keys: Arc::default(),
         }
     }
 
@@ -48,6 +54,31 @@ impl Random {
 
     fn with<T>(&self, f: impl FnOnce(&mut StdRng) -> T) -> T {
         f(&mut self.rng.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// A source for one draw under `key`: on a seeded source it depends
+    /// only on the seed, the key and how many draws the key had before, not
+    /// on what other keys drew in between (independent clients whose
+    /// requests interleave differently from run to run still get the same
+    /// values); unseeded, it is this source.
+    pub fn keyed(&self, key: &str) -> Random {
+        let Some(seed) = self.seed else {
+            return self.clone();
+        };
+        let draw = {
+            let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+            let count = keys.entry(key.to_string()).or_insert(0);
+            *count += 1;
+            *count
+        };
+        // SipHash with fixed keys: stable within a build.
+        let mut hasher = std::hash::DefaultHasher::new();
+        (seed, key, draw).hash(&mut hasher);
+        Random {
+            rng: Arc::new(Mutex::new(StdRng::seed_from_u64(hasher.finish()))),
+            seed: Some(seed),
+            keys: Arc::default(),
+        }
     }
 
     /// A uniformly random `u64`.
@@ -118,6 +149,23 @@ mod tests {
             assert_eq!(a.below(10), b.below(10));
         }
         assert_ne!(Random::seeded(7).uuid(), Random::seeded(8).uuid());
+    }
+
+    #[test]
+    fn keyed_draws_do_not_depend_on_other_keys() {
+        let a = Random::seeded(7);
+        let b = Random::seeded(7);
+        let first = a.keyed("pods/default/web").uuid();
+        b.keyed("pods/default/other").uuid();
+        b.next_u64();
+        assert_eq!(b.keyed("pods/default/web").uuid(), first);
+        assert_ne!(
+            a.keyed("pods/default/web").uuid(),
+            first,
+            "a second draw differs"
+        );
+        let unseeded = Random::from_entropy();
+        assert_ne!(unseeded.keyed("k").uuid(), unseeded.keyed("k").uuid());
     }
 
     #[test]

@@ -310,7 +310,11 @@ impl ResourceRequest {
     fn record_event(&self, type_: &str, reason: &str, message: &str, by: &str) {
         let now = self.state.now();
         let uid = self.stored().ok().and_then(|p| p.uid().map(str::to_string));
-        let random = self.state.clock.random();
+        let random =
+            self.state
+                .clock
+                .random()
+                .keyed(&format!("event:{}/{}", self.namespace(), self.name()));
         let suffix = format!("{:016x}", random.next_u64());
         let event = json!({
             "apiVersion": "v1", "kind": "Event",

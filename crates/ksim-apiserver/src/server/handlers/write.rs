@@ -133,10 +133,15 @@ impl ResourceRequest {
 }
 
 /// Generated names: `generateName` + 5 characters of kube-apiserver's
-/// alphabet, drawn from the cluster's random source (seeded, the same
-/// requests give the same names).
-pub(crate) fn generated_name(state: &State, prefix: &str) -> String {
-    let suffix = state.clock.random().name_suffix(5);
+/// alphabet, drawn from the cluster's random source keyed by where the name
+/// is made (seeded, the same requests give the same names, however other
+/// clients' requests interleave with them).
+pub(crate) fn generated_name(state: &State, scope: &str, prefix: &str) -> String {
+    let suffix = state
+        .clock
+        .random()
+        .keyed(&format!("name:{scope}/{prefix}"))
+        .name_suffix(5);
     let prefix = if prefix.len() > 58 {
         &prefix[..58]
     } else {
@@ -156,10 +161,22 @@ pub(crate) fn prepare_new_object(
     admit_priority(state, resource, &mut object, None)?;
     let metadata = &mut object["metadata"];
     let has_name = metadata["name"].as_str().is_some_and(|n| !n.is_empty());
+    let scope = format!(
+        "{}/{}",
+        resource.plural,
+        metadata["namespace"].as_str().unwrap_or_default()
+    );
     if !has_name && let Some(prefix) = metadata["generateName"].as_str().map(str::to_string) {
-        metadata["name"] = json!(generated_name(state, &prefix));
+        metadata["name"] = json!(generated_name(state, &scope, &prefix));
     }
-    let uid = state.clock.random().uuid();
+    let uid = state
+        .clock
+        .random()
+        .keyed(&format!(
+            "uid:{scope}/{}",
+            metadata["name"].as_str().unwrap_or_default()
+        ))
+        .uuid();
     let now = state.now();
     strategy::prepare_for_create(resource, &mut object, &uid, &now);
     let openapi = state.openapi();
