@@ -6,7 +6,9 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use ksim_runtime::clock::{Clock, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
@@ -16,6 +18,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 #[derive(Clone)]
 pub(crate) struct Events {
     recorder: Recorder,
+    clock: Clock,
     budgets: Arc<Mutex<HashMap<String, TokenBucket>>>,
 }
 
@@ -41,7 +44,8 @@ impl TokenBucket {
 
     /// Takes a token if there is one.
     fn take(&mut self, now: Instant) -> bool {
-        let refill = now.duration_since(self.updated).as_secs_f64() / REFILL.as_secs_f64();
+        let refill =
+            now.saturating_duration_since(self.updated).as_secs_f64() / REFILL.as_secs_f64();
         self.tokens = (self.tokens + refill).min(BURST);
         self.updated = now;
         if self.tokens >= 1.0 {
@@ -54,8 +58,9 @@ impl TokenBucket {
 }
 
 impl Events {
-    pub(crate) fn new(client: Client, controller: &str) -> Self {
+    pub(crate) fn new(client: Client, controller: &str, clock: &Clock) -> Self {
         Events {
+            clock: clock.clone(),
             recorder: Recorder::new(
                 client,
                 Reporter {
@@ -86,7 +91,10 @@ impl Events {
             action: action.to_string(),
             secondary: None,
         };
+        // A virtual cluster is not settled while an event is on its way.
+        let busy = self.clock.busy();
         tokio::spawn(async move {
+            let _busy = busy;
             if let Err(e) = recorder.publish(&event, &regarding).await {
                 tracing::debug!(error = %e, "cannot record an event");
             }
@@ -95,13 +103,13 @@ impl Events {
 
     /// Whether the spam filter lets one more event about `uid` through.
     fn allowed(&self, uid: &str) -> bool {
-        let now = Instant::now();
+        let now = self.clock.instant();
         let mut budgets = self
             .budgets
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if budgets.len() > 10_000 {
-            budgets.retain(|_, b| now.duration_since(b.updated) < REFILL * 25);
+            budgets.retain(|_, b| now.saturating_duration_since(b.updated) < REFILL * 25);
         }
         budgets
             .entry(uid.to_string())
@@ -138,7 +146,7 @@ mod tests {
 
     #[test]
     fn an_object_gets_a_burst_of_25_events_then_one_per_5_minutes() {
-        let start = Instant::now();
+        let start = Instant::default();
         let mut bucket = TokenBucket::full(start);
         let allowed = (0..40).filter(|_| bucket.take(start)).count();
         assert_eq!(allowed, 25);

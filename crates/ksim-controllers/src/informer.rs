@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
+use ksim_runtime::clock::Clock;
 use kube::Client;
 use kube::runtime::watcher::Event;
 use serde::de::DeserializeOwned;
@@ -27,16 +28,29 @@ use crate::common::watch_all;
 #[derive(Clone)]
 pub struct SharedInformers {
     client: Client,
+    clock: Clock,
     pods: Arc<OnceLock<Arc<Shared<Pod>>>>,
 }
 
 impl SharedInformers {
-    /// Informers over `client`; nothing is watched until subscribed to.
+    /// Informers over `client`, on the wall clock; nothing is watched until
+    /// subscribed to.
     pub fn new(client: Client) -> Self {
+        Self::with_clock(client, Clock::real())
+    }
+
+    /// Informers over `client` for controllers on `clock` (the cluster's).
+    pub fn with_clock(client: Client, clock: Clock) -> Self {
         SharedInformers {
             client,
+            clock,
             pods: Arc::default(),
         }
+    }
+
+    /// The clock of the controllers these informers feed.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
     }
 
     /// Every pod: the current ones as a list, then every change.

@@ -121,9 +121,10 @@ pub fn serve(
             })
         });
         if !disabled.contains(&Component::Controllers) {
-            tokio::spawn(ksim_controllers::run_controllers(
+            tokio::spawn(ksim_controllers::run_controllers_with_clock(
                 ksim_runtime::client::in_process(&server),
                 ksim_controllers::ALL_CONTROLLERS,
+                clock.clone(),
             ));
         }
         if !disabled.contains(&Component::Dpdb) {

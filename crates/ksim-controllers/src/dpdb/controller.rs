@@ -15,6 +15,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use crate::workloop::{Action, Requests, requests, run_work_queue};
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
@@ -22,7 +23,6 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use ksim_runtime::Clock;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
@@ -32,9 +32,7 @@ use super::plan::owns;
 use super::plan::{ChildAction, MemberRead, PlanInput, STALENESS_BOUND, plan};
 use super::types::{Coordination, DistributedPodDisruptionBudget, KIND};
 use crate::Error;
-use crate::common::{
-    controller_of, parse_selector, run_work_queue, selector_matches, selector_query, watch_all,
-};
+use crate::common::{controller_of, parse_selector, selector_matches, selector_query, watch_all};
 
 /// How often a remote cluster's liveness is confirmed.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
@@ -160,7 +158,7 @@ struct Context {
     claims: Mutex<HashSet<DpdbKey>>,
     /// The remote clusters' tasks, stopped with the controller.
     remote_tasks: Mutex<Vec<tokio::task::AbortHandle>>,
-    queue: mpsc::UnboundedSender<ObjectRef<DistributedPodDisruptionBudget>>,
+    queue: Requests<DistributedPodDisruptionBudget>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -215,7 +213,7 @@ impl Context {
 pub async fn run(client: Client, config: DpdbConfig) {
     let (dpdb_store, dpdb_writer) = reflector::store::<DistributedPodDisruptionBudget>();
     let (pdb_store, pdb_writer) = reflector::store::<PodDisruptionBudget>();
-    let (queue, requests) = mpsc::unbounded();
+    let (queue, requests) = requests(&config.clock);
     let context = Arc::new(Context {
         client: client.clone(),
         config,
