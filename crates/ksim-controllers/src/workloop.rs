@@ -53,12 +53,14 @@ impl Action {
 /// queue on the cluster's clock. Clones share the queue.
 pub(crate) struct Requests<K: kube::Resource> {
     queue: Arc<WorkQueue<ObjectRef<K>>>,
+    clock: Clock,
 }
 
 impl<K: kube::Resource> Clone for Requests<K> {
     fn clone(&self) -> Self {
         Requests {
             queue: Arc::clone(&self.queue),
+            clock: self.clock.clone(),
         }
     }
 }
@@ -72,7 +74,13 @@ where
     pub(crate) fn new(clock: &Clock) -> Self {
         Requests {
             queue: Arc::new(WorkQueue::with_clock(clock.clone())),
+            clock: clock.clone(),
         }
+    }
+
+    /// The clock the queue runs on.
+    pub(crate) fn clock(&self) -> &Clock {
+        &self.clock
     }
 
     /// Asks for a sync of `object` now. Never fails (kept in the shape of

@@ -153,7 +153,12 @@ pub(crate) async fn follow_pods(
                     {
                         changed.push(old);
                     }
-                    release_if_orphaned(&follower.client, &follower.jobs, &pod);
+                    release_if_orphaned(
+                        &follower.client,
+                        &follower.jobs,
+                        &pod,
+                        follower.queue.clock(),
+                    );
                     changed.push(pod);
                 }
                 Event::Delete(pod) => {
@@ -209,7 +214,12 @@ pub(crate) async fn follow_jobs(
                         .expect("pod index lock poisoned")
                         .controlled_by(&namespace, uid);
                     for pod in owned {
-                        release_if_orphaned(&context.client, &context.jobs, &pod);
+                        release_if_orphaned(
+                            &context.client,
+                            &context.jobs,
+                            &pod,
+                            context.queue.clock(),
+                        );
                     }
                 }
                 continue;
