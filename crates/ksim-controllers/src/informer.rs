@@ -10,7 +10,7 @@
 //! the watch expired) reaches every subscriber as a new `Init` ...
 //! `InitDone`, so their caches drop what they did not see again.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -78,10 +78,11 @@ struct Shared<K> {
 }
 
 struct State<K> {
-    /// The objects as of the last complete list and the changes since.
-    objects: HashMap<String, Arc<K>>,
+    /// The objects as of the last complete list and the changes since (in
+    /// key order, so that a late subscriber's list repeats from run to run).
+    objects: BTreeMap<String, Arc<K>>,
     /// The objects of a list in progress.
-    listing: Option<HashMap<String, Arc<K>>>,
+    listing: Option<BTreeMap<String, Arc<K>>>,
     /// Whether a list completed.
     synced: bool,
     subscribers: Vec<mpsc::UnboundedSender<Event<Arc<K>>>>,
@@ -96,7 +97,7 @@ where
     fn start(client: Client) -> Arc<Self> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
-                objects: HashMap::new(),
+                objects: BTreeMap::new(),
                 listing: None,
                 synced: false,
                 subscribers: Vec::new(),
@@ -127,12 +128,12 @@ where
         let mut state = self.lock();
         let event = match event {
             Event::Init => {
-                state.listing = Some(HashMap::new());
+                state.listing = Some(BTreeMap::new());
                 Event::Init
             }
             Event::InitApply(object) => {
                 let object = Arc::new(object);
-                state.listing.get_or_insert_with(HashMap::new).insert(
+                state.listing.get_or_insert_with(BTreeMap::new).insert(
                     ksim_runtime::object_key(object.as_ref()),
                     Arc::clone(&object),
                 );
@@ -208,7 +209,7 @@ mod tests {
     fn empty() -> Shared<Pod> {
         Shared {
             state: Mutex::new(State {
-                objects: HashMap::new(),
+                objects: BTreeMap::new(),
                 listing: None,
                 synced: false,
                 subscribers: Vec::new(),

@@ -614,14 +614,15 @@ async fn manage(
     creations: &[&str],
     deletions: &[&Pod],
 ) -> Option<Error> {
+    // Nodes and pods in name order, so that runs repeat (the callers
+    // gather them from hash maps).
+    let mut creations: Vec<&str> = creations.to_vec();
+    creations.sort_unstable();
     let creations = &creations[..creations.len().min(BURST_REPLICAS)];
-    let mut seen = HashSet::new();
-    let deletions: Vec<&Pod> = deletions
-        .iter()
-        .copied()
-        .filter(|p| seen.insert(p.metadata.name.clone()))
-        .take(BURST_REPLICAS)
-        .collect();
+    let mut deletions: Vec<&Pod> = deletions.to_vec();
+    deletions.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    deletions.dedup_by(|a, b| a.metadata.name == b.metadata.name);
+    deletions.truncate(BURST_REPLICAS);
     if creations.is_empty() && deletions.is_empty() {
         return None;
     }

@@ -11,7 +11,7 @@
 //! waits on the API.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -108,12 +108,14 @@ struct Lifecycle {
     node_relist: Relist<String>,
     lease_relist: Relist<String>,
     pod_relist: Relist<PodKey>,
-    nodes: HashMap<String, Node>,
+    // Ordered maps where iteration order becomes the order of writes and
+    // events (so that runs on a seeded virtual clock repeat).
+    nodes: BTreeMap<String, Node>,
     /// Nodes (name, uid) seen at the last monitor tick (`knownNodeSet`).
-    known: HashMap<String, String>,
+    known: BTreeMap<String, String>,
     leases: HashMap<String, Timestamp>,
     pods: HashMap<PodKey, BoundPod>,
-    pods_by_node: HashMap<String, HashSet<PodKey>>,
+    pods_by_node: HashMap<String, BTreeSet<PodKey>>,
     timers: BinaryHeap<Reverse<(Timestamp, PodKey)>>,
     scheduled: HashMap<PodKey, Timestamp>,
     evicting: HashSet<PodKey>,
@@ -147,8 +149,8 @@ pub async fn run_with(client: Client, config: NodeLifecycleConfig, informers: Sh
         pod_relist: Relist::new(),
         client,
         config,
-        nodes: HashMap::new(),
-        known: HashMap::new(),
+        nodes: BTreeMap::new(),
+        known: BTreeMap::new(),
         leases: HashMap::new(),
         pods: HashMap::new(),
         pods_by_node: HashMap::new(),
