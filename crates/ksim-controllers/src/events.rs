@@ -1,8 +1,12 @@
 //! Events the controllers record about the objects they act on (what
-//! `kubectl describe` shows), through events.k8s.io with kube's recorder.
-//! Recording never fails or slows a sync: it runs in its own task. As
-//! client-go's `EventSourceObjectSpamFilter`, each object gets a burst of
-//! 25 events, then one more every 5 minutes; the rest are dropped.
+//! `kubectl describe` shows), through events.k8s.io as client-go's event
+//! recorder writes them: the same event again within 6 minutes becomes a
+//! series (its count and last time patched) rather than a new object.
+//! Times are the cluster's clock, names `<object>.<16 hex digits>` from its
+//! random source. Recording never fails or slows a sync: the write runs in
+//! its own task (holding the clock busy). As client-go's
+//! `EventSourceObjectSpamFilter`, each object gets a burst of 25 events,
+//! then one more every 5 minutes; the rest are dropped.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -11,13 +15,39 @@ use std::time::Duration;
 use ksim_runtime::clock::{Clock, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::{Event, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::SignedDuration;
 use kube::Client;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+
+/// How long a recorded event may still become a series.
+const SERIES_WINDOW: SignedDuration = SignedDuration::from_mins(6);
+
+/// Normal or Warning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum EventType {
+    Normal,
+    Warning,
+}
+
+/// What makes two events the same (client-go's `eventKey`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct EventKey {
+    type_: EventType,
+    action: String,
+    reason: String,
+    /// The regarding object: apiVersion, kind, namespace, name, uid.
+    regarding: [Option<String>; 5],
+}
 
 /// A recorder for one controller (`replicaset-controller`, ...).
 #[derive(Clone)]
 pub(crate) struct Events {
-    recorder: Recorder,
+    client: Client,
+    controller: String,
+    /// The events recorded lately, for series.
+    recorded: Arc<Mutex<HashMap<EventKey, Event>>>,
     clock: Clock,
     budgets: Arc<Mutex<HashMap<String, TokenBucket>>>,
 }
@@ -61,13 +91,9 @@ impl Events {
     pub(crate) fn new(client: Client, controller: &str, clock: &Clock) -> Self {
         Events {
             clock: clock.clone(),
-            recorder: Recorder::new(
-                client,
-                Reporter {
-                    controller: controller.to_string(),
-                    instance: None,
-                },
-            ),
+            client,
+            controller: controller.to_string(),
+            recorded: Arc::default(),
             budgets: Arc::default(),
         }
     }
@@ -83,22 +109,103 @@ impl Events {
         if !self.allowed(regarding.uid.as_deref().unwrap_or_default()) {
             return;
         }
-        let recorder = self.recorder.clone();
-        let event = Event {
+        let key = EventKey {
             type_,
-            reason: reason.to_string(),
-            note: Some(note),
             action: action.to_string(),
-            secondary: None,
+            reason: reason.to_string(),
+            regarding: [
+                regarding.api_version.clone(),
+                regarding.kind.clone(),
+                regarding.namespace.clone(),
+                regarding.name.clone(),
+                regarding.uid.clone(),
+            ],
         };
+        let now = self.clock.timestamp();
+        let (event, series) = {
+            let mut recorded = self
+                .recorded
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            recorded.retain(|_, event| {
+                let last = event
+                    .series
+                    .as_ref()
+                    .map(|s| s.last_observed_time.0)
+                    .or(event.event_time.as_ref().map(|t| t.0));
+                last.is_none_or(|t| t + SERIES_WINDOW > now)
+            });
+            match recorded.get_mut(&key) {
+                Some(event) => {
+                    let count = event.series.as_ref().map_or(2, |s| s.count + 1);
+                    event.series = Some(EventSeries {
+                        count,
+                        last_observed_time: MicroTime(now),
+                    });
+                    (event.clone(), true)
+                }
+                None => {
+                    let event = self.new_event(type_, &regarding, reason, action, note, now);
+                    recorded.insert(key, event.clone());
+                    (event, false)
+                }
+            }
+        };
+        let namespace = regarding
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".to_string());
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
         // A virtual cluster is not settled while an event is on its way.
         let busy = self.clock.busy();
         tokio::spawn(async move {
             let _busy = busy;
-            if let Err(e) = recorder.publish(&event, &regarding).await {
+            let name = event.metadata.name.clone().unwrap_or_default();
+            let written = if series {
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&event))
+                    .await
+            } else {
+                api.create(&PostParams::default(), &event).await
+            };
+            if let Err(e) = written {
                 tracing::debug!(error = %e, "cannot record an event");
             }
         });
+    }
+
+    /// A new event named `<object>.<16 hex digits>`.
+    fn new_event(
+        &self,
+        type_: EventType,
+        regarding: &ObjectReference,
+        reason: &str,
+        action: &str,
+        note: String,
+        now: k8s_openapi::jiff::Timestamp,
+    ) -> Event {
+        let object = regarding.name.as_deref().unwrap_or(&self.controller);
+        Event {
+            action: Some(action.to_string()),
+            reason: Some(reason.to_string()),
+            event_time: Some(MicroTime(now)),
+            regarding: Some(regarding.clone()),
+            note: Some(note),
+            metadata: ObjectMeta {
+                namespace: regarding.namespace.clone(),
+                name: Some(format!("{object}.{:016x}", self.clock.random().next_u64())),
+                ..ObjectMeta::default()
+            },
+            reporting_controller: Some(self.controller.clone()),
+            reporting_instance: Some(self.controller.clone()),
+            type_: Some(
+                match type_ {
+                    EventType::Normal => "Normal",
+                    EventType::Warning => "Warning",
+                }
+                .to_string(),
+            ),
+            ..Event::default()
+        }
     }
 
     /// Whether the spam filter lets one more event about `uid` through.

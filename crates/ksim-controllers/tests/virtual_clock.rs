@@ -128,6 +128,26 @@ async fn a_silent_node_goes_unknown_after_the_grace_period_and_its_pods_go_300_s
         target.last_transition_time.map(|t| t.0),
         Some(cluster.at(355))
     );
+    // The event says so, stamped with the cluster's time.
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), "default");
+    let marked: Vec<_> = events
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("TaintManagerEviction"))
+        .collect();
+    assert_eq!(marked.len(), 1, "{marked:?}");
+    assert_eq!(
+        marked[0].note.as_deref(),
+        Some("Marking for deletion Pod default/web")
+    );
+    assert_eq!(
+        marked[0].event_time.as_ref().map(|t| t.0),
+        Some(cluster.at(355))
+    );
 }
 
 /// Pods of `job` not yet finished, by name.
