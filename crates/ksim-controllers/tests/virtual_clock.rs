@@ -358,3 +358,65 @@ async fn an_eviction_never_followed_by_a_deletion_stops_counting_after_2_minutes
     let status = pdb_status(&client).await;
     assert!(status["disruptedPods"].is_null(), "{status}");
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn with_every_controller_a_stalled_rollout_times_out_at_its_progress_deadline() {
+    let cluster = VirtualCluster::start(ksim_controllers::ALL_CONTROLLERS).await;
+    let client = cluster.client.clone();
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), "default");
+    let deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 3, "progressDeadlineSeconds": 600,
+                 "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}
+    }))
+    .expect("deployment");
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .expect("deployment");
+    cluster.settle().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let created = pods
+        .list(&ListParams::default().labels("app=web"))
+        .await
+        .expect("pods");
+    assert_eq!(created.items.len(), 3, "the ReplicaSet's pods at once");
+
+    let progressing = |d: &k8s_openapi::api::apps::v1::Deployment| {
+        d.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "Progressing"))
+            .cloned()
+            .expect("Progressing condition")
+    };
+    // No pod ever becomes ready (no kubelet): the deadline passes 600 s
+    // after the last progress, and the sync after it (a second later, as
+    // upstream requeues) reports it.
+    cluster.advance_to(600).await;
+    let d = deployments.get("web").await.expect("deployment");
+    assert_eq!(progressing(&d).status, "True");
+    cluster.advance_to(601).await;
+    let d = deployments.get("web").await.expect("deployment");
+    let condition = progressing(&d);
+    assert_eq!(condition.status, "False");
+    assert_eq!(
+        condition.reason.as_deref(),
+        Some("ProgressDeadlineExceeded")
+    );
+    assert_eq!(
+        condition.last_transition_time.map(|t| t.0),
+        Some(cluster.at(601))
+    );
+    // Hours later, nothing else happened: the cluster settles between the
+    // node monitor's ticks.
+    cluster.advance_to(6 * 3600).await;
+    let d = deployments.get("web").await.expect("deployment");
+    assert_eq!(
+        progressing(&d).last_transition_time.map(|t| t.0),
+        Some(cluster.at(601))
+    );
+}
