@@ -94,6 +94,13 @@ where
     }
 }
 
+/// References in namespace and name order (the caches are hash maps; a
+/// deterministic run must not queue in their order).
+pub(crate) fn in_order<K: kube::Resource>(mut refs: Vec<ObjectRef<K>>) -> Vec<ObjectRef<K>> {
+    refs.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    refs
+}
+
 /// A new queue of requests on `clock`, twice (the handlers' end and the
 /// work loop's, as a channel's two ends).
 pub(crate) fn requests<K>(clock: &Clock) -> (Requests<K>, Requests<K>)

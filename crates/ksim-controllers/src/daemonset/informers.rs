@@ -457,7 +457,7 @@ impl NodeFollower {
                 .collect();
             placements.retain(&live);
         }
-        concerned
+        crate::workloop::in_order(concerned)
     }
 }
 

@@ -94,7 +94,7 @@ fn deployments_of_replica_set(
         }
         return Vec::new();
     }
-    store
+    let refs = store
         .state()
         .iter()
         .filter(|d| d.namespace().as_deref() == Some(namespace.as_str()))
@@ -105,7 +105,8 @@ fn deployments_of_replica_set(
                 .is_some_and(|s| !s.is_empty() && selector_matches(&s, rs.metadata.labels.as_ref()))
         })
         .map(|d| ObjectRef::from_obj(d.as_ref()))
-        .collect()
+        .collect();
+    crate::workloop::in_order(refs)
 }
 
 fn error_policy(_d: Arc<Deployment>, error: &Error, _context: Arc<Context>) -> Action {

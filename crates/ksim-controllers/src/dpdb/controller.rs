@@ -179,22 +179,24 @@ impl Context {
     }
 
     fn enqueue_member(&self, cluster: &str, namespace: &str, name: &str) {
-        let keys: Vec<DpdbKey> = lock(&self.index)
+        let mut keys: Vec<DpdbKey> = lock(&self.index)
             .by_member
             .get(&(cluster.to_string(), namespace.to_string(), name.to_string()))
             .map(|s| s.iter().cloned().collect())
             .unwrap_or_default();
+        keys.sort();
         for key in &keys {
             self.enqueue(key);
         }
     }
 
     fn enqueue_cluster(&self, cluster: &str) {
-        let keys: Vec<DpdbKey> = lock(&self.index)
+        let mut keys: Vec<DpdbKey> = lock(&self.index)
             .by_cluster
             .get(cluster)
             .map(|s| s.iter().cloned().collect())
             .unwrap_or_default();
+        keys.sort();
         for key in &keys {
             self.enqueue(key);
         }

@@ -255,7 +255,7 @@ fn replica_sets_of_pod(
     if pod.metadata.deletion_timestamp.is_some() {
         return Vec::new();
     }
-    store
+    let refs = store
         .state()
         .iter()
         .filter(|rs| rs.namespace().as_deref() == Some(namespace.as_str()))
@@ -268,7 +268,8 @@ fn replica_sets_of_pod(
                 })
         })
         .map(|rs| ObjectRef::from_obj(rs.as_ref()))
-        .collect()
+        .collect();
+    crate::workloop::in_order(refs)
 }
 
 fn error_policy(_rs: Arc<ReplicaSet>, error: &Error, _context: Arc<Context>) -> Action {
