@@ -420,3 +420,47 @@ async fn with_every_controller_a_stalled_rollout_times_out_at_its_progress_deadl
         Some(cluster.at(601))
     );
 }
+
+/// The controllers' events of a Job's back-off run (name, reason, time),
+/// in name order.
+async fn back_off_run_events() -> Vec<(String, String, Option<Timestamp>)> {
+    let cluster = VirtualCluster::start(&[ControllerName::Job]).await;
+    let client = cluster.client.clone();
+    create_job(&client, "flaky", json!({"backoffLimit": 2})).await;
+    cluster.settle().await;
+    let mut failed_at = 0;
+    for delay in [10, 20, 40] {
+        for pod in active_pods(&client, "flaky").await {
+            finish_pod(&client, &pod, "Failed", cluster.at(failed_at)).await;
+        }
+        cluster.advance_to(failed_at + delay).await;
+        failed_at += delay;
+    }
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), "default");
+    let mut seen: Vec<_> = events
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.reporting_controller.as_deref() == Some("job-controller"))
+        .map(|e| {
+            (
+                e.metadata.name.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.event_time.map(|t| t.0),
+            )
+        })
+        .collect();
+    seen.sort();
+    seen
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_same_run_on_a_seeded_virtual_clock_records_the_same_events() {
+    let first = back_off_run_events().await;
+    let reasons: Vec<&str> = first.iter().map(|(_, r, _)| r.as_str()).collect();
+    assert!(reasons.contains(&"BackoffLimitExceeded"), "{first:?}");
+    assert_eq!(first, back_off_run_events().await);
+}
