@@ -83,9 +83,10 @@ impl Cluster {
         }
         if enabled(Component::Controllers) {
             self.tasks
-                .push(tokio::spawn(ksim_controllers::run_controllers(
+                .push(tokio::spawn(ksim_controllers::run_controllers_with_clock(
                     self.client(),
                     ksim_controllers::ALL_CONTROLLERS,
+                    self.clock.clone(),
                 )));
         }
         if enabled(Component::Dpdb) {

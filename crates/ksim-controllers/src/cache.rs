@@ -194,20 +194,21 @@ impl PodIndex {
         selected
     }
 
-    /// The pods of `namespace` whose controller has uid `owner_uid`, in no
-    /// particular order.
+    /// The pods of `namespace` whose controller has uid `owner_uid`, by name.
     pub(crate) fn controlled_by(&self, namespace: &str, owner_uid: &str) -> Vec<Arc<Pod>> {
         self.namespaces
             .get(namespace)
             .and_then(|pods| {
                 let names = pods.by_controller.get(owner_uid)?;
-                Some(pods.get_all(names.iter()))
+                let mut owned = pods.get_all(names.iter());
+                owned.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+                Some(owned)
             })
             .unwrap_or_default()
     }
 
     /// The pods of `namespace` without a controller that `requirements`
-    /// selects, in no particular order.
+    /// selects, by name.
     pub(crate) fn orphans(
         &self,
         namespace: &str,
@@ -218,6 +219,7 @@ impl PodIndex {
         };
         let mut orphans = pods.get_all(pods.orphans.iter());
         orphans.retain(|pod| selector_matches(requirements, pod.metadata.labels.as_ref()));
+        orphans.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         orphans
     }
 }

@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
-use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::core::v1::Pod;
@@ -235,38 +234,6 @@ pub(crate) async fn delete_pod(
             Err(e)
         }
     }
-}
-
-/// Runs `reconcile` over the objects `requests` names (read from `store`)
-/// until the requests end, logging failed syncs: the work loop of the
-/// controllers that feed their own queue from their caches.
-pub(crate) async fn run_work_queue<K, Ctx, Fut>(
-    controller: &'static str,
-    reconcile: impl FnMut(Arc<K>, Arc<Ctx>) -> Fut,
-    error_policy: impl Fn(Arc<K>, &Error, Arc<Ctx>) -> kube::runtime::controller::Action,
-    context: Arc<Ctx>,
-    store: kube::runtime::reflector::Store<K>,
-    requests: futures::channel::mpsc::UnboundedReceiver<kube::runtime::reflector::ObjectRef<K>>,
-) where
-    K: kube::Resource + Clone + Debug + Send + Sync + 'static,
-    K::DynamicType: Debug + Eq + std::hash::Hash + Clone + Unpin,
-    Fut: futures::TryFuture<Ok = kube::runtime::controller::Action, Error = Error> + Unpin,
-{
-    use futures::StreamExt;
-    kube::runtime::controller::applier(
-        reconcile,
-        error_policy,
-        context,
-        store,
-        requests.map(Ok::<_, std::convert::Infallible>),
-        kube::runtime::controller::Config::default(),
-    )
-    .for_each(|result| async move {
-        if let Err(e) = result {
-            tracing::debug!(error = %e, controller, "sync failed");
-        }
-    })
-    .await;
 }
 
 /// A watch of every object of a kind (an informer's event stream),

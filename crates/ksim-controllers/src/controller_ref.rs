@@ -408,16 +408,18 @@ where
         if meta.deletion_timestamp.is_some() {
             return Vec::new();
         }
-        self.store
-            .state()
-            .iter()
-            .filter(|owner| owner.meta().namespace.as_deref() == Some(namespace))
-            .filter(|owner| {
-                self.selector(owner)
-                    .is_some_and(|s| !s.is_empty() && selector_matches(&s, labels))
-            })
-            .map(|owner| ObjectRef::from_obj(owner.as_ref()))
-            .collect()
+        crate::workloop::in_order(
+            self.store
+                .state()
+                .iter()
+                .filter(|owner| owner.meta().namespace.as_deref() == Some(namespace))
+                .filter(|owner| {
+                    self.selector(owner)
+                        .is_some_and(|s| !s.is_empty() && selector_matches(&s, labels))
+                })
+                .map(|owner| ObjectRef::from_obj(owner.as_ref()))
+                .collect(),
+        )
     }
 }
 

@@ -1,21 +1,54 @@
 //! Events the controllers record about the objects they act on (what
-//! `kubectl describe` shows), through events.k8s.io with kube's recorder.
-//! Recording never fails or slows a sync: it runs in its own task. As
-//! client-go's `EventSourceObjectSpamFilter`, each object gets a burst of
-//! 25 events, then one more every 5 minutes; the rest are dropped.
+//! `kubectl describe` shows), through events.k8s.io as client-go's event
+//! recorder writes them: the same event again within 6 minutes becomes a
+//! series (its count and last time patched) rather than a new object.
+//! Times are the cluster's clock, names `<object>.<16 hex digits>` from its
+//! random source. Recording never fails or slows a sync: the write runs in
+//! its own task (holding the clock busy). As client-go's
+//! `EventSourceObjectSpamFilter`, each object gets a burst of 25 events,
+//! then one more every 5 minutes; the rest are dropped.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use ksim_runtime::clock::{Clock, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::{Event, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::SignedDuration;
 use kube::Client;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+
+/// How long a recorded event may still become a series.
+const SERIES_WINDOW: SignedDuration = SignedDuration::from_mins(6);
+
+/// Normal or Warning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum EventType {
+    Normal,
+    Warning,
+}
+
+/// What makes two events the same (client-go's `eventKey`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct EventKey {
+    type_: EventType,
+    action: String,
+    reason: String,
+    /// The regarding object: apiVersion, kind, namespace, name, uid.
+    regarding: [Option<String>; 5],
+}
 
 /// A recorder for one controller (`replicaset-controller`, ...).
 #[derive(Clone)]
 pub(crate) struct Events {
-    recorder: Recorder,
+    client: Client,
+    controller: String,
+    /// The events recorded lately, for series.
+    recorded: Arc<Mutex<HashMap<EventKey, Event>>>,
+    clock: Clock,
     budgets: Arc<Mutex<HashMap<String, TokenBucket>>>,
 }
 
@@ -41,7 +74,8 @@ impl TokenBucket {
 
     /// Takes a token if there is one.
     fn take(&mut self, now: Instant) -> bool {
-        let refill = now.duration_since(self.updated).as_secs_f64() / REFILL.as_secs_f64();
+        let refill =
+            now.saturating_duration_since(self.updated).as_secs_f64() / REFILL.as_secs_f64();
         self.tokens = (self.tokens + refill).min(BURST);
         self.updated = now;
         if self.tokens >= 1.0 {
@@ -54,15 +88,12 @@ impl TokenBucket {
 }
 
 impl Events {
-    pub(crate) fn new(client: Client, controller: &str) -> Self {
+    pub(crate) fn new(client: Client, controller: &str, clock: &Clock) -> Self {
         Events {
-            recorder: Recorder::new(
-                client,
-                Reporter {
-                    controller: controller.to_string(),
-                    instance: None,
-                },
-            ),
+            clock: clock.clone(),
+            client,
+            controller: controller.to_string(),
+            recorded: Arc::default(),
             budgets: Arc::default(),
         }
     }
@@ -78,30 +109,114 @@ impl Events {
         if !self.allowed(regarding.uid.as_deref().unwrap_or_default()) {
             return;
         }
-        let recorder = self.recorder.clone();
-        let event = Event {
+        let key = EventKey {
             type_,
-            reason: reason.to_string(),
-            note: Some(note),
             action: action.to_string(),
-            secondary: None,
+            reason: reason.to_string(),
+            regarding: [
+                regarding.api_version.clone(),
+                regarding.kind.clone(),
+                regarding.namespace.clone(),
+                regarding.name.clone(),
+                regarding.uid.clone(),
+            ],
         };
+        let now = self.clock.timestamp();
+        let (event, series) = {
+            let mut recorded = self
+                .recorded
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            recorded.retain(|_, event| {
+                let last = event
+                    .series
+                    .as_ref()
+                    .map(|s| s.last_observed_time.0)
+                    .or(event.event_time.as_ref().map(|t| t.0));
+                last.is_none_or(|t| t + SERIES_WINDOW > now)
+            });
+            match recorded.get_mut(&key) {
+                Some(event) => {
+                    let count = event.series.as_ref().map_or(2, |s| s.count + 1);
+                    event.series = Some(EventSeries {
+                        count,
+                        last_observed_time: MicroTime(now),
+                    });
+                    (event.clone(), true)
+                }
+                None => {
+                    let event = self.new_event(type_, &regarding, reason, action, note, now);
+                    recorded.insert(key, event.clone());
+                    (event, false)
+                }
+            }
+        };
+        let namespace = regarding
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".to_string());
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+        // A virtual cluster is not settled while an event is on its way.
+        let busy = self.clock.busy();
         tokio::spawn(async move {
-            if let Err(e) = recorder.publish(&event, &regarding).await {
+            let _busy = busy;
+            let name = event.metadata.name.clone().unwrap_or_default();
+            let written = if series {
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&event))
+                    .await
+            } else {
+                api.create(&PostParams::default(), &event).await
+            };
+            if let Err(e) = written {
                 tracing::debug!(error = %e, "cannot record an event");
             }
         });
     }
 
+    /// A new event named `<object>.<16 hex digits>`.
+    fn new_event(
+        &self,
+        type_: EventType,
+        regarding: &ObjectReference,
+        reason: &str,
+        action: &str,
+        note: String,
+        now: k8s_openapi::jiff::Timestamp,
+    ) -> Event {
+        let object = regarding.name.as_deref().unwrap_or(&self.controller);
+        Event {
+            action: Some(action.to_string()),
+            reason: Some(reason.to_string()),
+            event_time: Some(MicroTime(now)),
+            regarding: Some(regarding.clone()),
+            note: Some(note),
+            metadata: ObjectMeta {
+                namespace: regarding.namespace.clone(),
+                name: Some(format!("{object}.{:016x}", self.clock.random().next_u64())),
+                ..ObjectMeta::default()
+            },
+            reporting_controller: Some(self.controller.clone()),
+            reporting_instance: Some(self.controller.clone()),
+            type_: Some(
+                match type_ {
+                    EventType::Normal => "Normal",
+                    EventType::Warning => "Warning",
+                }
+                .to_string(),
+            ),
+            ..Event::default()
+        }
+    }
+
     /// Whether the spam filter lets one more event about `uid` through.
     fn allowed(&self, uid: &str) -> bool {
-        let now = Instant::now();
+        let now = self.clock.instant();
         let mut budgets = self
             .budgets
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if budgets.len() > 10_000 {
-            budgets.retain(|_, b| now.duration_since(b.updated) < REFILL * 25);
+            budgets.retain(|_, b| now.saturating_duration_since(b.updated) < REFILL * 25);
         }
         budgets
             .entry(uid.to_string())
@@ -138,7 +253,7 @@ mod tests {
 
     #[test]
     fn an_object_gets_a_burst_of_25_events_then_one_per_5_minutes() {
-        let start = Instant::now();
+        let start = Instant::default();
         let mut bucket = TokenBucket::full(start);
         let allowed = (0..40).filter(|_| bucket.take(start)).count();
         assert_eq!(allowed, 25);

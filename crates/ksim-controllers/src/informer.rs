@@ -10,13 +10,14 @@
 //! the watch expired) reaches every subscriber as a new `Init` ...
 //! `InitDone`, so their caches drop what they did not see again.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
+use ksim_runtime::clock::Clock;
 use kube::Client;
 use kube::runtime::watcher::Event;
 use serde::de::DeserializeOwned;
@@ -27,16 +28,29 @@ use crate::common::watch_all;
 #[derive(Clone)]
 pub struct SharedInformers {
     client: Client,
+    clock: Clock,
     pods: Arc<OnceLock<Arc<Shared<Pod>>>>,
 }
 
 impl SharedInformers {
-    /// Informers over `client`; nothing is watched until subscribed to.
+    /// Informers over `client`, on the wall clock; nothing is watched until
+    /// subscribed to.
     pub fn new(client: Client) -> Self {
+        Self::with_clock(client, Clock::real())
+    }
+
+    /// Informers over `client` for controllers on `clock` (the cluster's).
+    pub fn with_clock(client: Client, clock: Clock) -> Self {
         SharedInformers {
             client,
+            clock,
             pods: Arc::default(),
         }
+    }
+
+    /// The clock of the controllers these informers feed.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
     }
 
     /// Every pod: the current ones as a list, then every change.
@@ -64,10 +78,11 @@ struct Shared<K> {
 }
 
 struct State<K> {
-    /// The objects as of the last complete list and the changes since.
-    objects: HashMap<String, Arc<K>>,
+    /// The objects as of the last complete list and the changes since (in
+    /// key order, so that a late subscriber's list repeats from run to run).
+    objects: BTreeMap<String, Arc<K>>,
     /// The objects of a list in progress.
-    listing: Option<HashMap<String, Arc<K>>>,
+    listing: Option<BTreeMap<String, Arc<K>>>,
     /// Whether a list completed.
     synced: bool,
     subscribers: Vec<mpsc::UnboundedSender<Event<Arc<K>>>>,
@@ -82,7 +97,7 @@ where
     fn start(client: Client) -> Arc<Self> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
-                objects: HashMap::new(),
+                objects: BTreeMap::new(),
                 listing: None,
                 synced: false,
                 subscribers: Vec::new(),
@@ -113,12 +128,12 @@ where
         let mut state = self.lock();
         let event = match event {
             Event::Init => {
-                state.listing = Some(HashMap::new());
+                state.listing = Some(BTreeMap::new());
                 Event::Init
             }
             Event::InitApply(object) => {
                 let object = Arc::new(object);
-                state.listing.get_or_insert_with(HashMap::new).insert(
+                state.listing.get_or_insert_with(BTreeMap::new).insert(
                     ksim_runtime::object_key(object.as_ref()),
                     Arc::clone(&object),
                 );
@@ -194,7 +209,7 @@ mod tests {
     fn empty() -> Shared<Pod> {
         Shared {
             state: Mutex::new(State {
-                objects: HashMap::new(),
+                objects: BTreeMap::new(),
                 listing: None,
                 synced: false,
                 subscribers: Vec::new(),

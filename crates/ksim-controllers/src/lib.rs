@@ -29,7 +29,10 @@ mod pacing;
 pub mod replicaset;
 pub mod statefulset;
 pub mod ttlafterfinished;
+mod workloop;
 
 pub use error::Error;
 pub use informer::SharedInformers;
-pub use manager::{ALL_CONTROLLERS, ControllerName, parse_controllers, run_controllers};
+pub use manager::{
+    ALL_CONTROLLERS, ControllerName, parse_controllers, run_controllers, run_controllers_with_clock,
+};

@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use ksim_runtime::clock::Clock;
+
 use crate::Error;
 use crate::informer::SharedInformers;
 
@@ -116,12 +118,22 @@ pub fn parse_controllers(list: &str) -> Result<Vec<ControllerName>, Error> {
     Ok(result)
 }
 
-/// Runs `controllers` on `client` until every one of them stops (in a
-/// cluster: until the process ends). Each runs in its own task.
+/// Runs `controllers` on `client` on the wall clock until every one of them
+/// stops (in a cluster: until the process ends). Each runs in its own task.
 pub async fn run_controllers(client: kube::Client, controllers: &[ControllerName]) {
+    run_controllers_with_clock(client, controllers, Clock::real()).await;
+}
+
+/// Runs `controllers` on `client` with every timestamp, timer and requeue
+/// on `clock` (the cluster's), until every one of them stops.
+pub async fn run_controllers_with_clock(
+    client: kube::Client,
+    controllers: &[ControllerName],
+    clock: Clock,
+) {
     let mut tasks = tokio::task::JoinSet::new();
     // One watch per kind for every controller that reads it.
-    let informers = SharedInformers::new(client.clone());
+    let informers = SharedInformers::with_clock(client.clone(), clock);
     for controller in controllers {
         let client = client.clone();
         let informers = informers.clone();
@@ -130,14 +142,18 @@ pub async fn run_controllers(client: kube::Client, controllers: &[ControllerName
         tasks.spawn(async move {
             match controller {
                 ControllerName::ReplicaSet => crate::replicaset::run(client, informers).await,
-                ControllerName::Deployment => crate::deployment::run(client).await,
-                ControllerName::GarbageCollector => crate::garbagecollector::run(client).await,
+                ControllerName::Deployment => crate::deployment::run(client, informers).await,
+                ControllerName::GarbageCollector => {
+                    crate::garbagecollector::run(client, informers).await
+                }
                 ControllerName::Disruption => crate::disruption::run(client, informers).await,
                 ControllerName::StatefulSet => crate::statefulset::run(client, informers).await,
                 ControllerName::DaemonSet => crate::daemonset::run(client, informers).await,
                 ControllerName::Job => crate::job::run(client, informers).await,
-                ControllerName::TtlAfterFinished => crate::ttlafterfinished::run(client).await,
-                ControllerName::Namespace => crate::namespace::run(client).await,
+                ControllerName::TtlAfterFinished => {
+                    crate::ttlafterfinished::run(client, informers).await
+                }
+                ControllerName::Namespace => crate::namespace::run(client, informers).await,
                 ControllerName::NodeLifecycle => crate::nodelifecycle::run(client, informers).await,
             }
             controller

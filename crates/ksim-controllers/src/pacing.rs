@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use tokio::time::Instant;
+use ksim_runtime::clock::{Clock, Instant};
 
 /// The spacing a sync's every pod adds before the next sync of its object.
 pub(crate) const PER_POD: Duration = Duration::from_micros(2);
@@ -25,8 +25,8 @@ pub(crate) const PER_POD: Duration = Duration::from_micros(2);
 const PRUNE_ABOVE: usize = 10_000;
 
 /// When each object's next sync may start.
-#[derive(Default)]
 pub(crate) struct SyncPacer {
+    clock: Clock,
     next_start: Mutex<HashMap<String, Instant>>,
 }
 
@@ -56,6 +56,15 @@ impl Drop for SyncTimer<'_> {
 }
 
 impl SyncPacer {
+    /// A pacer on `clock`. On a virtual clock syncs take no time, so none
+    /// is paced.
+    pub(crate) fn new(clock: &Clock) -> Self {
+        SyncPacer {
+            clock: clock.clone(),
+            next_start: Mutex::default(),
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
         self.next_start
             .lock()
@@ -64,7 +73,10 @@ impl SyncPacer {
 
     /// The wait before a sync of `key` may start now.
     fn wait(&self, key: &str) -> Duration {
-        let now = Instant::now();
+        if self.clock.is_virtual() {
+            return Duration::ZERO;
+        }
+        let now = self.clock.instant();
         let mut next_start = self.lock();
         if next_start.len() > PRUNE_ABOVE {
             next_start.retain(|_, at| *at > now);
@@ -78,12 +90,12 @@ impl SyncPacer {
     pub(crate) async fn pace(&self, key: &str) -> SyncTimer<'_> {
         let wait = self.wait(key);
         if !wait.is_zero() {
-            tokio::time::sleep(wait).await;
+            self.clock.sleep(wait).await;
         }
         SyncTimer {
             pacer: self,
             key: key.to_string(),
-            started: Instant::now(),
+            started: self.clock.instant(),
             pods: 0,
         }
     }
@@ -95,7 +107,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_next_sync_waits_in_proportion_to_the_pods_the_last_one_read() {
-        let pacer = SyncPacer::default();
+        let pacer = SyncPacer::new(&Clock::real());
         let mut timer = pacer.pace("a").await;
         timer.read_pods(10_000);
         tokio::time::advance(Duration::from_millis(5)).await;
@@ -109,7 +121,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_sync_that_read_no_pods_is_not_paced() {
-        let pacer = SyncPacer::default();
+        let pacer = SyncPacer::new(&Clock::real());
         drop(pacer.pace("a").await);
         assert_eq!(pacer.wait("a"), Duration::ZERO);
     }

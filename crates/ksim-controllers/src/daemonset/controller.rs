@@ -13,18 +13,16 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use futures::channel::mpsc;
+use crate::workloop::{Action, requests, run_work_queue};
 use futures::future::join_all;
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::{Client, Resource, ResourceExt};
 
@@ -37,8 +35,8 @@ use super::placement::{Placement, daemon_pod_spec, target_node};
 use super::tally::{Tally, Totals, plan_node};
 use crate::Error;
 use crate::common::{
-    controller_reference, is_pod_available, key_of, parse_selector, run_work_queue, scaled_value,
-    selector_matches, selector_query, update_status, watch_all,
+    controller_reference, is_pod_available, key_of, parse_selector, scaled_value, selector_matches,
+    selector_query, update_status, watch_all,
 };
 use crate::common::{create_pod, delete_pod};
 use crate::controller_ref::{ControllerRefManager, Owner, OwnerMapper, ReleaseHints};
@@ -47,6 +45,7 @@ use crate::events::Events;
 use crate::informer::SharedInformers;
 use crate::replicaset::{Expectations, PodKey};
 use crate::statefulset::{REVISION_LABEL, revision_data};
+use ksim_runtime::clock::Clock;
 
 /// The label carrying the set's generation when the pod was made.
 pub const TEMPLATE_GENERATION_LABEL: &str = "pod-template-generation";
@@ -75,6 +74,7 @@ struct Context {
     dirty: Arc<Dirty>,
     /// What each set's last full sync kept.
     states: Arc<Mutex<SetStates>>,
+    clock: Clock,
 }
 
 fn selector_of(
@@ -101,7 +101,7 @@ pub async fn run(client: Client, informers: SharedInformers) {
                 .remove(&(namespace.to_string(), name.to_string()));
         })
     };
-    let (queue, requests) = mpsc::unbounded::<ObjectRef<DaemonSet>>();
+    let (queue, requests) = requests::<DaemonSet>(informers.clock());
     let (pods_synced_tx, pods_synced) = tokio::sync::watch::channel(false);
     let (nodes_synced_tx, nodes_synced) = tokio::sync::watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
@@ -145,7 +145,8 @@ pub async fn run(client: Client, informers: SharedInformers) {
         return;
     }
     let context = Arc::new(Context {
-        events: Events::new(client.clone(), "daemonset-controller"),
+        events: Events::new(client.clone(), "daemonset-controller", informers.clock()),
+        clock: informers.clock().clone(),
         client,
         caches,
         pods_synced,
@@ -280,7 +281,9 @@ async fn sync_nodes(
         return Ok(None);
     }
     let selector = parse_selector(&spec.selector)?;
-    let may_manage = context.expectations.satisfied(&uid, Instant::now());
+    let may_manage = context
+        .expectations
+        .satisfied(&uid, context.clock.instant());
     let planned: Vec<NodeToPlan<'_>> = {
         let cached_nodes = context
             .caches
@@ -305,7 +308,7 @@ async fn sync_nodes(
     }
     let hash = state.hash.clone();
     let updated = |p: &Pod| p.labels().get(REVISION_LABEL) == Some(&hash);
-    let now = Timestamp::now();
+    let now = context.clock.timestamp();
     let available = |p: &Pod| is_pod_available(p, 0, now);
     let mut creations: Vec<&str> = Vec::new();
     let mut deletions: Vec<&Pod> = Vec::new();
@@ -419,10 +422,12 @@ async fn sync_all(cached: &DaemonSet, context: &Context) -> Result<Action, Error
         .and_then(|l| l.get(REVISION_LABEL).cloned())
         .unwrap_or_else(|| compute_hash(&spec.template, collision_count));
     let min_ready_seconds = spec.min_ready_seconds.unwrap_or(0);
-    let now = Timestamp::now();
+    let now = context.clock.timestamp();
     // Read before the cache, so that pods observed meanwhile only make the
     // expectations look less satisfied than they are, never more.
-    let may_manage = context.expectations.satisfied(&owner.uid, Instant::now());
+    let may_manage = context
+        .expectations
+        .satisfied(&owner.uid, context.clock.instant());
 
     let pods_api: Api<Pod> = Api::namespaced(context.client.clone(), &namespace);
     let pods = claim_pods(context, &mut manager, &pods_api, &owner.uid, &selector).await?;
@@ -609,21 +614,22 @@ async fn manage(
     creations: &[&str],
     deletions: &[&Pod],
 ) -> Option<Error> {
+    // Nodes and pods in name order, so that runs repeat (the callers
+    // gather them from hash maps).
+    let mut creations: Vec<&str> = creations.to_vec();
+    creations.sort_unstable();
     let creations = &creations[..creations.len().min(BURST_REPLICAS)];
-    let mut seen = HashSet::new();
-    let deletions: Vec<&Pod> = deletions
-        .iter()
-        .copied()
-        .filter(|p| seen.insert(p.metadata.name.clone()))
-        .take(BURST_REPLICAS)
-        .collect();
+    let mut deletions: Vec<&Pod> = deletions.to_vec();
+    deletions.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    deletions.dedup_by(|a, b| a.metadata.name == b.metadata.name);
+    deletions.truncate(BURST_REPLICAS);
     if creations.is_empty() && deletions.is_empty() {
         return None;
     }
     let keys: HashSet<PodKey> = deletions.iter().map(|p| key_of(&p.metadata)).collect();
     context
         .expectations
-        .expect(&owner.uid, creations.len(), keys, Instant::now());
+        .expect(&owner.uid, creations.len(), keys, context.clock.instant());
     let set_ref = set.object_ref(&());
     let mut failure = None;
     let mut created = 0;

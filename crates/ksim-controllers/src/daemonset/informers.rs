@@ -10,10 +10,11 @@
 //! sets' own status writes queue nothing. Observed pod
 //! creations and deletions are recorded in the expectations.
 
+use crate::workloop::Requests;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -201,7 +202,7 @@ const NO_FIT: NodeFit = NodeFit {
 /// once; false when the queue is closed.
 fn mark_and_send(
     dirty: &Dirty,
-    queue: &mpsc::UnboundedSender<ObjectRef<DaemonSet>>,
+    queue: &Requests<DaemonSet>,
     marks: impl IntoIterator<Item = (ObjectRef<DaemonSet>, Option<String>)>,
 ) -> bool {
     let mut sets = Vec::new();
@@ -217,7 +218,7 @@ fn mark_and_send(
 
 /// Sends each reference once; false when the queue is closed.
 fn send_all(
-    queue: &mpsc::UnboundedSender<ObjectRef<DaemonSet>>,
+    queue: &Requests<DaemonSet>,
     references: impl IntoIterator<Item = ObjectRef<DaemonSet>>,
 ) -> bool {
     let mut seen = HashSet::new();
@@ -240,7 +241,7 @@ pub(crate) async fn follow_sets(
     expectations: Arc<Expectations>,
     dirty: Arc<Dirty>,
     forget: ForgetSet,
-    queue: mpsc::UnboundedSender<ObjectRef<DaemonSet>>,
+    queue: Requests<DaemonSet>,
 ) {
     let mut stream = std::pin::pin!(stream);
     // The generation last queued, by set uid.
@@ -289,7 +290,7 @@ pub(crate) struct PodFollower {
     pub(crate) sets: Store<DaemonSet>,
     pub(crate) expectations: Arc<Expectations>,
     pub(crate) dirty: Arc<Dirty>,
-    pub(crate) queue: mpsc::UnboundedSender<ObjectRef<DaemonSet>>,
+    pub(crate) queue: Requests<DaemonSet>,
     pub(crate) synced: tokio::sync::watch::Sender<bool>,
 }
 
@@ -423,7 +424,7 @@ pub(crate) struct NodeFollower {
     pub(crate) caches: Arc<Caches>,
     pub(crate) sets: Store<DaemonSet>,
     pub(crate) dirty: Arc<Dirty>,
-    pub(crate) queue: mpsc::UnboundedSender<ObjectRef<DaemonSet>>,
+    pub(crate) queue: Requests<DaemonSet>,
     pub(crate) synced: tokio::sync::watch::Sender<bool>,
 }
 
@@ -456,7 +457,7 @@ impl NodeFollower {
                 .collect();
             placements.retain(&live);
         }
-        concerned
+        crate::workloop::in_order(concerned)
     }
 }
 
@@ -543,7 +544,7 @@ pub(crate) async fn follow_revisions(
     stream: impl Stream<Item = Result<Event<ControllerRevision>, watcher::Error>>,
     mapper: OwnerMapper<DaemonSet>,
     dirty: Arc<Dirty>,
-    queue: mpsc::UnboundedSender<ObjectRef<DaemonSet>>,
+    queue: Requests<DaemonSet>,
 ) {
     let mut stream = std::pin::pin!(stream);
     while let Some(event) = stream.next().await {

@@ -8,15 +8,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use crate::workloop::{Action, Queued};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus, ReplicaSet, ReplicaSetSpec};
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
@@ -32,8 +30,11 @@ use super::status::{
 use crate::Error;
 use crate::common::{
     controller_of, controller_reference, key_of, parse_selector, selector_matches, update_status,
+    watch_all,
 };
 use crate::events::Events;
+use crate::informer::SharedInformers;
+use ksim_runtime::clock::Clock;
 
 /// The revision of a ReplicaSet (and of its Deployment).
 pub const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
@@ -57,31 +58,28 @@ const RETRY: Duration = Duration::from_millis(500);
 struct Context {
     client: Client,
     events: Events,
+    clock: Clock,
 }
 
 /// Runs the Deployment controller until the watch streams end.
-pub async fn run(client: Client) {
-    let deployments: Api<Deployment> = Api::all(client.clone());
-    let replica_sets: Api<ReplicaSet> = Api::all(client.clone());
-    let controller = Controller::new(deployments, watcher::Config::default());
+pub async fn run(client: Client, informers: SharedInformers) {
+    let clock = informers.clock().clone();
+    let controller = Queued::<Deployment>::new(client.clone(), &clock);
     let store = controller.store();
     controller
-        .watches(replica_sets, watcher::Config::default(), move |rs| {
+        .watches(watch_all::<ReplicaSet>(client.clone()), move |rs| {
             deployments_of_replica_set(&store, &rs)
         })
         .run(
-            reconcile,
+            "deployment",
+            |d, context| Box::pin(reconcile(d, context)),
             error_policy,
             Arc::new(Context {
-                events: Events::new(client.clone(), "deployment-controller"),
+                events: Events::new(client.clone(), "deployment-controller", &clock),
                 client,
+                clock,
             }),
         )
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "deployment sync failed");
-            }
-        })
         .await;
 }
 
@@ -96,7 +94,7 @@ fn deployments_of_replica_set(
         }
         return Vec::new();
     }
-    store
+    let refs = store
         .state()
         .iter()
         .filter(|d| d.namespace().as_deref() == Some(namespace.as_str()))
@@ -107,7 +105,8 @@ fn deployments_of_replica_set(
                 .is_some_and(|s| !s.is_empty() && selector_matches(&s, rs.metadata.labels.as_ref()))
         })
         .map(|d| ObjectRef::from_obj(d.as_ref()))
-        .collect()
+        .collect();
+    crate::workloop::in_order(refs)
 }
 
 fn error_policy(_d: Arc<Deployment>, error: &Error, _context: Arc<Context>) -> Action {
@@ -246,7 +245,7 @@ async fn reconcile(cached: Arc<Deployment>, context: Arc<Context>) -> Result<Act
         new,
         old: sorted,
         status: d.status.clone().unwrap_or_default(),
-        now: Timestamp::now(),
+        now: context.clock.timestamp(),
         waiting_for_old_pods: false,
     };
 

@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use futures::channel::mpsc;
+use crate::workloop::{Action, Requests, requests, run_work_queue};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, ReplicationController};
@@ -20,7 +20,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DynamicObject, GroupVersionKind, PostParams};
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource};
@@ -32,10 +31,11 @@ use super::status::{
 };
 use crate::Error;
 use crate::cache::{Key, PodIndex};
+use crate::common::watch_all;
 use crate::common::{controller_of, key_of, parse_selector, update_status};
-use crate::common::{run_work_queue, watch_all};
 use crate::events::Events;
 use crate::informer::SharedInformers;
+use ksim_runtime::clock::Clock;
 
 const RETRY: Duration = Duration::from_millis(500);
 
@@ -61,6 +61,7 @@ struct Context {
     client: Client,
     events: Events,
     caches: Arc<Caches>,
+    clock: Clock,
 }
 
 /// Runs the disruption controller until the watch streams end.
@@ -95,7 +96,7 @@ pub async fn run(client: Client, informers: SharedInformers) {
         sts_writer,
         watch_all::<StatefulSet>(client.clone()),
     )));
-    let (queue, requests) = mpsc::unbounded::<ObjectRef<PodDisruptionBudget>>();
+    let (queue, requests) = requests::<PodDisruptionBudget>(informers.clock());
     let budget_events =
         reflector::reflector(pdb_writer, watch_all::<PodDisruptionBudget>(client.clone()));
     tasks.spawn(follow_budgets(
@@ -104,7 +105,7 @@ pub async fn run(client: Client, informers: SharedInformers) {
         queue.clone(),
     ));
     let (pods_synced, mut pods_ready) = tokio::sync::watch::channel(false);
-    let stale = StaleCleanup::new(client.clone());
+    let stale = StaleCleanup::new(client.clone(), informers.clock().clone());
     tasks.spawn(follow_pods(
         informers.pods(),
         Arc::clone(&caches),
@@ -129,7 +130,8 @@ pub async fn run(client: Client, informers: SharedInformers) {
         return;
     }
     let context = Arc::new(Context {
-        events: Events::new(client.clone(), "controllermanager"),
+        events: Events::new(client.clone(), "controllermanager", informers.clock()),
+        clock: informers.clock().clone(),
         client,
         caches,
     });
@@ -159,7 +161,7 @@ async fn drive<K>(stream: impl Stream<Item = Result<Event<K>, watcher::Error>>) 
 async fn follow_budgets(
     stream: impl Stream<Item = Result<Event<PodDisruptionBudget>, watcher::Error>>,
     caches: Arc<Caches>,
-    queue: mpsc::UnboundedSender<ObjectRef<PodDisruptionBudget>>,
+    queue: Requests<PodDisruptionBudget>,
 ) {
     let mut stream = std::pin::pin!(stream);
     while let Some(event) = stream.next().await {
@@ -209,7 +211,7 @@ fn budget_ref(key: Key) -> ObjectRef<PodDisruptionBudget> {
 async fn follow_pods(
     stream: impl Stream<Item = Event<Arc<Pod>>>,
     caches: Arc<Caches>,
-    queue: mpsc::UnboundedSender<ObjectRef<PodDisruptionBudget>>,
+    queue: Requests<PodDisruptionBudget>,
     synced: tokio::sync::watch::Sender<bool>,
     stale: StaleCleanup,
 ) {
@@ -264,7 +266,7 @@ fn error_policy(_pdb: Arc<PodDisruptionBudget>, error: &Error, _context: Arc<Con
 async fn reconcile(pdb: Arc<PodDisruptionBudget>, context: Arc<Context>) -> Result<Action, Error> {
     let (namespace, name) = key_of(&pdb.metadata);
     let budgets: Api<PodDisruptionBudget> = Api::namespaced(context.client.clone(), &namespace);
-    let now = Timestamp::now();
+    let now = context.clock.timestamp();
     let outcome = compute(&pdb, &context, &namespace, now).await;
     let (status, recheck, failure) = match outcome {
         Ok((status, recheck)) => (status, recheck, None),
@@ -522,20 +524,22 @@ pub fn stale_disruption_wait(pod: &Pod, now: Timestamp) -> Option<Duration> {
 #[derive(Clone)]
 struct StaleCleanup {
     client: Client,
+    clock: Clock,
     pending: Arc<Mutex<HashSet<Key>>>,
 }
 
 impl StaleCleanup {
-    fn new(client: Client) -> Self {
+    fn new(client: Client, clock: Clock) -> Self {
         StaleCleanup {
             client,
+            clock,
             pending: Arc::new(Mutex::new(HashSet::new())),
         }
     }
 
     /// Schedules the cleanup of `pod` if its condition will be stale.
     fn check(&self, pod: &Pod) {
-        let Some(wait) = stale_disruption_wait(pod, Timestamp::now()) else {
+        let Some(wait) = stale_disruption_wait(pod, self.clock.timestamp()) else {
             return;
         };
         let key = key_of(&pod.metadata);
@@ -549,8 +553,16 @@ impl StaleCleanup {
         }
         let this = self.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(wait).await;
-            let result = this.reset(&key).await;
+            let mut wait = wait;
+            let result = loop {
+                this.clock.sleep(wait).await;
+                let _busy = this.clock.busy();
+                match this.reset(&key).await {
+                    Ok(Some(later)) => wait = later,
+                    Ok(None) => break Ok(()),
+                    Err(error) => break Err(error),
+                }
+            };
             this.pending
                 .lock()
                 .expect("stale cleanup lock poisoned")
@@ -561,19 +573,18 @@ impl StaleCleanup {
         });
     }
 
-    async fn reset(&self, (namespace, name): &Key) -> Result<(), Error> {
+    /// Resets the pod's condition if it is stale; if it is not stale yet,
+    /// how long until it will be.
+    async fn reset(&self, (namespace, name): &Key) -> Result<Option<Duration>, Error> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         for _ in 0..5 {
             let Some(mut pod) = api.get_opt(name).await? else {
-                return Ok(());
+                return Ok(None);
             };
-            let now = Timestamp::now();
+            let now = self.clock.timestamp();
             match stale_disruption_wait(&pod, now) {
-                None => return Ok(()),
-                Some(wait) if !wait.is_zero() => {
-                    tokio::time::sleep(wait).await;
-                    continue;
-                }
+                None => return Ok(None),
+                Some(wait) if !wait.is_zero() => return Ok(Some(wait)),
                 Some(_) => {}
             }
             if let Some(condition) = pod
@@ -591,14 +602,14 @@ impl StaleCleanup {
             match api.replace_status(name, &PostParams::default(), &pod).await {
                 Ok(_) => {
                     tracing::info!(%namespace, pod = %name, "reset stale DisruptionTarget condition to False");
-                    return Ok(());
+                    return Ok(None);
                 }
                 Err(kube::Error::Api(status)) if status.code == 409 => continue,
-                Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+                Err(kube::Error::Api(status)) if status.code == 404 => return Ok(None),
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(())
+        Ok(None)
     }
 }
 

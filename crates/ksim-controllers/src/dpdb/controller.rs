@@ -15,14 +15,15 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use crate::workloop::{Action, Requests, requests, run_work_queue};
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use ksim_runtime::Clock;
+use ksim_runtime::clock::Instant;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
@@ -32,9 +33,7 @@ use super::plan::owns;
 use super::plan::{ChildAction, MemberRead, PlanInput, STALENESS_BOUND, plan};
 use super::types::{Coordination, DistributedPodDisruptionBudget, KIND};
 use crate::Error;
-use crate::common::{
-    controller_of, parse_selector, run_work_queue, selector_matches, selector_query, watch_all,
-};
+use crate::common::{controller_of, parse_selector, selector_matches, selector_query, watch_all};
 
 /// How often a remote cluster's liveness is confirmed.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
@@ -154,13 +153,13 @@ struct Context {
     /// and when it was first seen.
     behind: Mutex<HashMap<MemberKey, (i64, Timestamp)>>,
     /// Exclusive budgets backing off from a claim, until when.
-    backoff: Mutex<HashMap<DpdbKey, tokio::time::Instant>>,
+    backoff: Mutex<HashMap<DpdbKey, Instant>>,
     /// The Exclusive budgets whose claim this controller holds (its own
     /// writes, which the child cache may not show yet).
     claims: Mutex<HashSet<DpdbKey>>,
     /// The remote clusters' tasks, stopped with the controller.
     remote_tasks: Mutex<Vec<tokio::task::AbortHandle>>,
-    queue: mpsc::UnboundedSender<ObjectRef<DistributedPodDisruptionBudget>>,
+    queue: Requests<DistributedPodDisruptionBudget>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -180,22 +179,24 @@ impl Context {
     }
 
     fn enqueue_member(&self, cluster: &str, namespace: &str, name: &str) {
-        let keys: Vec<DpdbKey> = lock(&self.index)
+        let mut keys: Vec<DpdbKey> = lock(&self.index)
             .by_member
             .get(&(cluster.to_string(), namespace.to_string(), name.to_string()))
             .map(|s| s.iter().cloned().collect())
             .unwrap_or_default();
+        keys.sort();
         for key in &keys {
             self.enqueue(key);
         }
     }
 
     fn enqueue_cluster(&self, cluster: &str) {
-        let keys: Vec<DpdbKey> = lock(&self.index)
+        let mut keys: Vec<DpdbKey> = lock(&self.index)
             .by_cluster
             .get(cluster)
             .map(|s| s.iter().cloned().collect())
             .unwrap_or_default();
+        keys.sort();
         for key in &keys {
             self.enqueue(key);
         }
@@ -215,7 +216,7 @@ impl Context {
 pub async fn run(client: Client, config: DpdbConfig) {
     let (dpdb_store, dpdb_writer) = reflector::store::<DistributedPodDisruptionBudget>();
     let (pdb_store, pdb_writer) = reflector::store::<PodDisruptionBudget>();
-    let (queue, requests) = mpsc::unbounded();
+    let (queue, requests) = requests(&config.clock);
     let context = Arc::new(Context {
         client: client.clone(),
         config,
@@ -378,7 +379,7 @@ fn remote(context: &Arc<Context>, name: &str) -> Arc<Remote> {
         confirmed_at: RwLock::new(Timestamp::UNIX_EPOCH),
     });
     remotes.insert(name.to_string(), Arc::clone(&remote));
-    let (sender, receiver) = mpsc::unbounded::<(tokio::time::Instant, RemoteEvent)>();
+    let (sender, receiver) = mpsc::unbounded::<(Instant, RemoteEvent)>();
     let applier = tokio::spawn(apply_remote_events(
         Arc::clone(context),
         name.to_string(),
@@ -401,15 +402,12 @@ async fn watch_remote(
     context: Arc<Context>,
     name: String,
     remote: Arc<Remote>,
-    events: mpsc::UnboundedSender<(tokio::time::Instant, RemoteEvent)>,
+    events: mpsc::UnboundedSender<(Instant, RemoteEvent)>,
 ) {
     // Reconnections back off from RETRY to MAX_RETRY while the cluster is away.
     let mut retry = RETRY;
-    let send = |event: RemoteEvent| {
-        events
-            .unbounded_send((tokio::time::Instant::now(), event))
-            .is_ok()
-    };
+    let clock = context.config.clock.clone();
+    let send = |event: RemoteEvent| events.unbounded_send((clock.instant(), event)).is_ok();
     loop {
         let client = match context.config.clusters.connect(&name).await {
             Ok(client) => {
@@ -421,7 +419,7 @@ async fn watch_remote(
                 if !send(RemoteEvent::Failed(why)) {
                     return;
                 }
-                tokio::time::sleep(retry).await;
+                clock.sleep(retry).await;
                 retry = (retry * 2).min(MAX_RETRY);
                 continue;
             }
@@ -430,8 +428,7 @@ async fn watch_remote(
             Api::all(client.clone());
         let mut watch = std::pin::pin!(watcher::watcher(api, watcher::Config::default()));
         let mut listing: HashMap<(String, String), PodDisruptionBudget> = HashMap::new();
-        let mut probe = tokio::time::interval(PROBE_INTERVAL);
-        probe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut probe = clock.interval(PROBE_INTERVAL);
         let failure = loop {
             tokio::select! {
                 event = watch.next() => {
@@ -455,7 +452,7 @@ async fn watch_remote(
                     }
                 }
                 _ = probe.tick() => {
-                    let probed = tokio::time::timeout(Duration::from_secs(2), client.apiserver_version()).await;
+                    let probed = tokio::time::timeout(Duration::from_secs(2), client.apiserver_version()).await; // wall-clock: HTTP timeout to a remote server
                     match probed {
                         Ok(Ok(_)) => if !send(RemoteEvent::Confirmed) { return; },
                         Ok(Err(e)) => break e.to_string(),
@@ -470,7 +467,7 @@ async fn watch_remote(
         ))) {
             return;
         }
-        tokio::time::sleep(retry).await;
+        clock.sleep(retry).await;
         retry = (retry * 2).min(MAX_RETRY);
     }
 }
@@ -481,12 +478,13 @@ async fn apply_remote_events(
     context: Arc<Context>,
     name: String,
     remote: Arc<Remote>,
-    mut events: mpsc::UnboundedReceiver<(tokio::time::Instant, RemoteEvent)>,
+    mut events: mpsc::UnboundedReceiver<(Instant, RemoteEvent)>,
 ) {
     let delay = context.config.propagation_delay;
     while let Some((received, event)) = events.next().await {
         if !delay.is_zero() {
-            tokio::time::sleep_until(received + delay).await;
+            // The simulated propagation delay is cluster time.
+            context.config.clock.sleep_until(received + delay).await;
         }
         let now = context.now();
         let write_state = |state: RemoteState| {
@@ -634,7 +632,8 @@ async fn fresh_check(
             return Err(format!("{member} cannot be read"));
         };
         let api: Api<PodDisruptionBudget> = Api::namespaced(client, &member.namespace);
-        let pdb = tokio::time::timeout(Duration::from_secs(2), api.get(&member.name))
+        // The member may live on another cluster's server.
+        let pdb = tokio::time::timeout(Duration::from_secs(2), api.get(&member.name)) // wall-clock: HTTP timeout to a remote server
             .await
             .map_err(|_| format!("{member}: no answer"))?
             .map_err(|e| format!("{member}: {e}"))?;
@@ -840,8 +839,9 @@ async fn reconcile(
             lock(&context.claims).remove(&key);
         } else if !holding && steps.open_allowance > 0 {
             let until = lock(&context.backoff).get(&key).copied();
-            if let Some(until) = until.filter(|u| *u > tokio::time::Instant::now()) {
-                return Ok(Action::requeue(until - tokio::time::Instant::now()));
+            let instant = context.config.clock.instant();
+            if let Some(until) = until.filter(|u| *u > instant) {
+                return Ok(Action::requeue(until - instant));
             }
             let now = context.now();
             set_claim(&budgets, &name, Some(format!("{uid}@{now}"))).await?;
@@ -855,8 +855,10 @@ async fn reconcile(
                 Err(why) => {
                     tracing::debug!(%namespace, %name, %why, "exclusive claim: backing off");
                     set_claim(&budgets, &name, None).await?;
-                    let wait = Duration::from_millis(rand::random_range(100..600));
-                    lock(&context.backoff).insert(key, tokio::time::Instant::now() + wait);
+                    let jitter = context.config.clock.random().below(500) as u64;
+                    let wait = Duration::from_millis(100 + jitter);
+                    let until = context.config.clock.instant() + wait;
+                    lock(&context.backoff).insert(key, until);
                     return Ok(Action::requeue(wait));
                 }
             }

@@ -22,6 +22,11 @@ use super::graph::{
     Decision, FOREGROUND_FINALIZER, Graph, Node, ORPHAN_FINALIZER, OwnerState, decide,
 };
 use crate::Error;
+use crate::informer::SharedInformers;
+use ksim_runtime::clock::Clock;
+
+/// How soon a failed collection is tried again.
+const RETRY: Duration = Duration::from_secs(1);
 
 /// How often the served resources are discovered again.
 const REDISCOVERY: Duration = Duration::from_secs(30);
@@ -46,13 +51,14 @@ struct Resource {
 }
 
 /// Runs the garbage collector until its client can no longer reach the API.
-pub async fn run(client: Client) {
+pub async fn run(client: Client, informers: SharedInformers) {
+    let clock = informers.clock().clone();
     loop {
-        match run_once(&client).await {
+        match run_once(&client, &clock).await {
             Ok(()) => continue,
             Err(e) => tracing::warn!(error = %e, "garbage collector restarting"),
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        clock.sleep(Duration::from_secs(1)).await;
     }
 }
 
@@ -87,7 +93,7 @@ struct Collector {
     graph: Graph,
 }
 
-async fn run_once(client: &Client) -> Result<(), Error> {
+async fn run_once(client: &Client, clock: &Clock) -> Result<(), Error> {
     let resources = discover(client).await?;
     let by_kind = resources
         .iter()
@@ -114,12 +120,11 @@ async fn run_once(client: &Client) -> Result<(), Error> {
     let mut synced: HashSet<usize> = HashSet::new();
     let mut dirty: BTreeSet<String> = BTreeSet::new();
     let mut retry: BTreeSet<String> = BTreeSet::new();
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    let mut discovered_at = tokio::time::Instant::now();
+    let mut discovered_at = clock.instant();
     loop {
-        if discovered_at.elapsed() >= REDISCOVERY {
+        if clock.elapsed_since(discovered_at) >= REDISCOVERY {
             // New kinds (CustomResourceDefinitions) join by starting over.
-            discovered_at = tokio::time::Instant::now();
+            discovered_at = clock.instant();
             let fresh = discover(client).await?;
             if resource_keys(&fresh) != resource_keys(&collector.resources) {
                 tracing::info!("served resources changed: garbage collector restarts its watches");
@@ -132,6 +137,7 @@ async fn run_once(client: &Client) -> Result<(), Error> {
                 Some(next) => Some(next),
                 None => {
                     let batch = std::mem::take(&mut dirty);
+                    let _busy = clock.busy();
                     for uid in batch {
                         if let Err(e) = collector.process(&uid).await {
                             tracing::debug!(%uid, error = %e, "garbage collection will be retried");
@@ -142,9 +148,17 @@ async fn run_once(client: &Client) -> Result<(), Error> {
                 }
             }
         } else {
+            // Failed collections are retried a second later (no timer
+            // while there are none, so an idle virtual cluster has none).
+            let retry_due = async {
+                if retry.is_empty() {
+                    std::future::pending::<()>().await;
+                }
+                clock.sleep(RETRY).await;
+            };
             tokio::select! {
                 next = events.next() => Some(next),
-                _ = tick.tick() => {
+                () = retry_due => {
                     dirty.append(&mut retry);
                     None
                 }

@@ -6,16 +6,15 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use futures::channel::mpsc;
+use crate::workloop::{Action, requests, run_work_queue};
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus, UncountedTerminatedPods};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::Action;
-use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::reflector::{self};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
@@ -30,13 +29,14 @@ use crate::Error;
 use crate::cache::PodIndex;
 use crate::common::{
     controller_reference, is_pod_active, is_pod_ready, key_of, parse_selector, pod_phase,
-    run_work_queue, selector_matches, update_status, watch_all,
+    selector_matches, update_status, watch_all,
 };
 use crate::common::{create_pod, delete_pod};
 use crate::controller_ref::{ControllerRefManager, Owner, OwnerMapper, ReleaseHints};
 use crate::events::Events;
 use crate::informer::SharedInformers;
 use crate::replicaset::{Expectations, PodKey};
+use ksim_runtime::clock::Clock;
 
 /// The annotation (and label) carrying an Indexed Job pod's index.
 pub const COMPLETION_INDEX_ANNOTATION: &str = "batch.kubernetes.io/job-completion-index";
@@ -96,6 +96,7 @@ struct Context {
     /// Pods the watch saw stop matching: the cache finds them by
     /// controller uid, so these records are only dropped.
     hints: ReleaseHints,
+    clock: Clock,
 }
 
 /// Runs the Job controller, as upstream configures it, until the watch
@@ -112,7 +113,7 @@ pub async fn run_with(client: Client, config: JobConfig, informers: SharedInform
     let removals = Arc::new(FinalizerRemovals::default());
     let backoffs: BackoffRecords = Arc::default();
     let hints = ReleaseHints::default();
-    let (queue, requests) = mpsc::unbounded::<ObjectRef<Job>>();
+    let (queue, requests) = requests::<Job>(informers.clock());
     let (pods_synced_tx, pods_synced) = tokio::sync::watch::channel(false);
     let forget_backoff = Arc::clone(&backoffs);
     let mut tasks = tokio::task::JoinSet::new();
@@ -155,7 +156,8 @@ pub async fn run_with(client: Client, config: JobConfig, informers: SharedInform
         return;
     }
     let context = Arc::new(Context {
-        events: Events::new(client.clone(), "job-controller"),
+        events: Events::new(client.clone(), "job-controller", informers.clock()),
+        clock: informers.clock().clone(),
         client,
         config,
         pods,
@@ -473,7 +475,9 @@ async fn reconcile(cached: Arc<Job>, context: Arc<Context>) -> Result<Action, Er
     let pods_api: Api<Pod> = Api::namespaced(context.client.clone(), &namespace);
     // Read before the cache, so that pods observed meanwhile only make the
     // expectations look less satisfied than they are, never more.
-    let may_manage = context.expectations.satisfied(&owner.uid, Instant::now());
+    let may_manage = context
+        .expectations
+        .satisfied(&owner.uid, context.clock.instant());
     let removing = context.removals.pending(&owner.uid);
     let pods = claim_pods(&context, &jobs, &job, &owner, &selector).await?;
 
@@ -490,7 +494,7 @@ async fn reconcile(cached: Arc<Job>, context: Arc<Context>) -> Result<Action, Er
             .backoff_limit_per_index
             .filter(|_| spec.completion_mode.as_deref() == Some("Indexed")),
     };
-    let now = Timestamp::now();
+    let now = context.clock.timestamp();
     let suspended = spec.suspend == Some(true);
     let uncounted = status.uncounted_terminated_pods.clone().unwrap_or_default();
     let uncounted_succeeded: HashSet<&str> = uncounted
@@ -850,7 +854,7 @@ async fn manage_job(
         let keys: HashSet<PodKey> = removals.iter().map(|p| key_of(&p.metadata)).collect();
         context
             .expectations
-            .expect(&owner.uid, 0, keys, Instant::now());
+            .expect(&owner.uid, 0, keys, context.clock.instant());
         for pod in removals {
             // Surplus pods are not failures: uncount them first.
             let removed = remove_finalizer_expected(context, &owner.uid, pods_api, pod).await;
@@ -892,7 +896,7 @@ async fn manage_job(
         context.config.pod_failure_backoff,
         context.config.max_pod_failure_backoff,
     );
-    let now = Timestamp::now();
+    let now = context.clock.timestamp();
     let wait = backoff.remaining(now, base, max);
     if !wait.is_zero() {
         managed.backoff = Some(wait);
@@ -951,7 +955,7 @@ async fn manage_job(
     // a failed batch stops the rest until the next sync.
     context
         .expectations
-        .expect_creations(&owner.uid, pods.len(), Instant::now());
+        .expect_creations(&owner.uid, pods.len(), context.clock.instant());
     let mut batch = SLOW_START_INITIAL_BATCH_SIZE;
     let mut rest = pods.as_slice();
     while !rest.is_empty() {
@@ -1185,7 +1189,7 @@ async fn track_and_remove_finalizers(
         status.completed_indexes = Some(format_indexes(&done));
         status.succeeded = Some(to_i32(done.len()));
     }
-    let now = Timestamp::now();
+    let now = context.clock.timestamp();
     if let Some(f) = finish.as_mut() {
         if f.type_ == "FailureTarget" {
             ensure_condition(

@@ -8,10 +8,11 @@
 //! and a pod left holding the finalizer by a Job that is gone or finished
 //! is released ([`super::orphans`]).
 
+use crate::workloop::Requests;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -95,7 +96,7 @@ pub(crate) struct PodFollower {
     pub(crate) mapper: OwnerMapper<Job>,
     pub(crate) expectations: Arc<Expectations>,
     pub(crate) removals: Arc<FinalizerRemovals>,
-    pub(crate) queue: mpsc::UnboundedSender<ObjectRef<Job>>,
+    pub(crate) queue: Requests<Job>,
     pub(crate) synced: tokio::sync::watch::Sender<bool>,
 }
 
@@ -152,7 +153,12 @@ pub(crate) async fn follow_pods(
                     {
                         changed.push(old);
                     }
-                    release_if_orphaned(&follower.client, &follower.jobs, &pod);
+                    release_if_orphaned(
+                        &follower.client,
+                        &follower.jobs,
+                        &pod,
+                        follower.queue.clock(),
+                    );
                     changed.push(pod);
                 }
                 Event::Delete(pod) => {
@@ -208,7 +214,12 @@ pub(crate) async fn follow_jobs(
                         .expect("pod index lock poisoned")
                         .controlled_by(&namespace, uid);
                     for pod in owned {
-                        release_if_orphaned(&context.client, &context.jobs, &pod);
+                        release_if_orphaned(
+                            &context.client,
+                            &context.jobs,
+                            &pod,
+                            context.queue.clock(),
+                        );
                     }
                 }
                 continue;
@@ -238,7 +249,7 @@ pub(crate) struct JobFollower {
     pub(crate) removals: Arc<FinalizerRemovals>,
     /// Forgets what else the controller keeps per Job (its backoff record).
     pub(crate) forget: Box<dyn Fn(&str) + Send + Sync>,
-    pub(crate) queue: mpsc::UnboundedSender<ObjectRef<Job>>,
+    pub(crate) queue: Requests<Job>,
 }
 
 #[cfg(test)]

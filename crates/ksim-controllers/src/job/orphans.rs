@@ -14,6 +14,7 @@ use serde_json::json;
 
 use super::controller::{TRACKING_FINALIZER, is_finished};
 use crate::common::controller_of;
+use ksim_runtime::clock::Clock;
 
 /// The owning Job's name and uid, for a pod holding the tracking finalizer.
 fn tracked_owner(pod: &Pod) -> Option<(&str, &str)> {
@@ -35,7 +36,7 @@ fn running(job: Option<&Job>, uid: &str) -> bool {
 /// Releases `pod` when it holds the finalizer for a Job that is gone,
 /// replaced or finished: the API is asked (in a task of its own) only when
 /// the cache does not vouch for the Job.
-pub(crate) fn release_if_orphaned(client: &Client, jobs: &Store<Job>, pod: &Pod) {
+pub(crate) fn release_if_orphaned(client: &Client, jobs: &Store<Job>, pod: &Pod, clock: &Clock) {
     let Some((job_name, uid)) = tracked_owner(pod) else {
         return;
     };
@@ -47,7 +48,9 @@ pub(crate) fn release_if_orphaned(client: &Client, jobs: &Store<Job>, pod: &Pod)
     let client = client.clone();
     let (job_name, uid) = (job_name.to_string(), uid.to_string());
     let name = pod.name_any();
+    let busy = clock.busy();
     tokio::spawn(async move {
+        let _busy = busy;
         let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
         match jobs.get_opt(&job_name).await {
             Ok(live) if running(live.as_ref(), &uid) => return,

@@ -5,18 +5,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use crate::workloop::{Action, Queued};
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::discovery::{ApiResource, Discovery, Scope, verbs};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 
 use super::status::{ContentTotals, deletion_conditions};
 use crate::Error;
 use crate::common::update_status;
+use crate::informer::SharedInformers;
+use ksim_runtime::clock::Clock;
 
 /// The finalizer kube-apiserver puts in every namespace's `spec.finalizers`.
 pub const FINALIZER: &str = "kubernetes";
@@ -29,18 +28,19 @@ const RETRY: Duration = Duration::from_secs(1);
 
 struct Context {
     client: Client,
+    clock: Clock,
 }
 
 /// Runs the namespace controller until the watch stream ends.
-pub async fn run(client: Client) {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    Controller::new(namespaces, watcher::Config::default())
-        .run(reconcile, error_policy, Arc::new(Context { client }))
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "namespace sync failed");
-            }
-        })
+pub async fn run(client: Client, informers: SharedInformers) {
+    let clock = informers.clock().clone();
+    Queued::<Namespace>::new(client.clone(), &clock)
+        .run(
+            "namespace",
+            |ns, context| Box::pin(reconcile(ns, context)),
+            error_policy,
+            Arc::new(Context { client, clock }),
+        )
         .await;
 }
 
@@ -82,7 +82,7 @@ async fn reconcile(cached: Arc<Namespace>, context: Arc<Context>) -> Result<Acti
         .as_ref()
         .and_then(|s| s.conditions.clone())
         .unwrap_or_default();
-    let conditions = deletion_conditions(&previous, &totals, Timestamp::now());
+    let conditions = deletion_conditions(&previous, &totals, context.clock.timestamp());
     if conditions != previous {
         match update_status(&namespaces, &name, |fresh| {
             fresh.status.get_or_insert_with(Default::default).conditions = Some(conditions.clone());

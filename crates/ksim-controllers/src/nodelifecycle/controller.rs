@@ -11,7 +11,7 @@
 //! waits on the API.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,6 +32,7 @@ use crate::common::watch_all;
 use crate::events::Events;
 use crate::informer::SharedInformers;
 use ksim_runtime::WithoutManagedFields;
+use ksim_runtime::clock::Clock;
 
 /// The namespace of the nodes' Leases.
 const LEASE_NAMESPACE: &str = "kube-node-lease";
@@ -42,7 +43,7 @@ const EVICTION_RETRY: SignedDuration = SignedDuration::from_secs(1);
 #[derive(Debug, Clone, Copy)]
 pub struct NodeLifecycleConfig {
     /// `--node-monitor-grace-period`: how long a node may stay silent
-    /// before it is marked Unknown (40 s upstream).
+    /// before it is marked Unknown (50 s upstream since 1.32).
     pub grace_period: Duration,
     /// `--node-monitor-period`: how often node health is checked (5 s).
     pub monitor_period: Duration,
@@ -51,7 +52,7 @@ pub struct NodeLifecycleConfig {
 impl Default for NodeLifecycleConfig {
     fn default() -> Self {
         NodeLifecycleConfig {
-            grace_period: Duration::from_secs(40),
+            grace_period: Duration::from_secs(50),
             monitor_period: Duration::from_secs(5),
         }
     }
@@ -100,18 +101,21 @@ impl<K: std::hash::Hash + Eq + Clone> Relist<K> {
 
 struct Lifecycle {
     client: Client,
+    clock: Clock,
     config: NodeLifecycleConfig,
     events: Events,
     node_events: Events,
     node_relist: Relist<String>,
     lease_relist: Relist<String>,
     pod_relist: Relist<PodKey>,
-    nodes: HashMap<String, Node>,
+    // Ordered maps where iteration order becomes the order of writes and
+    // events (so that runs on a seeded virtual clock repeat).
+    nodes: BTreeMap<String, Node>,
     /// Nodes (name, uid) seen at the last monitor tick (`knownNodeSet`).
-    known: HashMap<String, String>,
+    known: BTreeMap<String, String>,
     leases: HashMap<String, Timestamp>,
     pods: HashMap<PodKey, BoundPod>,
-    pods_by_node: HashMap<String, HashSet<PodKey>>,
+    pods_by_node: HashMap<String, BTreeSet<PodKey>>,
     timers: BinaryHeap<Reverse<(Timestamp, PodKey)>>,
     scheduled: HashMap<PodKey, Timestamp>,
     evicting: HashSet<PodKey>,
@@ -123,8 +127,10 @@ pub async fn run(client: Client, informers: SharedInformers) {
     run_with(client, NodeLifecycleConfig::default(), informers).await;
 }
 
-/// Runs the controller with the given timing until the watches end.
+/// Runs the controller with the given timing until the watches end; its
+/// clock is the informers' (the cluster's).
 pub async fn run_with(client: Client, config: NodeLifecycleConfig, informers: SharedInformers) {
+    let clock = informers.clock().clone();
     let mut nodes = watch_all::<Node>(client.clone()).boxed();
     let mut leases = watcher(Api::<WithoutManagedFields<Lease>>::namespaced(
         client.clone(),
@@ -135,15 +141,16 @@ pub async fn run_with(client: Client, config: NodeLifecycleConfig, informers: Sh
     let mut pods = informers.pods().boxed();
     let (failed, mut failures) = mpsc::unbounded_channel();
     let mut state = Lifecycle {
-        events: Events::new(client.clone(), "taint-eviction-controller"),
-        node_events: Events::new(client.clone(), "node-controller"),
+        events: Events::new(client.clone(), "taint-eviction-controller", &clock),
+        node_events: Events::new(client.clone(), "node-controller", &clock),
+        clock: clock.clone(),
         node_relist: Relist::new(),
         lease_relist: Relist::new(),
         pod_relist: Relist::new(),
         client,
         config,
-        nodes: HashMap::new(),
-        known: HashMap::new(),
+        nodes: BTreeMap::new(),
+        known: BTreeMap::new(),
         leases: HashMap::new(),
         pods: HashMap::new(),
         pods_by_node: HashMap::new(),
@@ -152,16 +159,16 @@ pub async fn run_with(client: Client, config: NodeLifecycleConfig, informers: Sh
         evicting: HashSet::new(),
         failed,
     };
-    let mut tick = tokio::time::interval(config.monitor_period);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut tick = clock.interval(config.monitor_period);
     loop {
         let next = state.timers.peek().map(|Reverse((at, _))| *at);
+        let timer_clock = clock.clone();
         let timer = async move {
             match next {
                 Some(at) => {
-                    let wait = Timestamp::now().duration_until(at);
+                    let wait = timer_clock.timestamp().duration_until(at);
                     let wait = Duration::try_from(wait).unwrap_or(Duration::ZERO);
-                    tokio::time::sleep(wait).await;
+                    timer_clock.sleep(wait).await;
                 }
                 None => future::pending::<()>().await,
             }
@@ -178,7 +185,8 @@ pub async fn run_with(client: Client, config: NodeLifecycleConfig, informers: Sh
             Some(event) = pods.next() => state.on_pod(event),
             Some(key) = failures.recv() => {
                 state.evicting.remove(&key);
-                state.schedule(key, Timestamp::now() + EVICTION_RETRY);
+                let at = state.clock.timestamp() + EVICTION_RETRY;
+                state.schedule(key, at);
             }
             _ = tick.tick() => state.monitor(),
             () = timer => state.fire_timers(),
@@ -341,7 +349,7 @@ impl Lifecycle {
             .and_then(|n| n.spec.as_ref())
             .and_then(|s| s.taints.as_deref())
             .unwrap_or_default();
-        let now = Timestamp::now();
+        let now = self.clock.timestamp();
         match eviction_deadline(&pod.tolerations, taints, now) {
             None => {
                 if self.scheduled.remove(key).is_some() {
@@ -381,7 +389,7 @@ impl Lifecycle {
     }
 
     fn fire_timers(&mut self) {
-        let now = Timestamp::now();
+        let now = self.clock.timestamp();
         while let Some(Reverse((at, _))) = self.timers.peek() {
             if *at > now {
                 break;
@@ -408,7 +416,10 @@ impl Lifecycle {
         let client = self.client.clone();
         let events = self.events.clone();
         let failed = self.failed.clone();
+        let now = self.clock.timestamp();
+        let busy = self.clock.busy();
         tokio::spawn(async move {
+            let _busy = busy;
             let (namespace, name) = &key;
             let api: Api<Pod> = Api::namespaced(client, namespace);
             let reference = k8s_openapi::api::core::v1::ObjectReference {
@@ -429,7 +440,7 @@ impl Lifecycle {
                 "type": "DisruptionTarget", "status": "True",
                 "reason": "DeletionByTaintManager",
                 "message": "Taint manager: deleting due to NoExecute taint",
-                "lastTransitionTime": Timestamp::now().to_string(),
+                "lastTransitionTime": now.to_string(),
             }]}});
             let result = async {
                 api.patch_status(name, &PatchParams::default(), &Patch::Strategic(condition))
@@ -488,10 +499,13 @@ impl Lifecycle {
         }
         let client = self.client.clone();
         let events = self.node_events.clone();
+        let clock = self.clock.clone();
+        let busy = clock.busy();
         tokio::spawn(async move {
+            let _busy = busy;
             for (namespace, pod) in keys {
                 if let Err(error) =
-                    mark_pod_not_ready(&client, &events, &namespace, &pod, &name).await
+                    mark_pod_not_ready(&client, &events, &namespace, &pod, &name, &clock).await
                 {
                     tracing::debug!(%error, %namespace, %pod, "cannot mark pod not ready");
                 }
@@ -501,7 +515,7 @@ impl Lifecycle {
 
     /// Writes the taints the node's state calls for, if they differ.
     fn reconcile_taints(&self, node: &Node) {
-        let wanted = desired_taints(node, Timestamp::now());
+        let wanted = desired_taints(node, self.clock.timestamp());
         let current = node
             .spec
             .as_ref()
@@ -521,7 +535,9 @@ impl Lifecycle {
             (!wanted.is_empty()).then_some(wanted);
         new.metadata.managed_fields = None;
         let api: Api<Node> = Api::all(self.client.clone());
+        let busy = self.clock.busy();
         tokio::spawn(async move {
+            let _busy = busy;
             let name = new.name_any();
             if let Err(error) = api.replace(&name, &PostParams::default(), &new).await {
                 // A conflict means a newer version is on its way through the watch.
@@ -535,9 +551,9 @@ impl Lifecycle {
     /// nodes silent for longer than the grace period get Unknown conditions.
     fn monitor(&mut self) {
         self.classify_nodes();
-        let now = Timestamp::now();
+        let now = self.clock.timestamp();
         let grace = SignedDuration::try_from(self.config.grace_period)
-            .unwrap_or(SignedDuration::from_secs(40));
+            .unwrap_or(SignedDuration::from_secs(50));
         for (name, node) in &self.nodes {
             let lease = self.leases.get(name).copied();
             let Some(conditions) = stale_conditions(node, lease, now, grace) else {
@@ -549,7 +565,9 @@ impl Lifecycle {
             new.metadata.managed_fields = None;
             let api: Api<Node> = Api::all(self.client.clone());
             let name = name.clone();
+            let busy = self.clock.busy();
             tokio::spawn(async move {
+                let _busy = busy;
                 if let Err(error) = api
                     .replace_status(&name, &PostParams::default(), &new)
                     .await
@@ -632,6 +650,7 @@ async fn mark_pod_not_ready(
     namespace: &str,
     name: &str,
     node: &str,
+    clock: &Clock,
 ) -> Result<(), kube::Error> {
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
     for _ in 0..5 {
@@ -654,7 +673,7 @@ async fn mark_pod_not_ready(
         }
         ready.status = "False".into();
         ready.last_transition_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-            Timestamp::now(),
+            clock.timestamp(),
         ));
         match api.replace_status(name, &PostParams::default(), &pod).await {
             Ok(_) => {

@@ -4,9 +4,9 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use futures::channel::mpsc;
+use crate::workloop::{Action, Requests, requests, run_work_queue};
 use futures::future::join_all;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStatus};
@@ -14,7 +14,6 @@ use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource, ResourceExt};
@@ -27,13 +26,14 @@ use crate::cache::PodIndex;
 use crate::common::watch_all;
 use crate::common::{
     controller_of, controller_reference, is_pod_active, is_pod_available, is_pod_ready, key_of,
-    parse_selector, run_work_queue, selector_matches, update_status,
+    parse_selector, selector_matches, update_status,
 };
 use crate::deployment::nonzero;
 use crate::events::Events;
 use crate::informer::SharedInformers;
 use crate::pacing::SyncPacer;
 use ksim_runtime::WithoutManagedFields;
+use ksim_runtime::clock::Clock;
 
 /// At most this many pods are created or deleted in one sync (upstream's `BurstReplicas`).
 pub const BURST_REPLICAS: usize = 500;
@@ -53,6 +53,7 @@ struct Context {
     /// ReplicaSets owning pods that stopped matching their selector.
     release_hints: Arc<Mutex<HashSet<(String, String)>>>,
     pacer: SyncPacer,
+    clock: Clock,
 }
 
 /// Runs the ReplicaSet controller until the watch streams end.
@@ -61,7 +62,7 @@ pub async fn run(client: Client, informers: SharedInformers) {
     let pods = Arc::new(RwLock::new(PodIndex::default()));
     let expectations = Arc::new(Expectations::default());
     let release_hints = Arc::new(Mutex::new(HashSet::new()));
-    let (queue, requests) = mpsc::unbounded::<ObjectRef<ReplicaSet>>();
+    let (queue, requests) = requests::<ReplicaSet>(informers.clock());
     let (pods_synced_tx, pods_synced) = tokio::sync::watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(follow_replica_sets(
@@ -85,14 +86,15 @@ pub async fn run(client: Client, informers: SharedInformers) {
         return;
     }
     let context = Arc::new(Context {
-        events: Events::new(client.clone(), "replicaset-controller"),
+        events: Events::new(client.clone(), "replicaset-controller", informers.clock()),
+        clock: informers.clock().clone(),
         client,
         pods,
         pods_synced,
         replica_sets: rs_store.clone(),
         expectations,
         release_hints,
-        pacer: SyncPacer::default(),
+        pacer: SyncPacer::new(informers.clock()),
     });
     run_work_queue(
         "replicaset",
@@ -111,7 +113,7 @@ pub async fn run(client: Client, informers: SharedInformers) {
 async fn follow_replica_sets(
     stream: impl Stream<Item = Result<Event<ReplicaSet>, watcher::Error>>,
     expectations: Arc<Expectations>,
-    queue: mpsc::UnboundedSender<ObjectRef<ReplicaSet>>,
+    queue: Requests<ReplicaSet>,
 ) {
     let mut stream = std::pin::pin!(stream);
     while let Some(event) = stream.next().await {
@@ -141,7 +143,7 @@ struct PodFollower {
     replica_sets: Store<ReplicaSet>,
     expectations: Arc<Expectations>,
     release_hints: Arc<Mutex<HashSet<(String, String)>>>,
-    queue: mpsc::UnboundedSender<ObjectRef<ReplicaSet>>,
+    queue: Requests<ReplicaSet>,
     synced: tokio::sync::watch::Sender<bool>,
 }
 
@@ -253,7 +255,7 @@ fn replica_sets_of_pod(
     if pod.metadata.deletion_timestamp.is_some() {
         return Vec::new();
     }
-    store
+    let refs = store
         .state()
         .iter()
         .filter(|rs| rs.namespace().as_deref() == Some(namespace.as_str()))
@@ -266,7 +268,8 @@ fn replica_sets_of_pod(
                 })
         })
         .map(|rs| ObjectRef::from_obj(rs.as_ref()))
-        .collect()
+        .collect();
+    crate::workloop::in_order(refs)
 }
 
 fn error_policy(_rs: Arc<ReplicaSet>, error: &Error, _context: Arc<Context>) -> Action {
@@ -313,7 +316,9 @@ async fn reconcile(cached: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Act
     let deleting = rs.metadata.deletion_timestamp.is_some();
     // Read before the cache so that pods observed meanwhile only make the
     // expectations look less satisfied than they are, never more.
-    let may_manage = context.expectations.satisfied(&owner.uid, Instant::now());
+    let may_manage = context
+        .expectations
+        .satisfied(&owner.uid, context.clock.instant());
 
     // The pods it controls that its selector matches, and the matching
     // orphans it adopts (`ClaimPods`), from the controller and orphan
@@ -359,7 +364,7 @@ async fn reconcile(cached: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Act
             let count = (want - active.len()).min(BURST_REPLICAS);
             context
                 .expectations
-                .expect_creations(&owner.uid, count, Instant::now());
+                .expect_creations(&owner.uid, count, context.clock.instant());
             let (created, result) = create_pods(
                 &lean_pods_api,
                 &rs,
@@ -385,11 +390,11 @@ async fn reconcile(cached: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Act
         } else if active.len() > want {
             let count = (active.len() - want).min(BURST_REPLICAS);
             let related = indirectly_related_pods(&context, &rs, &active);
-            let victims = pods_to_delete(&active, &related, count, Timestamp::now());
+            let victims = pods_to_delete(&active, &related, count, context.clock.timestamp());
             context.expectations.expect_deletions(
                 &owner.uid,
                 victims.iter().map(|pod| pod_key(pod)).collect(),
-                Instant::now(),
+                context.clock.instant(),
             );
             let deletions = victims.iter().map(|pod| {
                 let pods_api = lean_pods_api.clone();
@@ -426,7 +431,7 @@ async fn reconcile(cached: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Act
         }
     }
 
-    let now = Timestamp::now();
+    let now = context.clock.timestamp();
     let min_ready_seconds = spec.min_ready_seconds.unwrap_or(0);
     let template_labels = spec
         .template

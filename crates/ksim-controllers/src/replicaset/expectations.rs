@@ -7,7 +7,9 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use ksim_runtime::clock::Instant;
 
 /// How long expectations hold before a sync acts anyway (upstream's
 /// `ExpectationsTimeout`).
@@ -45,7 +47,7 @@ impl Expectations {
             None => true,
             Some(p) => {
                 (p.adds <= 0 && p.deletions.is_empty())
-                    || now.duration_since(p.set_at) > EXPECTATIONS_TIMEOUT
+                    || now.saturating_duration_since(p.set_at) > EXPECTATIONS_TIMEOUT
             }
         })
     }
@@ -141,7 +143,7 @@ mod tests {
     #[test]
     fn creations_hold_syncs_until_every_pod_is_observed() {
         let expectations = Expectations::default();
-        let now = Instant::now();
+        let now = Instant::default();
         assert!(expectations.satisfied("rs", now), "nothing expected yet");
         expectations.expect_creations("rs", 3, now);
         assert!(!expectations.satisfied("rs", now));
@@ -159,7 +161,7 @@ mod tests {
     #[test]
     fn deletions_are_observed_per_pod() {
         let expectations = Expectations::default();
-        let now = Instant::now();
+        let now = Instant::default();
         expectations.expect_deletions("rs", [key("a"), key("b")].into(), now);
         expectations.deletion_observed("rs", &key("a"));
         expectations.deletion_observed("rs", &key("a"));
@@ -171,7 +173,7 @@ mod tests {
     #[test]
     fn expectations_expire_and_can_be_forgotten() {
         let expectations = Expectations::default();
-        let now = Instant::now();
+        let now = Instant::default();
         expectations.expect_creations("rs", 5, now);
         assert!(!expectations.satisfied("rs", now + Duration::from_secs(60)));
         assert!(expectations.satisfied("rs", now + EXPECTATIONS_TIMEOUT + Duration::from_secs(1)));

@@ -10,15 +10,13 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use crate::workloop::{Action, Queued};
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet, StatefulSetStatus};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
@@ -37,6 +35,7 @@ use crate::controller_ref::{ControllerRefManager, Owner, OwnerMapper, ReleaseHin
 use crate::deployment::{compute_hash, nonzero};
 use crate::events::Events;
 use crate::informer::SharedInformers;
+use ksim_runtime::clock::Clock;
 
 /// The label naming a pod's revision (`<set>-<hash>`).
 pub const REVISION_LABEL: &str = "controller-revision-hash";
@@ -53,13 +52,14 @@ struct Context {
     events: Events,
     /// Owned pods that stopped matching their set's selector.
     hints: ReleaseHints,
+    clock: Clock,
 }
 
 /// Runs the StatefulSet controller until the watch streams end.
 pub async fn run(client: Client, informers: SharedInformers) {
-    let sets: Api<StatefulSet> = Api::all(client.clone());
+    let clock = informers.clock().clone();
     let hints = ReleaseHints::default();
-    let controller = Controller::new(sets, watcher::Config::default());
+    let controller = Queued::<StatefulSet>::new(client.clone(), &clock);
     let mapper = OwnerMapper::new(
         controller.store(),
         |set: &StatefulSet| set.spec.as_ref().map(|s| &s.selector),
@@ -70,19 +70,16 @@ pub async fn run(client: Client, informers: SharedInformers) {
             mapper.owners_of(pod.as_ref())
         })
         .run(
-            reconcile,
+            "statefulset",
+            |set, context| Box::pin(reconcile(set, context)),
             error_policy,
             Arc::new(Context {
-                events: Events::new(client.clone(), "statefulset-controller"),
+                events: Events::new(client.clone(), "statefulset-controller", &clock),
                 client,
                 hints,
+                clock,
             }),
         )
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "statefulset sync failed");
-            }
-        })
         .await;
 }
 
@@ -370,7 +367,7 @@ async fn reconcile(cached: Arc<StatefulSet>, context: Arc<Context>) -> Result<Ac
         }
     }
 
-    let now = Timestamp::now();
+    let now = context.clock.timestamp();
     let min_ready_seconds = spec.min_ready_seconds.unwrap_or(0);
     let new_status = compute_status(
         &set,

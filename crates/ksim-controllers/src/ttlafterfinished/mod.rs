@@ -8,15 +8,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use crate::workloop::{Action, Queued};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, Preconditions, PropagationPolicy};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 
 use crate::Error;
+use crate::informer::SharedInformers;
+use ksim_runtime::clock::Clock;
 
 /// How long to wait before retrying a failed sync.
 const RETRY: Duration = Duration::from_secs(1);
@@ -48,19 +48,25 @@ pub fn time_left(job: &Job, now: Timestamp) -> Option<SignedDuration> {
     Some(now.duration_until(expires))
 }
 
+struct Context {
+    client: Client,
+    clock: Clock,
+}
+
 /// Runs the controller until the watch ends.
-pub async fn run(client: Client) {
-    Controller::new(Api::<Job>::all(client.clone()), watcher::Config::default())
-        .run(reconcile, error_policy, Arc::new(client))
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "ttl-after-finished sync failed");
-            }
-        })
+pub async fn run(client: Client, informers: SharedInformers) {
+    let clock = informers.clock().clone();
+    Queued::<Job>::new(client.clone(), &clock)
+        .run(
+            "ttl-after-finished",
+            |job, context| Box::pin(reconcile(job, context)),
+            error_policy,
+            Arc::new(Context { client, clock }),
+        )
         .await;
 }
 
-fn error_policy(_job: Arc<Job>, error: &Error, _client: Arc<Client>) -> Action {
+fn error_policy(_job: Arc<Job>, error: &Error, _context: Arc<Context>) -> Action {
     tracing::debug!(%error, "ttl-after-finished sync will be retried");
     Action::requeue(RETRY)
 }
@@ -70,8 +76,8 @@ fn not_expired(left: SignedDuration) -> Option<Action> {
         .then(|| Action::requeue(Duration::try_from(left).unwrap_or(RETRY)))
 }
 
-async fn reconcile(job: Arc<Job>, client: Arc<Client>) -> Result<Action, Error> {
-    let Some(left) = time_left(&job, Timestamp::now()) else {
+async fn reconcile(job: Arc<Job>, context: Arc<Context>) -> Result<Action, Error> {
+    let Some(left) = time_left(&job, context.clock.timestamp()) else {
         return Ok(Action::await_change());
     };
     if let Some(later) = not_expired(left) {
@@ -79,11 +85,11 @@ async fn reconcile(job: Arc<Job>, client: Arc<Client>) -> Result<Action, Error> 
     }
     // The cache may be stale: decide again on a fresh read.
     let namespace = job.namespace().unwrap_or_default();
-    let jobs: Api<Job> = Api::namespaced((*client).clone(), &namespace);
+    let jobs: Api<Job> = Api::namespaced(context.client.clone(), &namespace);
     let Some(fresh) = jobs.get_opt(&job.name_any()).await? else {
         return Ok(Action::await_change());
     };
-    let Some(left) = time_left(&fresh, Timestamp::now()) else {
+    let Some(left) = time_left(&fresh, context.clock.timestamp()) else {
         return Ok(Action::await_change());
     };
     if let Some(later) = not_expired(left) {
