@@ -1,6 +1,9 @@
 //! Node leases: every managed node holds a Lease named after it in
 //! `kube-node-lease`, owned by the Node, renewed at a quarter of its duration
-//! with a little jitter (as the kubelet's lease controller does).
+//! with a little jitter (as the kubelet's lease controller does). Renewals are
+//! deadlines on the cluster's clock and the jitter comes from its seeded random
+//! source. A stopped node's lease is not renewed (see
+//! [`super::KUBELET_ANNOTATION`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +13,7 @@ use serde_json::{Value, json};
 
 use super::api;
 use super::engine::Engine;
+use super::rng::ClockRng;
 use crate::error::KubeletError;
 use crate::stage::PatchType;
 
@@ -179,22 +183,28 @@ async fn renew_existing(
 
 /// Renews leases of managed nodes as they fall due, until the queue shuts down.
 pub async fn renew_leases(engine: Arc<Engine>) {
-    static ORIGIN: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
-    let origin = *ORIGIN.get_or_init(tokio::time::Instant::now);
+    let clock = engine.options.clock.clone();
     while let Some(name) = engine.leases.get().await {
+        // A stopped node's lease is left to expire.
         let uid = engine
             .network
             .nodes
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(&name)
+            .filter(|facts| !facts.stopped)
             .map(|facts| facts.uid.clone());
         let next = match uid {
             None => None,
             Some(uid) => match renew(&engine, &name, &uid).await {
                 Ok(()) => Some(on_tick(
-                    renew_interval(engine.options.lease_duration_seconds, &mut rand::rng()),
-                    origin.elapsed(),
+                    renew_interval(
+                        engine.options.lease_duration_seconds,
+                        &mut ClockRng(clock.random()),
+                    ),
+                    clock
+                        .instant()
+                        .saturating_duration_since(ksim_runtime::clock::Instant::default()),
                 )),
                 Err(error) => {
                     tracing::warn!(node = %name, %error, "lease not renewed; retrying");
@@ -203,9 +213,10 @@ pub async fn renew_leases(engine: Arc<Engine>) {
             },
         };
         engine.leases.done(&name);
-        // A node deleted meanwhile is forgotten: its lease is renewed no more.
+        // A node deleted (or stopped) meanwhile is forgotten: its lease is renewed
+        // no more.
         if let Some(next) = next
-            && engine.network.manages(&name)
+            && engine.network.runs(&name)
         {
             engine.leases.add_after(name, next);
         }
