@@ -2,8 +2,8 @@
 //! `delete cluster`, `get clusters`, `get kubeconfig`, `serve`, the
 //! `bench` benchmarks; and the components: `scale node`, `kubelet`,
 //! `controllers`, `scheduler`, `deschedule`, `autoscaler`, `explain pod`,
-//! `dpdb-controller`; `snapshot save|restore|export`, `record`, `replay`; `ui`,
-//! the web view's URL.
+//! `dpdb-controller`, `node stop|start`; `snapshot save|restore|export`,
+//! `record`, `replay`; `ui`, the web view's URL.
 
 mod autoscaler;
 mod bench;
@@ -17,6 +17,7 @@ mod dpdb;
 mod explain;
 mod get;
 mod kubelet;
+mod node;
 mod record;
 mod scale;
 mod scheduler;
@@ -39,6 +40,7 @@ pub use dpdb::{DpdbControllerCommand, dpdb_controller};
 pub use explain::{ExplainPod, explain_pod};
 pub use get::{get_clusters, get_kubeconfig};
 pub use kubelet::{Kubelet, kubelet};
+pub use node::{NodeCommand, node};
 pub use record::{Record, Replay, record, replay};
 pub use scale::{ScaleNode, scale_node};
 pub use scheduler::{SchedulerCommand, scheduler};
