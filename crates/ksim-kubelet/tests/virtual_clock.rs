@@ -45,6 +45,14 @@ spec:
       startTime: {{ Now | Quote }}
 "#;
 
+/// [`RUN_LATER`] after 1 s plus up to 59 s of jitter.
+fn run_jittered() -> String {
+    RUN_LATER.replace(
+        "durationMilliseconds: 30000",
+        "durationMilliseconds: 1000\n    jitterDurationMilliseconds: 60000",
+    )
+}
+
 fn start_time() -> DateTime<Utc> {
     DateTime::parse_from_rfc3339("2030-01-01T00:00:00Z")
         .expect("valid time")
@@ -67,7 +75,11 @@ impl Drop for Cluster {
 /// A server and a simulator on one virtual clock; `stages` are created first
 /// (none: the default stages), leases last `lease_seconds` (0: no leases).
 async fn start(stages: &[&str], lease_seconds: i32) -> Cluster {
-    let clock = Clock::virtual_with(start_time(), Random::seeded(7));
+    start_seeded(stages, lease_seconds, 7).await
+}
+
+async fn start_seeded(stages: &[&str], lease_seconds: i32, seed: u64) -> Cluster {
+    let clock = Clock::virtual_with(start_time(), Random::seeded(seed));
     let server = ApiServer::with_clock(clock.clone());
     let client = ksim_runtime::client::in_process(&server);
     ensure_stage_crd(&client).await.expect("CRD installed");
@@ -293,4 +305,41 @@ async fn a_stopped_nodes_pods_wait_for_its_kubelet() {
         "the resumed kubelet finishes the deletion"
     );
     assert!(node_ready(client, "n1").await);
+}
+
+/// When each of five pods started under [`run_jittered`], in seconds after
+/// the start, on a cluster seeded with `seed`.
+async fn jittered_starts(seed: u64) -> Vec<i64> {
+    let stage = run_jittered();
+    let cluster = start_seeded(&[&stage], 0, seed).await;
+    let (clock, client) = (&cluster.clock, &cluster.client);
+    create_node(client, "n1").await;
+    for i in 0..5 {
+        create_pod(client, &format!("p{i}"), "n1").await;
+    }
+    clock.advance(secs(60)).await.expect("advances");
+    let pods = Api::<Pod>::namespaced(client.clone(), "default");
+    let mut starts = Vec::new();
+    for i in 0..5 {
+        let pod = pods.get(&format!("p{i}")).await.expect("pod exists");
+        let started = pod
+            .status
+            .and_then(|s| s.start_time)
+            .unwrap_or_else(|| panic!("p{i} started within the jitter"))
+            .0;
+        starts.push(started.as_second() - start_time().timestamp());
+    }
+    starts
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_seeded_cluster_repeats_its_jitter() {
+    let first = jittered_starts(7).await;
+    assert!(first.iter().all(|s| (1..=60).contains(s)), "{first:?}");
+    assert_eq!(jittered_starts(7).await, first, "same seed, same delays");
+    assert_ne!(
+        jittered_starts(8).await,
+        first,
+        "another seed, other delays"
+    );
 }
