@@ -150,19 +150,18 @@ pub fn deschedule(home: &KsimHome, flags: &DescheduleCommand) -> anyhow::Result<
 
 /// Starts the descheduler inside a cluster (`ksim serve`): every
 /// `interval` against the in-process API.
-pub async fn start_in_process(
+pub async fn start_descheduler(
     server: &ksim_apiserver::ApiServer,
     policy: &Path,
     interval: Duration,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let policy = load_policy(policy)?;
     let client = ksim_runtime::client::in_process(server);
     let descheduler = Descheduler::new(client, policy, false)
         .await
         .context("cannot start the descheduler")?;
     tracing::info!(interval = ?interval, "descheduler starting");
-    tokio::spawn(async move { descheduler.run(interval).await });
-    Ok(())
+    Ok(tokio::spawn(async move { descheduler.run(interval).await }))
 }
 
 fn print_report(report: &CycleReport, output: OutputFormat) -> anyhow::Result<()> {
