@@ -7,6 +7,12 @@
 //! `ToBeDeletedByClusterAutoscaler`, evictions through the eviction API,
 //! delete), and writes the `cluster-autoscaler-status` ConfigMap. Events
 //! carry cluster-autoscaler's reasons and messages.
+//!
+//! Time is the cluster's clock: the scan interval, the unneeded time and the
+//! delay after a scale-up, boot delays and the wait for evicted pods are all
+//! measured and slept on it, and the random expander and node names draw
+//! from its seeded source. A loop in progress keeps a virtual cluster busy,
+//! except while it waits on the clock.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -15,7 +21,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeCondition, ObjectReference, Pod, Taint};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use ksim_runtime::clock::Clock;
+use ksim_runtime::clock::{Busy, Clock};
 use ksim_scheduler::framework::{DisruptionBudget, Profile, Snapshot};
 use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -176,6 +182,9 @@ pub struct Autoscaler {
     status: status::StatusTracker,
     /// The provider configuration the last loop read.
     provider: Option<ProviderConfig>,
+    /// Held while a loop runs, so a virtual cluster waits for it; let go
+    /// while the loop sleeps on the clock.
+    working: std::sync::Mutex<Option<Busy>>,
 }
 
 impl std::fmt::Debug for Autoscaler {
@@ -231,14 +240,6 @@ fn object_ref<K: Resource<DynamicType = ()>>(object: &K) -> ObjectReference {
     object.object_ref(&())
 }
 
-fn random_suffix(rng: &mut StdRng) -> String {
-    use rand::Rng;
-    const CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    (0..5)
-        .map(|_| char::from(CHARS[rng.random_range(0..CHARS.len())]))
-        .collect()
-}
-
 impl Autoscaler {
     /// An autoscaler over `client` with the system clock.
     pub fn new(client: Client, options: AutoscalerOptions) -> Self {
@@ -254,13 +255,15 @@ impl Autoscaler {
                 instance: None,
             },
         );
+        // Drawn from the cluster's source: a seeded cluster repeats its picks.
+        let rng = StdRng::seed_from_u64(clock.random().next_u64());
         Autoscaler {
             client,
             options,
             clock,
             recorder,
             profile: Profile::default_profile(),
-            rng: StdRng::from_os_rng(),
+            rng,
             initialized: HashSet::new(),
             unneeded_since: HashMap::new(),
             last_scale_up: None,
@@ -268,6 +271,7 @@ impl Autoscaler {
             not_triggered: HashMap::new(),
             status: status::StatusTracker::default(),
             provider: None,
+            working: std::sync::Mutex::new(None),
         }
     }
 
@@ -279,11 +283,13 @@ impl Autoscaler {
     /// Runs a loop every scan interval, forever.
     pub async fn run(mut self) {
         tracing::info!(interval = ?self.options.scan_interval, "cluster autoscaler starting");
-        let mut ticker = tokio::time::interval(self.options.scan_interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut ticker = self.clock.interval(self.options.scan_interval);
         loop {
             ticker.tick().await;
-            match self.run_once().await {
+            self.set_working(true);
+            let result = self.run_once().await;
+            self.set_working(false);
+            match result {
                 Ok(report) => tracing::debug!(?report, "autoscaler loop"),
                 // A cluster without the provider's ConfigMaps has no groups
                 // yet: not worth a warning every scan.
@@ -317,11 +323,31 @@ impl Autoscaler {
             action: reason.to_string(),
             secondary: None,
         };
+        let busy = self.clock.busy();
         tokio::spawn(async move {
+            let _busy = busy;
             if let Err(error) = recorder.publish(&event, &regarding).await {
                 tracing::debug!(%error, "cannot record an event");
             }
         });
+    }
+
+    fn set_working(&self, working: bool) {
+        let mut held = self.working.lock().unwrap_or_else(|e| e.into_inner());
+        *held = working.then(|| self.clock.busy());
+    }
+
+    /// Sleeps `duration` on the clock, letting a virtual cluster count as
+    /// settled meanwhile (what the loop waits for happens elsewhere).
+    async fn sleep(&self, duration: Duration) {
+        let was_working = {
+            let mut held = self.working.lock().unwrap_or_else(|e| e.into_inner());
+            held.take().is_some()
+        };
+        self.clock.sleep(duration).await;
+        if was_working {
+            self.set_working(true);
+        }
     }
 
     /// One loop: read, scale up or down, write the status.
@@ -675,7 +701,7 @@ impl Autoscaler {
     /// `<group>-<random>`, NotReady and tainted not-ready until the boot
     /// delay has passed.
     async fn create_node(&mut self, spec: &NodeGroupSpec) -> Result<Node, AutoscalerError> {
-        let name = format!("{}-{}", spec.name, random_suffix(&mut self.rng));
+        let name = format!("{}-{}", spec.name, self.clock.random().name_suffix(5));
         let ready_after = self.clock.now()
             + chrono::TimeDelta::from_std(self.options.node_boot_delay)
                 .unwrap_or(chrono::TimeDelta::zero());
@@ -909,8 +935,8 @@ impl Autoscaler {
                 )
             })
             .collect();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-        while !wanted.is_empty() && tokio::time::Instant::now() < deadline {
+        let deadline = self.clock.instant() + Duration::from_secs(120);
+        while !wanted.is_empty() && self.clock.instant() < deadline {
             let left = pods_api
                 .list(&ListParams::default().fields(&selector))
                 .await
@@ -924,7 +950,7 @@ impl Autoscaler {
             if !remaining {
                 break;
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            self.sleep(Duration::from_millis(200)).await;
         }
         nodes_api
             .delete(&name, &DeleteParams::default())

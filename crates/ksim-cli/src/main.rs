@@ -126,6 +126,9 @@ enum Command {
     /// Explain scheduling decisions.
     #[command(subcommand)]
     Explain(ExplainCommand),
+    /// Stop or start the simulated kubelet of nodes (as when a machine dies).
+    #[command(subcommand)]
+    Node(commands::NodeCommand),
     /// Print the URL of the cluster's web view (and open it in a browser
     /// when one is available).
     Ui {
@@ -404,6 +407,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Run(flags) => commands::run(&flags),
         Command::Deschedule(flags) => commands::deschedule(&home()?, &flags),
         Command::Clock(flags) => commands::clock(&home()?, &flags),
+        Command::Node(command) => commands::node(&home()?, &command),
         Command::Autoscaler(flags) => commands::autoscaler(&home()?, &flags),
         Command::Scheduler {
             kubeconfig,

@@ -2,9 +2,9 @@
 //! `delete cluster`, `get clusters`, `get kubeconfig`, `serve`, the
 //! `bench` benchmarks; and the components: `scale node`, `kubelet`,
 //! `controllers`, `scheduler`, `deschedule`, `autoscaler`, `explain pod`,
-//! `dpdb-controller`; `snapshot save|restore|export`, `record`, `replay`; `ui`,
-//! the web view's URL; `run`, scenario files; `clock` (`clock advance`), the
-//! cluster's time.
+//! `dpdb-controller`, `node stop|start`; `snapshot save|restore|export`,
+//! `record`, `replay`; `ui`, the web view's URL; `run`, scenario files;
+//! `clock` (`clock advance`), the cluster's time.
 
 mod autoscaler;
 mod bench;
@@ -19,6 +19,7 @@ mod dpdb;
 mod explain;
 mod get;
 mod kubelet;
+mod node;
 mod record;
 mod run;
 mod scale;
@@ -45,6 +46,7 @@ pub use dpdb::{DpdbControllerCommand, dpdb_controller};
 pub use explain::{ExplainPod, explain_pod};
 pub use get::{get_clusters, get_kubeconfig};
 pub use kubelet::{Kubelet, kubelet};
+pub use node::{NodeCommand, node};
 pub use record::{Record, Replay, record, replay};
 pub use run::{RunCommand, run};
 pub use scale::{ScaleNode, scale_node};

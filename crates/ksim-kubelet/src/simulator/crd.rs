@@ -65,7 +65,7 @@ pub async fn ensure_stage_crd(client: &kube::Client) -> Result<(), KubeletError>
             Ok(_) => return Ok(()),
             Err(e) => last = Some(e),
         }
-        tokio::time::sleep(Duration::from_millis(25)).await;
+        tokio::time::sleep(Duration::from_millis(25)).await; // wall-clock: polls the API server (maybe remote) until it serves the new CRD
     }
     Err(KubeletError::api(
         "wait for Stages to be served",

@@ -2,6 +2,11 @@
 //! chosen for each object with the time it is due, and the workers that apply
 //! a stage's next action through the API. Any event about an object (or any
 //! change of the Stages) re-evaluates it at once; the latest decision wins.
+//! Delays and retries are deadlines of work queues on the cluster's clock
+//! (a queue with due or in-flight keys keeps a virtual cluster busy), random
+//! draws come from the clock's seeded source, and objects are visited in
+//! name order wherever many are re-evaluated at once. Nothing is applied to a
+//! stopped node or its pods (see [`super::KUBELET_ANNOTATION`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
@@ -9,11 +14,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use ksim_runtime::WorkQueue;
+use ksim_runtime::{Clock, WorkQueue};
 
 use super::api::{self, SimulatedKind};
 use super::env::{Network, NodeFacts, RenderEnv};
 use super::options::KubeletOptions;
+use super::rng::ClockRng;
 use crate::error::KubeletError;
 use crate::pod::PodIpAllocator;
 use crate::stage::{
@@ -65,12 +71,12 @@ pub struct Tracker {
 }
 
 impl Tracker {
-    fn new(kind: SimulatedKind) -> Self {
+    fn new(kind: SimulatedKind, clock: Clock) -> Self {
         Self {
             kind,
             objects: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
-            queue: WorkQueue::new(),
+            queue: WorkQueue::with_clock(clock),
         }
     }
 
@@ -84,9 +90,11 @@ impl Tracker {
         lock(&self.objects).get(key).cloned()
     }
 
-    /// Every cached key.
+    /// Every cached key, in order.
     pub fn keys(&self) -> Vec<String> {
-        lock(&self.objects).keys().cloned().collect()
+        let mut keys: Vec<String> = lock(&self.objects).keys().cloned().collect();
+        keys.sort_unstable();
+        keys
     }
 
     /// How many objects are cached.
@@ -170,17 +178,18 @@ impl Engine {
             ips: Mutex::new(PodIpAllocator::new(&options.default_pod_cidr)),
             default_node_ip: options.node_ip.clone(),
         });
+        let clock = options.clock.clone();
         Self {
             client,
             options,
             renderer: Renderer::new(),
             start_time,
             stages: RwLock::new(Arc::new(CompiledSet::default())),
-            nodes: Tracker::new(SimulatedKind::Node),
-            pods: Tracker::new(SimulatedKind::Pod),
+            nodes: Tracker::new(SimulatedKind::Node, clock.clone()),
+            pods: Tracker::new(SimulatedKind::Pod, clock.clone()),
             network,
             pods_by_node: Mutex::new(HashMap::new()),
-            leases: WorkQueue::new(),
+            leases: WorkQueue::with_clock(clock),
             leases_held: Mutex::new(HashSet::new()),
             events: std::sync::atomic::AtomicU64::new(0),
         }
@@ -242,22 +251,33 @@ impl Engine {
             return;
         }
         let facts = NodeFacts::of(&node);
-        let newly_managed = self
+        let stopped = facts.stopped;
+        let was_stopped = self
             .network
             .nodes
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .insert(name.clone(), facts)
-            .is_none();
+            .map(|previous| previous.stopped);
         self.nodes.insert(name.clone(), Arc::new(node));
-        if newly_managed {
-            if self.options.lease_duration_seconds > 0 {
+        if was_stopped != Some(stopped) {
+            match (was_stopped, stopped) {
+                (_, true) => {
+                    tracing::info!(node = %name, "kubelet stopped");
+                    self.leases.forget(&name);
+                }
+                (Some(true), false) => tracing::info!(node = %name, "kubelet resumed"),
+                _ => {}
+            }
+            if !stopped && self.options.lease_duration_seconds > 0 {
                 self.leases.add(name.clone());
             }
-            let waiting: Vec<String> = lock(&self.pods_by_node)
+            // The node's pods start (or stop) being acted on.
+            let mut waiting: Vec<String> = lock(&self.pods_by_node)
                 .get(&name)
                 .map(|pods| pods.iter().cloned().collect())
                 .unwrap_or_default();
+            waiting.sort_unstable();
             for pod in waiting {
                 self.evaluate(SimulatedKind::Pod, &pod);
             }
@@ -347,10 +367,12 @@ impl Engine {
         }
     }
 
+    /// Whether the object's kubelet runs: its node (or the pod's node) is managed
+    /// and not stopped.
     fn acts_on(&self, kind: SimulatedKind, object: &Value) -> bool {
         match kind {
-            SimulatedKind::Node => true,
-            SimulatedKind::Pod => self.network.manages(str_at(object, "/spec/nodeName")),
+            SimulatedKind::Node => self.network.runs(str_at(object, "/metadata/name")),
+            SimulatedKind::Pod => self.network.runs(str_at(object, "/spec/nodeName")),
         }
     }
 
@@ -371,7 +393,7 @@ impl Engine {
         }
         let set = self.compiled();
         let snapshot = ObjectSnapshot::new(&object);
-        let mut rng = rand::rng();
+        let mut rng = ClockRng(self.options.clock.random());
         let Some(stage) = select_stage(set.of(kind), &snapshot, &mut rng) else {
             cancel();
             return;

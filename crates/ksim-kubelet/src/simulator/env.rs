@@ -18,6 +18,9 @@ pub struct NodeFacts {
     pub internal_ips: Vec<String>,
     /// spec.podCIDRs, else spec.podCIDR alone.
     pub pod_cidrs: Vec<String>,
+    /// Whether the node's kubelet is stopped (annotation
+    /// [`KUBELET_ANNOTATION`](super::KUBELET_ANNOTATION) is `stopped`).
+    pub stopped: bool,
 }
 
 impl NodeFacts {
@@ -60,6 +63,7 @@ impl NodeFacts {
                 .to_owned(),
             internal_ips,
             pod_cidrs,
+            stopped: super::options::kubelet_stopped(node),
         }
     }
 }
@@ -91,6 +95,15 @@ impl Network {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .contains_key(node)
+    }
+
+    /// Whether `node` is managed and its kubelet runs (not stopped).
+    pub fn runs(&self, node: &str) -> bool {
+        self.nodes
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(node)
+            .is_some_and(|facts| !facts.stopped)
     }
 
     /// The pod CIDRs of `node`.

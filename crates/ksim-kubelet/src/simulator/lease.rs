@@ -1,6 +1,9 @@
 //! Node leases: every managed node holds a Lease named after it in
 //! `kube-node-lease`, owned by the Node, renewed at a quarter of its duration
-//! with a little jitter (as the kubelet's lease controller does).
+//! with a little jitter (as the kubelet's lease controller does). Renewals are
+//! deadlines on the cluster's clock and the jitter comes from its seeded random
+//! source. A stopped node's lease is not renewed (see
+//! [`super::KUBELET_ANNOTATION`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +13,7 @@ use serde_json::{Value, json};
 
 use super::api;
 use super::engine::Engine;
+use super::rng::ClockRng;
 use crate::error::KubeletError;
 use crate::stage::PatchType;
 
@@ -19,14 +23,18 @@ pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
 const JITTER_FACTOR: f64 = 0.04;
 /// Retry delay after a failed renewal.
 const RETRY: Duration = Duration::from_secs(1);
-/// Renewals fall due on multiples of this tick (counted from the first renewal), so the
+/// Renewals fall due on multiples of this tick (counted from the clock's start), so the
 /// leases due in one tick are renewed in one batch, not one timer wake-up each.
 const RENEW_TICK: Duration = Duration::from_millis(100);
+/// The tick on a virtual clock: every distinct deadline is a step the clock settles
+/// after, so renewals are batched by the second (a renewal comes at most a second
+/// late, well within the lease's 40 s).
+const VIRTUAL_RENEW_TICK: Duration = Duration::from_secs(1);
 
-/// `delay` stretched (by less than one tick) so that it ends on a tick of a clock whose
-/// origin is `elapsed` ago.
-pub fn on_tick(delay: Duration, elapsed: Duration) -> Duration {
-    let tick = RENEW_TICK.as_nanos();
+/// `delay` stretched (by less than one `tick`) so that it ends on a tick of a clock
+/// whose origin is `elapsed` ago.
+pub fn on_tick(delay: Duration, elapsed: Duration, tick: Duration) -> Duration {
+    let tick = tick.as_nanos().max(1);
     let end = (elapsed + delay).as_nanos().div_ceil(tick) * tick;
     let stretched = end.saturating_sub(elapsed.as_nanos());
     Duration::from_nanos(u64::try_from(stretched).unwrap_or(u64::MAX))
@@ -179,22 +187,34 @@ async fn renew_existing(
 
 /// Renews leases of managed nodes as they fall due, until the queue shuts down.
 pub async fn renew_leases(engine: Arc<Engine>) {
-    static ORIGIN: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
-    let origin = *ORIGIN.get_or_init(tokio::time::Instant::now);
+    let clock = engine.options.clock.clone();
+    let tick = if clock.is_virtual() {
+        VIRTUAL_RENEW_TICK
+    } else {
+        RENEW_TICK
+    };
     while let Some(name) = engine.leases.get().await {
+        // A stopped node's lease is left to expire.
         let uid = engine
             .network
             .nodes
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(&name)
+            .filter(|facts| !facts.stopped)
             .map(|facts| facts.uid.clone());
         let next = match uid {
             None => None,
             Some(uid) => match renew(&engine, &name, &uid).await {
                 Ok(()) => Some(on_tick(
-                    renew_interval(engine.options.lease_duration_seconds, &mut rand::rng()),
-                    origin.elapsed(),
+                    renew_interval(
+                        engine.options.lease_duration_seconds,
+                        &mut ClockRng(clock.random()),
+                    ),
+                    clock
+                        .instant()
+                        .saturating_duration_since(ksim_runtime::clock::Instant::default()),
+                    tick,
                 )),
                 Err(error) => {
                     tracing::warn!(node = %name, %error, "lease not renewed; retrying");
@@ -203,9 +223,10 @@ pub async fn renew_leases(engine: Arc<Engine>) {
             },
         };
         engine.leases.done(&name);
-        // A node deleted meanwhile is forgotten: its lease is renewed no more.
+        // A node deleted (or stopped) meanwhile is forgotten: its lease is renewed
+        // no more.
         if let Some(next) = next
-            && engine.network.manages(&name)
+            && engine.network.runs(&name)
         {
             engine.leases.add_after(name, next);
         }
@@ -240,10 +261,13 @@ mod tests {
             (ms(0), ms(50), ms(50)),
         ];
         for (delay, elapsed, want) in cases {
-            let got = on_tick(delay, elapsed);
+            let got = on_tick(delay, elapsed, RENEW_TICK);
             assert_eq!(got, want, "{delay:?} after {elapsed:?}");
             assert!(got >= delay && got < delay + RENEW_TICK);
         }
+        let s = Duration::from_secs;
+        assert_eq!(on_tick(ms(10_200), ms(0), s(1)), s(11));
+        assert_eq!(on_tick(ms(10_000), ms(3_000), s(1)), s(10));
     }
 
     #[test]

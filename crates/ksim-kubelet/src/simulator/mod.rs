@@ -2,6 +2,21 @@
 //! the Nodes it manages and the Pods bound to them, applies each object's
 //! stage after its delay, and keeps node leases fresh. The same code runs in
 //! a ksim cluster (in-process client) and stand-alone against any cluster.
+//!
+//! Every delay, lease renewal and retry is a timer on the cluster's clock
+//! ([`KubeletOptions::clock`]), and every random draw (stage choice, delay and
+//! lease jitter) comes from the clock's seeded source; work due or in flight
+//! keeps a virtual cluster busy.
+//!
+//! A node's kubelet can be stopped as if its machine died: annotate the Node
+//! `ksim.io/kubelet=stopped` ([`KUBELET_ANNOTATION`], or `ksim node stop
+//! NODE`). While stopped, the node's Lease and status are no longer renewed
+//! (so the node lifecycle controller marks it NotReady after its grace period
+//! and taints it) and its pods are left alone: a deleted pod stays
+//! Terminating, a new one stays Pending. Removing the annotation (or setting
+//! it to `running`; `ksim node start NODE`) resumes the kubelet: the lease is
+//! renewed at once, the node becomes Ready again and its pods' pending work
+//! is done.
 
 mod api;
 mod crd;
@@ -9,6 +24,7 @@ mod engine;
 mod env;
 mod lease;
 mod options;
+mod rng;
 mod watch;
 
 use std::sync::Arc;
@@ -22,9 +38,10 @@ pub use engine::{Engine, Tracker, object_key};
 pub use env::{Network, NodeFacts, RenderEnv};
 pub use lease::{NODE_LEASE_NAMESPACE, lease_path, new_lease, renew_interval};
 pub use options::{
-    DEFAULT_LEASE_DURATION_SECONDS, DEFAULT_NODE_IP, DEFAULT_NODE_PORT, KubeletOptions,
-    NodeSelection,
+    DEFAULT_LEASE_DURATION_SECONDS, DEFAULT_NODE_IP, DEFAULT_NODE_PORT, KUBELET_ANNOTATION,
+    KUBELET_RUNNING, KUBELET_STOPPED, KubeletOptions, NodeSelection, kubelet_stopped,
 };
+pub use rng::ClockRng;
 
 use crate::error::KubeletError;
 
@@ -53,6 +70,8 @@ impl KubeletSimulator {
     pub async fn run(self) -> Result<(), KubeletError> {
         let engine = self.engine;
         if engine.options.install_stages {
+            // Installing is work in progress: a virtual cluster waits for it.
+            let _busy = engine.options.clock.busy();
             ensure_stage_crd(&engine.client).await?;
             let created = ensure_default_stages(&engine.client).await?;
             if created > 0 {

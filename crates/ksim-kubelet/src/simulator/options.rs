@@ -16,6 +16,25 @@ pub const DEFAULT_NODE_PORT: i64 = 10250;
 /// Lease duration of managed nodes, as the kubelet's default.
 pub const DEFAULT_LEASE_DURATION_SECONDS: i32 = 40;
 
+/// The Node annotation that stops a node's simulated kubelet, as when its
+/// machine dies: with value [`KUBELET_STOPPED`] the simulator stops renewing
+/// the node's Lease and status and stops acting on its pods; removed (or set
+/// to [`KUBELET_RUNNING`]) the kubelet resumes. `ksim node stop|start` set it.
+pub const KUBELET_ANNOTATION: &str = "ksim.io/kubelet";
+/// [`KUBELET_ANNOTATION`]'s value for a stopped kubelet.
+pub const KUBELET_STOPPED: &str = "stopped";
+/// [`KUBELET_ANNOTATION`]'s value for a running kubelet (the same as no annotation).
+pub const KUBELET_RUNNING: &str = "running";
+
+/// Whether the Node (as JSON) says its kubelet is stopped.
+pub fn kubelet_stopped(node: &Value) -> bool {
+    node.get("metadata")
+        .and_then(|m| m.get("annotations"))
+        .and_then(|a| a.get(KUBELET_ANNOTATION))
+        .and_then(Value::as_str)
+        == Some(KUBELET_STOPPED)
+}
+
 /// Which nodes the simulator takes care of.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NodeSelection {
@@ -100,7 +119,8 @@ pub struct KubeletOptions {
     pub install_stages: bool,
     /// Concurrent workers applying stages (per kind) and renewing leases.
     pub workers: usize,
-    /// Wall clock for templates and leases.
+    /// The cluster's clock: timestamps, stage delays, lease renewals,
+    /// retries, and the random source of jitter and stage choice.
     pub clock: Clock,
 }
 

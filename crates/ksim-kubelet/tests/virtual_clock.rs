@@ -1,0 +1,340 @@
+//! The kubelet simulator on a virtual clock, against an in-process API server
+//! on the same clock: a stage's delay and lease renewals are timers that fire
+//! exactly when the clock is advanced past them, and a node whose kubelet is
+//! stopped (annotation `ksim.io/kubelet: stopped`) keeps neither its lease
+//! nor its pods moving until it is resumed.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use ksim_apiserver::ApiServer;
+use ksim_kubelet::simulator::{
+    KUBELET_ANNOTATION, KUBELET_STOPPED, create_stage, ensure_stage_crd,
+};
+use ksim_kubelet::stages::{StageSet, parse_stage};
+use ksim_kubelet::{KubeletOptions, KubeletSimulator};
+use ksim_runtime::clock::{Clock, Random};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use tokio::task::JoinHandle;
+
+const RUN_LATER: &str = r#"
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-run-later
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: DoesNotExist
+    - key: '.status.phase'
+      operator: In
+      values:
+      - Pending
+  delay:
+    durationMilliseconds: 30000
+  next:
+    statusTemplate: |
+      phase: Running
+      startTime: {{ Now | Quote }}
+"#;
+
+/// [`RUN_LATER`] after 1 s plus up to 59 s of jitter.
+fn run_jittered() -> String {
+    RUN_LATER.replace(
+        "durationMilliseconds: 30000",
+        "durationMilliseconds: 1000\n    jitterDurationMilliseconds: 60000",
+    )
+}
+
+fn start_time() -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("2030-01-01T00:00:00Z")
+        .expect("valid time")
+        .with_timezone(&Utc)
+}
+
+struct Cluster {
+    clock: Clock,
+    client: kube::Client,
+    simulator: JoinHandle<()>,
+    _server: ApiServer,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.simulator.abort();
+    }
+}
+
+/// A server and a simulator on one virtual clock; `stages` are created first
+/// (none: the default stages), leases last `lease_seconds` (0: no leases).
+async fn start(stages: &[&str], lease_seconds: i32) -> Cluster {
+    start_seeded(stages, lease_seconds, 7).await
+}
+
+async fn start_seeded(stages: &[&str], lease_seconds: i32, seed: u64) -> Cluster {
+    let clock = Clock::virtual_with(start_time(), Random::seeded(seed));
+    let server = ApiServer::with_clock(clock.clone());
+    let client = ksim_runtime::client::in_process(&server);
+    ensure_stage_crd(&client).await.expect("CRD installed");
+    let stages: Vec<&str> = if stages.is_empty() {
+        StageSet::Default.files().iter().map(|(_, t)| *t).collect()
+    } else {
+        stages.to_vec()
+    };
+    for text in stages {
+        let stage = parse_stage(text).expect("stage parses");
+        assert!(create_stage(&client, &stage).await.expect("stage created"));
+    }
+    let simulator = KubeletSimulator::new(
+        client.clone(),
+        KubeletOptions {
+            lease_duration_seconds: lease_seconds,
+            clock: clock.clone(),
+            ..Default::default()
+        },
+    );
+    let simulator = tokio::spawn(async move {
+        if let Err(error) = simulator.run().await {
+            panic!("simulator failed: {error}");
+        }
+    });
+    clock.settle().await.expect("settles");
+    Cluster {
+        clock,
+        client,
+        simulator,
+        _server: server,
+    }
+}
+
+async fn create_node(client: &kube::Client, name: &str) {
+    let node: Node = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name},
+        "spec": {"podCIDR": "10.0.1.0/24"},
+    }))
+    .expect("valid node");
+    Api::<Node>::all(client.clone())
+        .create(&PostParams::default(), &node)
+        .await
+        .expect("node created");
+}
+
+async fn create_pod(client: &kube::Client, name: &str, node: &str) {
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "nginx"}]},
+    }))
+    .expect("valid pod");
+    Api::<Pod>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("pod created");
+}
+
+async fn set_kubelet(client: &kube::Client, node: &str, value: Option<&str>) {
+    Api::<Node>::all(client.clone())
+        .patch(
+            node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {KUBELET_ANNOTATION: value}}})),
+        )
+        .await
+        .expect("node annotated");
+}
+
+async fn phase(client: &kube::Client, pod: &str) -> Option<String> {
+    Api::<Pod>::namespaced(client.clone(), "default")
+        .get(pod)
+        .await
+        .expect("pod exists")
+        .status
+        .and_then(|s| s.phase)
+}
+
+async fn renew_time(client: &kube::Client, node: &str) -> DateTime<Utc> {
+    let lease = Api::<Lease>::namespaced(client.clone(), "kube-node-lease")
+        .get(node)
+        .await
+        .expect("lease exists");
+    let time = lease
+        .spec
+        .and_then(|s| s.renew_time)
+        .expect("renewTime set")
+        .0;
+    DateTime::from_timestamp(time.as_second(), time.subsec_nanosecond() as u32).expect("valid time")
+}
+
+async fn node_ready(client: &kube::Client, node: &str) -> bool {
+    let node = Api::<Node>::all(client.clone())
+        .get(node)
+        .await
+        .expect("node exists");
+    node.status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_stage_delay_fires_exactly_when_the_clock_reaches_it() {
+    let cluster = start(&[RUN_LATER], 0).await;
+    let (clock, client) = (&cluster.clock, &cluster.client);
+    create_node(client, "n1").await;
+    create_pod(client, "p", "n1").await;
+    clock.settle().await.expect("settles");
+    assert_eq!(clock.now(), start_time(), "time stands still");
+    assert_eq!(
+        clock.next_timer(),
+        Some(start_time() + secs(30)),
+        "the stage waits its 30 s delay"
+    );
+
+    clock.advance(secs(29)).await.expect("advances");
+    assert_eq!(phase(client, "p").await.as_deref(), Some("Pending"));
+
+    clock.advance(secs(1)).await.expect("advances");
+    let pod = Api::<Pod>::namespaced(client.clone(), "default")
+        .get("p")
+        .await
+        .expect("pod exists");
+    let status = pod.status.expect("status");
+    assert_eq!(status.phase.as_deref(), Some("Running"));
+    let started = status.start_time.expect("startTime").0;
+    assert_eq!(
+        started.as_second(),
+        (start_time() + secs(30)).timestamp(),
+        "applied at start + 30 s"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn leases_renew_with_virtual_time_and_stop_with_the_kubelet() {
+    let cluster = start(&[], 40).await;
+    let (clock, client) = (&cluster.clock, &cluster.client);
+    create_node(client, "n1").await;
+    clock.settle().await.expect("settles");
+    assert!(node_ready(client, "n1").await);
+    let first = renew_time(client, "n1").await;
+    assert_eq!(first, start_time(), "created at once");
+
+    // Renewed every quarter of the duration (10 s) plus up to 4 % jitter, on a
+    // virtual clock batched by the second.
+    let mut last = first;
+    for _ in 0..6 {
+        clock.advance(secs(11)).await.expect("advances");
+        let renewed = renew_time(client, "n1").await;
+        let gap = (renewed - last).to_std().expect("forward");
+        assert!(
+            gap >= secs(10) && gap <= secs(11),
+            "renewed {gap:?} after the last renewal"
+        );
+        assert!(renewed <= clock.now());
+        last = renewed;
+    }
+
+    set_kubelet(client, "n1", Some(KUBELET_STOPPED)).await;
+    clock.settle().await.expect("settles");
+    let stopped_at = renew_time(client, "n1").await;
+    clock.advance(secs(120)).await.expect("advances");
+    assert_eq!(
+        renew_time(client, "n1").await,
+        stopped_at,
+        "a stopped kubelet renews nothing"
+    );
+
+    set_kubelet(client, "n1", None).await;
+    clock.settle().await.expect("settles");
+    assert_eq!(
+        renew_time(client, "n1").await,
+        clock.now(),
+        "renewed at once on resume"
+    );
+    clock.advance(secs(11)).await.expect("advances");
+    assert!(renew_time(client, "n1").await >= clock.now() - secs(1));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_stopped_nodes_pods_wait_for_its_kubelet() {
+    let cluster = start(&[], 40).await;
+    let (clock, client) = (&cluster.clock, &cluster.client);
+    let pods = Api::<Pod>::namespaced(client.clone(), "default");
+    create_node(client, "n1").await;
+    create_pod(client, "old", "n1").await;
+    clock.settle().await.expect("settles");
+    assert_eq!(phase(client, "old").await.as_deref(), Some("Running"));
+
+    set_kubelet(client, "n1", Some(KUBELET_STOPPED)).await;
+    clock.settle().await.expect("settles");
+    create_pod(client, "new", "n1").await;
+    pods.delete("old", &DeleteParams::default())
+        .await
+        .expect("deletion accepted");
+    clock.advance(secs(600)).await.expect("advances");
+    assert_eq!(
+        phase(client, "new").await.as_deref(),
+        Some("Pending"),
+        "no kubelet starts it"
+    );
+    let old = pods.get("old").await.expect("still there: Terminating");
+    assert!(old.metadata.deletion_timestamp.is_some());
+
+    set_kubelet(client, "n1", Some("running")).await;
+    clock.settle().await.expect("settles");
+    assert_eq!(phase(client, "new").await.as_deref(), Some("Running"));
+    assert!(
+        pods.get_opt("old").await.expect("get").is_none(),
+        "the resumed kubelet finishes the deletion"
+    );
+    assert!(node_ready(client, "n1").await);
+}
+
+/// When each of five pods started under [`run_jittered`], in seconds after
+/// the start, on a cluster seeded with `seed`.
+async fn jittered_starts(seed: u64) -> Vec<i64> {
+    let stage = run_jittered();
+    let cluster = start_seeded(&[&stage], 0, seed).await;
+    let (clock, client) = (&cluster.clock, &cluster.client);
+    create_node(client, "n1").await;
+    for i in 0..5 {
+        create_pod(client, &format!("p{i}"), "n1").await;
+    }
+    clock.advance(secs(60)).await.expect("advances");
+    let pods = Api::<Pod>::namespaced(client.clone(), "default");
+    let mut starts = Vec::new();
+    for i in 0..5 {
+        let pod = pods.get(&format!("p{i}")).await.expect("pod exists");
+        let started = pod
+            .status
+            .and_then(|s| s.start_time)
+            .unwrap_or_else(|| panic!("p{i} started within the jitter"))
+            .0;
+        starts.push(started.as_second() - start_time().timestamp());
+    }
+    starts
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_seeded_cluster_repeats_its_jitter() {
+    let first = jittered_starts(7).await;
+    assert!(first.iter().all(|s| (1..=60).contains(s)), "{first:?}");
+    assert_eq!(jittered_starts(7).await, first, "same seed, same delays");
+    assert_ne!(
+        jittered_starts(8).await,
+        first,
+        "another seed, other delays"
+    );
+}
