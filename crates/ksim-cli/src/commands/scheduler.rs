@@ -89,18 +89,21 @@ pub fn store_cluster_scheduler_config(
 }
 
 /// Starts the scheduler inside `ksim serve`, over the in-process client,
-/// with `config` or the configuration `create cluster` stored.
+/// with `config` or the configuration `create cluster` stored, on the
+/// cluster's `clock`.
 pub fn start_in_process(
     server: &ksim_apiserver::ApiServer,
     cluster: &ClusterDir,
     config: Option<&Path>,
+    clock: ksim_runtime::Clock,
 ) -> anyhow::Result<()> {
     let stored = cluster_scheduler_config(cluster);
     let path = config.or_else(|| stored.is_file().then_some(stored.as_path()));
-    let options = match path {
+    let mut options = match path {
         Some(path) => load_scheduler_config(path)?,
         None => SchedulerOptions::default(),
     };
+    options.clock = clock;
     let client = ksim_runtime::client::in_process(server);
     tokio::spawn(async move {
         if let Err(error) = ksim_scheduler::scheduler::run(client, options).await {

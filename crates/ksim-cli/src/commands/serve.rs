@@ -135,10 +135,16 @@ pub fn serve(
             ));
         }
         if !disabled.contains(&Component::Scheduler) {
-            super::scheduler::start_in_process(&server, &cluster, scheduler_config)?;
+            super::scheduler::start_in_process(&server, &cluster, scheduler_config, clock.clone())?;
         }
         if let Some(policy) = &descheduler.policy {
-            super::deschedule::start_in_process(&server, policy, descheduler.interval()).await?;
+            super::deschedule::start_in_process(
+                &server,
+                policy,
+                descheduler.interval(),
+                clock.clone(),
+            )
+            .await?;
         }
         if autoscaler.autoscaler {
             super::autoscaler::start_in_process(&server, &autoscaler.flags, clock.clone());
