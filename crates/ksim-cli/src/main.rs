@@ -1,6 +1,7 @@
 //! The `ksim` binary: parses the command line, sets up logging, runs the
 //! command, and turns any error into one `error: ...` line and exit code 1.
 
+mod assembly;
 mod cluster;
 mod commands;
 mod kubeconfig;
@@ -133,6 +134,8 @@ enum Command {
         #[arg(long)]
         no_open: bool,
     },
+    /// Run scenario files: steps and assertions on a cluster of their own.
+    Run(commands::RunCommand),
     /// Benchmarks of ksim itself.
     #[command(subcommand, hide = true)]
     Bench(BenchCommand),
@@ -270,6 +273,9 @@ enum BenchCommand {
     Snapshot(commands::SnapshotBench),
     /// DistributedPodDisruptionBudgets over three clusters.
     Dpdb(commands::DpdbBench),
+    /// `ksim run` over the example scenarios, and an hour advanced on an
+    /// idle cluster (virtual clock).
+    Scenarios(commands::ScenariosBench),
     /// Every benchmark: startup, then api.
     All {
         /// How many times to start the server (startup).
@@ -278,6 +284,20 @@ enum BenchCommand {
         #[command(flatten)]
         api: commands::ApiBench,
     },
+}
+
+/// Checks a `ksim` command line (without `ksim`) as the binary would parse
+/// it, for `ksim run`'s `ksim:` steps: the first line of clap's error.
+pub(crate) fn check_ksim_args(args: &[String]) -> Result<(), String> {
+    match Cli::try_parse_from(std::iter::once("ksim").chain(args.iter().map(String::as_str))) {
+        Ok(_) => Ok(()),
+        Err(error) if error.kind() == clap::error::ErrorKind::DisplayHelp => Ok(()),
+        Err(error) => {
+            let message = error.to_string();
+            let line = message.lines().next().unwrap_or_default();
+            Err(line.trim_start_matches("error: ").to_string())
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -377,6 +397,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             },
         ),
         Command::Ui { name, no_open } => commands::ui(&home()?, &name, !no_open),
+        Command::Run(flags) => commands::run(&flags),
         Command::Deschedule(flags) => commands::deschedule(&home()?, &flags),
         Command::Autoscaler(flags) => commands::autoscaler(&home()?, &flags),
         Command::Scheduler {
@@ -433,6 +454,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Bench(BenchCommand::Drain(bench)) => commands::bench_drain(&bench),
         Command::Bench(BenchCommand::Snapshot(bench)) => commands::bench_snapshot(&bench),
         Command::Bench(BenchCommand::Dpdb(bench)) => commands::bench_dpdb(&bench),
+        Command::Bench(BenchCommand::Scenarios(bench)) => commands::bench_scenarios(&bench),
         Command::Bench(BenchCommand::All { runs, api }) => commands::bench_all(runs, &api),
         Command::Bench(BenchCommand::Workloads(bench)) => commands::bench_workloads(&bench),
         Command::Bench(BenchCommand::DaemonSet(bench)) => commands::bench_daemonset(&bench),

@@ -33,7 +33,7 @@ pub mod podutil;
 pub mod policy;
 pub mod runner;
 
-pub use duration::parse_go_duration;
+pub use duration::{format_go_duration, parse_go_duration};
 pub use error::Error;
 pub use policy::DeschedulerPolicy;
 pub use runner::{CycleReport, Descheduler, simulate};

@@ -143,7 +143,7 @@ impl<B> Policy<Request<Body>, Response<B>, BoxError> for RetryAfter {
             retry_after = ?wait,
             "retrying as the server asked"
         );
-        Some(tokio::time::sleep(wait))
+        Some(tokio::time::sleep(wait)) // wall-clock: a server's Retry-After
     }
 
     fn clone_request(&mut self, request: &Request<Body>) -> Option<Request<Body>> {

@@ -11,7 +11,7 @@ use kube::core::Request;
 use kube::discovery::{Discovery, Scope, verbs};
 use serde_json::Value;
 use tokio::sync::Mutex;
-use tokio::time::Instant;
+use tokio::time::Instant; // wall-clock: a client-side rate limit on a remote cluster
 
 use crate::Error;
 
@@ -31,7 +31,7 @@ impl RateLimit {
         RateLimit {
             qps,
             burst,
-            bucket: Mutex::new((burst, Instant::now())),
+            bucket: Mutex::new((burst, Instant::now())), // wall-clock: rate limit
         }
     }
 
@@ -42,7 +42,7 @@ impl RateLimit {
         }
         let wait = {
             let mut bucket = self.bucket.lock().await;
-            let now = Instant::now();
+            let now = Instant::now(); // wall-clock: rate limit
             let refill = now.duration_since(bucket.1).as_secs_f64() * self.qps;
             bucket.0 = (bucket.0 + refill).min(self.burst);
             bucket.1 = now;
@@ -54,7 +54,7 @@ impl RateLimit {
             }
         };
         if let Some(wait) = wait {
-            tokio::time::sleep(wait).await;
+            tokio::time::sleep(wait).await; // wall-clock: rate limit
         }
     }
 }

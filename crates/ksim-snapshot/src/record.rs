@@ -312,7 +312,7 @@ async fn watch(
             Ok(stream) => stream,
             Err(error) => {
                 tracing::warn!(kind = %resource.group_kind(), %error, "watch failed; retrying");
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                tokio::time::sleep(Duration::from_secs(1)).await; // wall-clock: retrying a remote watch
                 continue;
             }
         };
@@ -367,7 +367,7 @@ async fn watch(
                 }
                 Err(error) => {
                     tracing::warn!(kind = %resource.group_kind(), %error, "cannot list again");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    tokio::time::sleep(Duration::from_secs(1)).await; // wall-clock: retrying a remote list
                 }
             }
         }
@@ -540,7 +540,7 @@ pub async fn replay(
             Ok::<ReplayReport, Error>(report)
         }));
     }
-    let origin = tokio::time::Instant::now();
+    let origin = tokio::time::Instant::now(); // wall-clock: replay paces itself in real time
     let mut failed = None;
     for change in changes {
         if let Speed::Factor(factor) = speed
@@ -548,7 +548,7 @@ pub async fn replay(
         {
             let due =
                 Duration::from_nanos(u64::try_from(change.t.max(0)).unwrap_or(0)).div_f64(factor);
-            tokio::time::sleep_until(origin + due).await;
+            tokio::time::sleep_until(origin + due).await; // wall-clock: the replay's pace
         }
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         key(&change.object).hash(&mut hasher);
@@ -617,7 +617,7 @@ async fn wait_for_dependencies(
             }
         }
         // Bounded, in case the owner's creation failed.
-        if tokio::time::timeout(Duration::from_secs(5), notified)
+        if tokio::time::timeout(Duration::from_secs(5), notified) // wall-clock: bounds a remote create
             .await
             .is_err()
         {

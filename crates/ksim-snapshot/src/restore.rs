@@ -307,7 +307,7 @@ async fn wait_for_kinds(
                 "the created CustomResourceDefinitions are not served: {missing:?}"
             )));
         }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await; // wall-clock: polls a remote server
     }
 }
 
@@ -566,7 +566,7 @@ async fn apply_one(
                     Ok(created) => break created,
                     Err(e) if Error::is_already_exists(&e) && attempt < 100 => {
                         attempt += 1;
-                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        tokio::time::sleep(std::time::Duration::from_millis(100)).await; // wall-clock: polls a remote server
                     }
                     Err(e) => return Err(fail(e)),
                 }

@@ -70,9 +70,10 @@ fn send(pid: i32, signal: Signal) {
 }
 
 fn wait_for_exit(pid: i32, timeout: Duration) -> bool {
-    let deadline = Instant::now() + timeout;
+    let deadline = Instant::now() + timeout; // wall-clock: waits for a process
     while is_alive(pid) {
-        if Instant::now() >= deadline {
+        let expired = Instant::now() >= deadline; // wall-clock: waits for a process
+        if expired {
             return false;
         }
         std::thread::sleep(POLL_INTERVAL);
@@ -163,7 +164,7 @@ pub fn wait_until_ready(
     cluster: &ClusterDir,
     timeout: Duration,
 ) -> anyhow::Result<u16> {
-    let deadline = Instant::now() + timeout;
+    let deadline = Instant::now() + timeout; // wall-clock: waits for a process
     let child_pid = i32::try_from(child.id()).ok();
     loop {
         if let Some(status) = child.try_wait().context("cannot wait for the cluster")? {
@@ -178,7 +179,8 @@ pub fn wait_until_ready(
         {
             return Ok(port);
         }
-        if Instant::now() >= deadline {
+        let expired = Instant::now() >= deadline; // wall-clock: waits for a process
+        if expired {
             let _ = child.kill();
             let _ = child.wait();
             cluster.clear_serving(child.id());

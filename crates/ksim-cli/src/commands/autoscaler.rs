@@ -239,14 +239,14 @@ pub fn autoscaler(home: &KsimHome, command: &AutoscalerCommand) -> anyhow::Resul
 }
 
 /// Starts the autoscaler inside a cluster (`ksim serve`).
-pub fn start_in_process(
+pub fn start_autoscaler(
     server: &ksim_apiserver::ApiServer,
     flags: &AutoscalerFlags,
     clock: ksim_runtime::clock::Clock,
-) {
+) -> tokio::task::JoinHandle<()> {
     let client = ksim_runtime::client::in_process(server);
     let autoscaler = Autoscaler::with_clock(client, flags.options(), clock);
-    tokio::spawn(autoscaler.run());
+    tokio::spawn(autoscaler.run())
 }
 
 #[cfg(test)]

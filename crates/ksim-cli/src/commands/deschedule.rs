@@ -150,12 +150,12 @@ pub fn deschedule(home: &KsimHome, flags: &DescheduleCommand) -> anyhow::Result<
 
 /// Starts the descheduler inside a cluster (`ksim serve`): every
 /// `interval` of the cluster's `clock` against the in-process API.
-pub async fn start_in_process(
+pub async fn start_descheduler(
     server: &ksim_apiserver::ApiServer,
     policy: &Path,
     interval: Duration,
     clock: ksim_runtime::Clock,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let policy = load_policy(policy)?;
     let client = ksim_runtime::client::in_process(server);
     let descheduler = Descheduler::new(client, policy, false)
@@ -163,8 +163,7 @@ pub async fn start_in_process(
         .context("cannot start the descheduler")?
         .with_clock(clock);
     tracing::info!(interval = ?interval, "descheduler starting");
-    tokio::spawn(async move { descheduler.run(interval).await });
-    Ok(())
+    Ok(tokio::spawn(async move { descheduler.run(interval).await }))
 }
 
 fn print_report(report: &CycleReport, output: OutputFormat) -> anyhow::Result<()> {

@@ -3,7 +3,7 @@
 //! `bench` benchmarks; and the components: `scale node`, `kubelet`,
 //! `controllers`, `scheduler`, `deschedule`, `autoscaler`, `explain pod`,
 //! `dpdb-controller`; `snapshot save|restore|export`, `record`, `replay`; `ui`,
-//! the web view's URL.
+//! the web view's URL; `run`, scenario files.
 
 mod autoscaler;
 mod bench;
@@ -18,33 +18,38 @@ mod explain;
 mod get;
 mod kubelet;
 mod record;
+mod run;
 mod scale;
 mod scheduler;
 mod serve;
 mod snapshot;
 mod ui;
 
-pub use autoscaler::{AutoscalerCommand, ClusterAutoscaler, autoscaler};
+pub use autoscaler::{
+    AutoscalerCommand, AutoscalerFlags, ClusterAutoscaler, autoscaler, start_autoscaler,
+};
 pub use bench::{
-    ApiBench, DaemonSetBench, DpdbBench, DrainBench, KubeletBench, SnapshotBench, WorkloadsBench,
-    bench_all, bench_api, bench_daemonset, bench_dpdb, bench_drain, bench_kubelet, bench_snapshot,
-    bench_startup, bench_workloads,
+    ApiBench, DaemonSetBench, DpdbBench, DrainBench, KubeletBench, ScenariosBench, SnapshotBench,
+    WorkloadsBench, bench_all, bench_api, bench_daemonset, bench_dpdb, bench_drain, bench_kubelet,
+    bench_scenarios, bench_snapshot, bench_startup, bench_workloads,
 };
 pub use clock::ClusterClock;
 pub use controllers::run_controllers;
 pub use create::{CreateCluster, create_cluster};
 pub use delete::{DeleteCluster, delete_cluster};
-pub use deschedule::{ClusterDescheduler, DescheduleCommand, deschedule};
+pub use deschedule::{ClusterDescheduler, DescheduleCommand, deschedule, start_descheduler};
 pub use dpdb::{DpdbControllerCommand, dpdb_controller};
 pub use explain::{ExplainPod, explain_pod};
 pub use get::{get_clusters, get_kubeconfig};
 pub use kubelet::{Kubelet, kubelet};
 pub use record::{Record, Replay, record, replay};
+pub use run::{RunCommand, run};
 pub use scale::{ScaleNode, scale_node};
-pub use scheduler::{SchedulerCommand, scheduler};
+pub use scheduler::{SchedulerCommand, scheduler, start_scheduler};
 pub use serve::{Component, ServeOptions, serve};
 pub use snapshot::{
-    SnapshotExport, SnapshotRestore, SnapshotSave, snapshot_export, snapshot_restore, snapshot_save,
+    SnapshotExport, SnapshotRestore, SnapshotSave, restore_at_start, snapshot_export,
+    snapshot_restore, snapshot_save,
 };
 pub use ui::ui;
 

@@ -88,29 +88,34 @@ pub fn store_cluster_scheduler_config(
     Ok(())
 }
 
-/// Starts the scheduler inside `ksim serve`, over the in-process client,
-/// with `config` or the configuration `create cluster` stored, on the
+/// The scheduler configuration `ksim serve` uses: `config`, else the one
+/// `create cluster` stored for the cluster.
+pub fn serve_scheduler_config(cluster: &ClusterDir, config: Option<&Path>) -> Option<PathBuf> {
+    let stored = cluster_scheduler_config(cluster);
+    config
+        .map(Path::to_path_buf)
+        .or_else(|| stored.is_file().then_some(stored))
+}
+
+/// Starts the scheduler in a cluster, over the in-process client, with the
+/// configuration at `config` (default: upstream's profile), on the
 /// cluster's `clock`.
-pub fn start_in_process(
+pub fn start_scheduler(
     server: &ksim_apiserver::ApiServer,
-    cluster: &ClusterDir,
     config: Option<&Path>,
     clock: ksim_runtime::Clock,
-) -> anyhow::Result<()> {
-    let stored = cluster_scheduler_config(cluster);
-    let path = config.or_else(|| stored.is_file().then_some(stored.as_path()));
-    let mut options = match path {
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let mut options = match config {
         Some(path) => load_scheduler_config(path)?,
         None => SchedulerOptions::default(),
     };
     options.clock = clock;
     let client = ksim_runtime::client::in_process(server);
-    tokio::spawn(async move {
+    Ok(tokio::spawn(async move {
         if let Err(error) = ksim_scheduler::scheduler::run(client, options).await {
             tracing::error!(%error, "the scheduler stopped");
         }
-    });
-    Ok(())
+    }))
 }
 
 #[cfg(test)]

@@ -95,63 +95,34 @@ pub fn serve(
             .await
             .with_context(|| format!("cannot listen on 127.0.0.1:{port}"))?;
         let address = listener.local_addr().context("cannot read the listen address")?;
-        let server = ksim_apiserver::ApiServer::with_clock(clock.clone());
+        let mut assembled = crate::assembly::Cluster::new(clock);
         // Loaded before the components start, and before the port is
         // recorded (so `create cluster` waits for it).
         if let Some(path) = snapshot {
-            super::snapshot::restore_at_start(ksim_runtime::client::in_process(&server), path)
-                .await?;
+            assembled.restore(path).await?;
         }
         cluster.record_serving(own_pid, address.port())?;
         tracing::info!(cluster = name, %address, pid = own_pid, "serving");
-        // The components are API clients of this server, in process.
-        let kubelet = (!disabled.contains(&Component::Kubelet)).then(|| {
-            // All nodes managed; stopped with the server.
-            let kubelet = ksim_kubelet::KubeletSimulator::new(
-                ksim_runtime::client::in_process(&server),
-                ksim_kubelet::KubeletOptions {
-                    clock: clock.clone(),
-                    ..ksim_kubelet::KubeletOptions::default()
-                },
-            );
-            tokio::spawn(async move {
-                if let Err(error) = kubelet.run().await {
-                    tracing::error!(%error, "the kubelet simulator stopped");
-                }
+        let dpdb = if disabled.contains(&Component::Dpdb) {
+            ksim_controllers::dpdb::DpdbConfig::default()
+        } else {
+            super::dpdb::in_cluster_config(home.root(), name)?
+        };
+        assembled
+            .start(crate::assembly::Components {
+                disabled: disabled.to_vec(),
+                scheduler: super::scheduler::serve_scheduler_config(&cluster, scheduler_config),
+                descheduler: descheduler
+                    .policy
+                    .clone()
+                    .map(|policy| (policy, descheduler.interval())),
+                autoscaler: autoscaler.autoscaler.then(|| autoscaler.flags.clone()),
+                dpdb,
             })
-        });
-        if !disabled.contains(&Component::Controllers) {
-            tokio::spawn(ksim_controllers::run_controllers(
-                ksim_runtime::client::in_process(&server),
-                ksim_controllers::ALL_CONTROLLERS,
-            ));
-        }
-        if !disabled.contains(&Component::Dpdb) {
-            let mut config = super::dpdb::in_cluster_config(home.root(), name)?;
-            config.clock = clock.clone();
-            tokio::spawn(ksim_controllers::dpdb::run(
-                ksim_runtime::client::in_process(&server),
-                config,
-            ));
-        }
-        if !disabled.contains(&Component::Scheduler) {
-            super::scheduler::start_in_process(&server, &cluster, scheduler_config, clock.clone())?;
-        }
-        if let Some(policy) = &descheduler.policy {
-            super::deschedule::start_in_process(
-                &server,
-                policy,
-                descheduler.interval(),
-                clock.clone(),
-            )
             .await?;
-        }
-        if autoscaler.autoscaler {
-            super::autoscaler::start_in_process(&server, &autoscaler.flags, clock.clone());
-        }
         let result = tokio::select! {
             // The web view shares the API server's listener (same origin).
-            result = axum::serve(listener, server.router().merge(ksim_ui::router())) => result.context("the API server failed"),
+            result = axum::serve(listener, assembled.router()) => result.context("the API server failed"),
             _ = terminate.recv() => {
                 tracing::info!(cluster = name, "SIGTERM: shutting down");
                 Ok(())
@@ -161,9 +132,8 @@ pub fn serve(
                 Ok(())
             }
         };
-        if let Some(kubelet) = kubelet {
-            kubelet.abort();
-        }
+        // The components stop with the cluster.
+        drop(assembled);
         cluster.clear_serving(own_pid);
         result
     });

@@ -118,6 +118,23 @@ impl JqQuery {
         self.execute_with_jaq(input)
     }
 
+    /// Runs the query with jq's own semantics, for callers that show the
+    /// results to people (`ksim run`'s checks): every output as jq prints it
+    /// (`null` included), or the first error's message.
+    pub fn evaluate(&self, object: &serde_json::Value) -> Result<Vec<String>, String> {
+        let input = JqInput::new(object);
+        let ctx = Ctx::<data::JustLut<Val>>::new(&self.filter.lut, Vars::new([]));
+        self.filter
+            .id
+            .run((ctx, input.val().clone()))
+            .map(|item| {
+                jaq_core::unwrap_valr(item)
+                    .map(|value| value.to_string())
+                    .map_err(|error| error.to_string())
+            })
+            .collect()
+    }
+
     fn execute_with_jaq(&self, input: &JqInput<'_>) -> Vec<JqOutput> {
         let ctx = Ctx::<data::JustLut<Val>>::new(&self.filter.lut, Vars::new([]));
         let mut out = Vec::new();
@@ -254,6 +271,20 @@ mod tests {
             run(".a, .b", json!({"a": 3, "b": true})),
             vec![JqOutput::Number("3".into()), JqOutput::Bool(true)]
         );
+    }
+
+    #[test]
+    fn evaluate_gives_every_output_as_jq_prints_it_or_the_error() {
+        let query = JqQuery::compile(".a, .b, (.c | length > 1)").expect("compiles");
+        assert_eq!(
+            query.evaluate(&json!({"a": null, "b": {"x": [1]}, "c": [1, 2]})),
+            Ok(vec!["null".into(), r#"{"x":[1]}"#.into(), "true".into()])
+        );
+        let failing = JqQuery::compile(".a.b").expect("compiles");
+        let error = failing
+            .evaluate(&json!({"a": "s"}))
+            .expect_err("cannot index a string");
+        assert!(error.contains("cannot index"), "{error}");
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! PodDisruptionBudget), `snapshot` (save, restore,
 //! export and replay at 10,000 nodes and 100,000 pods) and `dpdb`
 //! (DistributedPodDisruptionBudgets over three clusters: propagation,
-//! convergence of 1,000, idle CPU).
+//! convergence of 1,000, idle CPU), and `scenarios` (`ksim run` over the
+//! example scenarios; `advance 1h` on an idle cluster).
 
 mod api;
 mod cluster;
@@ -15,6 +16,7 @@ mod dpdb;
 mod drain;
 mod kubelet;
 mod measure;
+mod scenarios;
 mod server;
 mod snapshot;
 mod startup;
@@ -25,6 +27,7 @@ pub use daemonset::{DaemonSetBench, bench_daemonset};
 pub use dpdb::{DpdbBench, bench_dpdb};
 pub use drain::{DrainBench, bench_drain};
 pub use kubelet::{KubeletBench, bench_kubelet};
+pub use scenarios::{ScenariosBench, bench_scenarios};
 pub use snapshot::{SnapshotBench, bench_snapshot};
 pub use startup::bench_startup;
 pub use workloads::{WorkloadsBench, bench_workloads};

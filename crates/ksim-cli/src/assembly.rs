@@ -1,0 +1,133 @@
+//! Cluster assembly: the one place that wires an API server and the chosen
+//! components into a cluster in process, all on one clock. `ksim serve`
+//! serves it on its port; `ksim run` runs scenarios against it. The
+//! components are API clients of the server (in-process transport), as they
+//! would be of any cluster.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ksim_apiserver::ApiServer;
+use ksim_runtime::clock::Clock;
+use tokio::task::JoinHandle;
+
+use crate::commands::Component;
+
+/// What runs beside the API server, already read and checked.
+#[derive(Debug, Default)]
+pub struct Components {
+    /// Components not to run.
+    pub disabled: Vec<Component>,
+    /// The scheduler's configuration (default: upstream's profile).
+    pub scheduler: Option<PathBuf>,
+    /// The in-cluster descheduler: its policy file and interval.
+    pub descheduler: Option<(PathBuf, Duration)>,
+    /// The in-cluster autoscaler's flags.
+    pub autoscaler: Option<crate::commands::AutoscalerFlags>,
+    /// The DPDB controller's configuration (its clock is the cluster's).
+    pub dpdb: ksim_controllers::dpdb::DpdbConfig,
+}
+
+/// An API server and its running components, on one clock.
+pub struct Cluster {
+    server: ApiServer,
+    clock: Clock,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Cluster {
+    /// A cluster of the API server alone (bootstrapped: namespaces, priority
+    /// classes, the `kubernetes` service), on `clock`.
+    pub fn new(clock: Clock) -> Self {
+        Self {
+            server: ApiServer::with_clock(clock.clone()),
+            clock,
+            tasks: Vec::new(),
+        }
+    }
+
+    /// A client over the in-process transport.
+    pub fn client(&self) -> kube::Client {
+        ksim_runtime::client::in_process(&self.server)
+    }
+
+    /// The HTTP service: the API and, on the same origin, the web view.
+    pub fn router(&self) -> axum::Router {
+        self.server.router().merge(ksim_ui::router())
+    }
+
+    /// Loads a snapshot (before the components start, so they adopt what
+    /// it holds).
+    pub async fn restore(&self, snapshot: &Path) -> anyhow::Result<()> {
+        crate::commands::restore_at_start(self.client(), snapshot).await
+    }
+
+    /// Starts the components not disabled. Must be called inside the
+    /// runtime that will run them.
+    pub async fn start(&mut self, components: Components) -> anyhow::Result<()> {
+        let enabled = |component: Component| !components.disabled.contains(&component);
+        if enabled(Component::Kubelet) {
+            // All nodes managed; stopped with the cluster.
+            let kubelet = ksim_kubelet::KubeletSimulator::new(
+                self.client(),
+                ksim_kubelet::KubeletOptions {
+                    clock: self.clock.clone(),
+                    ..ksim_kubelet::KubeletOptions::default()
+                },
+            );
+            self.tasks.push(tokio::spawn(async move {
+                if let Err(error) = kubelet.run().await {
+                    tracing::error!(%error, "the kubelet simulator stopped");
+                }
+            }));
+        }
+        if enabled(Component::Controllers) {
+            self.tasks
+                .push(tokio::spawn(ksim_controllers::run_controllers(
+                    self.client(),
+                    ksim_controllers::ALL_CONTROLLERS,
+                )));
+        }
+        if enabled(Component::Dpdb) {
+            let config = ksim_controllers::dpdb::DpdbConfig {
+                clock: self.clock.clone(),
+                ..components.dpdb
+            };
+            self.tasks.push(tokio::spawn(ksim_controllers::dpdb::run(
+                self.client(),
+                config,
+            )));
+        }
+        if enabled(Component::Scheduler) {
+            let task = crate::commands::start_scheduler(
+                &self.server,
+                components.scheduler.as_deref(),
+                self.clock.clone(),
+            )?;
+            self.tasks.push(task);
+        }
+        if let Some((policy, interval)) = &components.descheduler {
+            let task = crate::commands::start_descheduler(
+                &self.server,
+                policy,
+                *interval,
+                self.clock.clone(),
+            )
+            .await?;
+            self.tasks.push(task);
+        }
+        if let Some(flags) = &components.autoscaler {
+            let task = crate::commands::start_autoscaler(&self.server, flags, self.clock.clone());
+            self.tasks.push(task);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
