@@ -286,30 +286,67 @@ async fn a_pod_unschedulable_for_five_minutes_is_retried_by_the_flush() {
     assert_eq!(series.last_observed_time.0, at(330));
 }
 
+/// What a run shows: pod → node, and the scheduler's events (name,
+/// reason, pod, note) in name order.
+type Outcome = (
+    BTreeMap<String, Option<String>>,
+    Vec<(String, String, String, String)>,
+);
+
 /// Where the scheduler puts 12 pods on 5 identical nodes (many score ties)
-/// with a clock seeded by `seed`.
-async fn placements_with(seed: u64) -> BTreeMap<String, Option<String>> {
+/// with a clock seeded by `seed`; the pods exist before the scheduler
+/// starts, or are created one by one while it runs.
+async fn outcome_with(seed: u64, pods_first: bool) -> Outcome {
     let mut cluster = Cluster::new(Random::seeded(seed));
     for node in 0..5 {
         cluster.add_node(&format!("node-{node}"), "8").await;
     }
+    if !pods_first {
+        cluster.start_scheduler().await;
+    }
     for pod in 0..12 {
         cluster.add_pod(&format!("pod-{pod:02}"), "100m").await;
     }
-    cluster.start_scheduler().await;
+    if pods_first {
+        cluster.start_scheduler().await;
+    }
+    cluster.settle().await;
     let placements = cluster.placements().await;
     assert!(
         placements.values().all(Option::is_some),
         "every pod placed: {placements:?}"
     );
-    placements
+    let mut events: Vec<(String, String, String, String)> =
+        Api::<Event>::namespaced(cluster.client.clone(), "default")
+            .list(&ListParams::default())
+            .await
+            .expect("list events")
+            .items
+            .into_iter()
+            .map(|event| {
+                (
+                    event.metadata.name.unwrap_or_default(),
+                    event.reason.unwrap_or_default(),
+                    event.regarding.and_then(|r| r.name).unwrap_or_default(),
+                    event.note.unwrap_or_default(),
+                )
+            })
+            .collect();
+    events.sort();
+    assert_eq!(events.len(), 12, "one Scheduled event per pod: {events:?}");
+    (placements, events)
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn the_same_seed_gives_the_same_placements() {
-    let first = placements_with(7).await;
-    let second = placements_with(7).await;
-    assert_eq!(first, second);
+async fn the_same_seed_gives_the_same_placements_and_events() {
+    let first = outcome_with(7, true).await;
+    assert_eq!(first, outcome_with(7, true).await);
     // A different seed may or may not differ: only that it places them all.
-    placements_with(8).await;
+    outcome_with(8, true).await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn pods_created_while_the_scheduler_runs_land_the_same_way_every_run() {
+    let first = outcome_with(7, false).await;
+    assert_eq!(first, outcome_with(7, false).await);
 }
