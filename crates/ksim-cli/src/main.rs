@@ -116,6 +116,8 @@ enum Command {
     },
     /// Run the descheduler (a DeschedulerPolicy) against a cluster.
     Deschedule(commands::DescheduleCommand),
+    /// Print a cluster's time and clock; `advance D` moves a virtual clock.
+    Clock(commands::ClockCommand),
     /// Run the DistributedPodDisruptionBudget controller against a cluster.
     DpdbController(commands::DpdbControllerCommand),
     /// Run the cluster autoscaler (node groups from the kwok provider's
@@ -310,7 +312,9 @@ fn main() -> ExitCode {
         | Command::Deschedule(_)
         | Command::Autoscaler(_) => "info",
         // The API's own message is the error line; kube's log of it is noise.
-        Command::Snapshot(_) | Command::Record(_) | Command::Replay(_) => "warn,kube_client=off",
+        Command::Snapshot(_) | Command::Record(_) | Command::Replay(_) | Command::Clock(_) => {
+            "warn,kube_client=off"
+        }
         _ => "warn",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -399,6 +403,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Ui { name, no_open } => commands::ui(&home()?, &name, !no_open),
         Command::Run(flags) => commands::run(&flags),
         Command::Deschedule(flags) => commands::deschedule(&home()?, &flags),
+        Command::Clock(flags) => commands::clock(&home()?, &flags),
         Command::Autoscaler(flags) => commands::autoscaler(&home()?, &flags),
         Command::Scheduler {
             kubeconfig,

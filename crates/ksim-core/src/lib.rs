@@ -6,6 +6,7 @@
 
 pub mod apply;
 pub mod crds;
+pub mod duration;
 mod error;
 pub mod node_affinity;
 pub mod patch;

@@ -4,8 +4,18 @@
 //! Every `/api` and `/apis` request goes through one handler that parses the
 //! path against the current [`registry::Registry`] snapshot and dispatches
 //! on the verb; the per-kind rules live in [`strategy`].
+//!
+//! Time is the cluster's [`Clock`]: the timestamps the server writes
+//! (creationTimestamp, deletionTimestamp, managedFields, conditions,
+//! events), the ages of `kubectl get`, the timers of watches; generated
+//! names and uids come from the clock's random source. ksim's own
+//! non-resource path `/ksim/v1alpha1/clock` shows the clock and
+//! `/ksim/v1alpha1/clock/advance` moves a virtual one ([`clock`]).
 
 mod bootstrap;
+mod clock;
+#[cfg(test)]
+mod clock_tests;
 mod codec;
 mod conversion;
 mod discovery;
@@ -42,6 +52,8 @@ pub(crate) struct State {
     /// The cluster's clock: the time written into objects, the timers of
     /// watches, and the random source of generated names and uids.
     pub(crate) clock: Clock,
+    /// Held by the advance in progress: advances run one at a time.
+    advancing: tokio::sync::Mutex<()>,
 }
 
 struct Allocations {
@@ -104,6 +116,12 @@ impl State {
         *self.openapi.write().unwrap_or_else(|e| e.into_inner()) = openapi;
     }
 
+    /// Now on the cluster's clock, as Kubernetes writes times (RFC 3339,
+    /// whole seconds).
+    pub(crate) fn now(&self) -> String {
+        self.clock.now_rfc3339()
+    }
+
     /// The next free ClusterIP (from 10.96.0.0/12; 10.96.0.1 is the
     /// `kubernetes` service's).
     pub(crate) fn allocate_cluster_ip(&self) -> String {
@@ -154,6 +172,7 @@ impl ApiServer {
                 next_node_port: 30000,
             }),
             clock,
+            advancing: tokio::sync::Mutex::new(()),
         });
         bootstrap::create_initial_objects(&state);
         // The schemas (for managedFields, patches, field validation) are
@@ -178,6 +197,8 @@ impl ApiServer {
             .route("/openapi/v3", get(openapi_index))
             .route("/openapi/v3/{*path}", get(openapi_document))
             .route("/openapi/v2", get(openapi_v2))
+            .route(clock::CLOCK_PATH, any(clock::get))
+            .route(clock::ADVANCE_PATH, any(clock::advance))
             .route("/api", any(handlers::handle))
             .route("/api/{*rest}", any(handlers::handle))
             .route("/apis", any(handlers::handle))
@@ -192,12 +213,16 @@ impl ApiServer {
 }
 
 /// A request in flight keeps a virtual cluster from counting as settled
-/// (until its response starts: a watch's stream is not counted).
+/// (until its response starts: a watch's stream is not counted). An advance
+/// of the clock is not: it waits for the cluster to settle.
 async fn in_flight(
     AxumState(state): AxumState<Arc<State>>,
     request: Request,
     next: axum::middleware::Next,
 ) -> Response {
+    if request.uri().path() == clock::ADVANCE_PATH {
+        return next.run(request).await;
+    }
     let _busy = state.clock.busy();
     next.run(request).await
 }
@@ -261,7 +286,8 @@ async fn openapi_document(AxumState(state): AxumState<Arc<State>>, request: Requ
                     .insert(header::CACHE_CONTROL, HeaderValue::from_static(control));
             }
             if caching == crate::openapi::DocumentCaching::Immutable {
-                let expires = (chrono::Utc::now() + chrono::Duration::days(365))
+                let wall_now = chrono::Utc::now(); // wall-clock: an HTTP cache header clients read in real time
+                let expires = (wall_now + chrono::Duration::days(365))
                     .format("%a, %d %b %Y %H:%M:%S GMT")
                     .to_string();
                 if let Ok(value) = HeaderValue::from_str(&expires) {

@@ -14,6 +14,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
+use ksim_clock::Busy;
 use ksim_store::{EventKind, StoreError, StoredObject, WatchEvent};
 
 use crate::ApiError;
@@ -71,7 +72,11 @@ pub(crate) fn serve(view: ResourceRequest, output: Output) -> Result<Response, A
         bookmarks,
     };
     let (sender, receiver) = mpsc::channel::<Result<Bytes, std::io::Error>>(64);
+    // The initial events are work in flight, as the request was: a virtual
+    // cluster is not settled until they are sent.
+    let busy = spec.view.state.clock.busy();
     tokio::spawn(run(
+        busy,
         spec,
         requested,
         send_initial,
@@ -89,6 +94,7 @@ pub(crate) fn serve(view: ResourceRequest, output: Output) -> Result<Response, A
 }
 
 async fn run(
+    busy: Busy,
     spec: WatchSpec,
     requested: Option<u64>,
     send_initial: bool,
@@ -132,8 +138,12 @@ async fn run(
             return;
         }
     };
-    let deadline = tokio::time::Instant::now() + timeout;
-    let mut next_bookmark = tokio::time::Instant::now() + BOOKMARK_INTERVAL;
+    drop(busy);
+    // Both timers are on the cluster's clock: on a virtual clock a watch
+    // times out (and its client starts another) as cluster time passes.
+    let clock = spec.view.state.clock.clone();
+    let mut deadline = clock.sleep(timeout);
+    let mut bookmark = clock.sleep(BOOKMARK_INTERVAL);
     loop {
         let events = match store.next_events(&mut cursor) {
             Ok(events) => events,
@@ -150,13 +160,17 @@ async fn run(
                 batch.put_slice(&line);
             }
         }
-        if !batch.is_empty() && sender.send(Ok(batch.freeze())).await.is_err() {
-            return;
+        if !batch.is_empty() {
+            if sender.send(Ok(batch.freeze())).await.is_err() {
+                return;
+            }
+            // Events on their way to a client: not settled yet.
+            clock.touch();
         }
         tokio::select! {
             changed = cursor.changed() => if !changed { return },
-            _ = tokio::time::sleep_until(next_bookmark) => {
-                next_bookmark = tokio::time::Instant::now() + BOOKMARK_INTERVAL;
+            () = &mut bookmark => {
+                bookmark.reset(clock.instant() + BOOKMARK_INTERVAL);
                 if spec.bookmarks {
                     let line = spec.bookmark(cursor.revision.max(store.revision()), false);
                     if sender.send(Ok(line)).await.is_err() {
@@ -164,7 +178,7 @@ async fn run(
                     }
                 }
             }
-            _ = tokio::time::sleep_until(deadline) => return,
+            () = &mut deadline => return,
             _ = sender.closed() => return,
         }
     }

@@ -3,11 +3,13 @@
 //! `bench` benchmarks; and the components: `scale node`, `kubelet`,
 //! `controllers`, `scheduler`, `deschedule`, `autoscaler`, `explain pod`,
 //! `dpdb-controller`; `snapshot save|restore|export`, `record`, `replay`; `ui`,
-//! the web view's URL; `run`, scenario files.
+//! the web view's URL; `run`, scenario files; `clock` (`clock advance`), the
+//! cluster's time.
 
 mod autoscaler;
 mod bench;
 mod clock;
+mod clock_cmd;
 mod connect;
 mod controllers;
 mod create;
@@ -34,6 +36,7 @@ pub use bench::{
     bench_scenarios, bench_snapshot, bench_startup, bench_workloads,
 };
 pub use clock::ClusterClock;
+pub use clock_cmd::{ClockCommand, clock};
 pub use controllers::run_controllers;
 pub use create::{CreateCluster, create_cluster};
 pub use delete::{DeleteCluster, delete_cluster};

@@ -178,7 +178,7 @@ pub(crate) fn delete_object(
             }
         }
         let mut marked = value.clone();
-        let deletion_time = Utc::now() + chrono::Duration::seconds(grace);
+        let deletion_time = state.clock.now() + chrono::Duration::seconds(grace);
         marked["metadata"]["deletionTimestamp"] =
             json!(deletion_time.to_rfc3339_opts(SecondsFormat::Secs, true));
         marked["metadata"]["deletionGracePeriodSeconds"] = json!(grace);

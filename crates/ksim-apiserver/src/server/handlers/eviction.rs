@@ -308,15 +308,16 @@ impl ResourceRequest {
 
     /// A core/v1 Event about the pod; a failure to record is only logged.
     fn record_event(&self, type_: &str, reason: &str, message: &str, by: &str) {
-        let now = now();
+        let now = self.state.now();
         let uid = self.stored().ok().and_then(|p| p.uid().map(str::to_string));
-        let suffix = uuid::Uuid::new_v4().simple().to_string();
+        let random = self.state.clock.random();
+        let suffix = format!("{:016x}", random.next_u64());
         let event = json!({
             "apiVersion": "v1", "kind": "Event",
             "metadata": {
-                "name": format!("{}.{}", self.name(), &suffix[..16]),
+                "name": format!("{}.{suffix}", self.name()),
                 "namespace": self.namespace(),
-                "uid": uuid::Uuid::new_v4().to_string(),
+                "uid": random.uuid(),
                 "creationTimestamp": now,
                 "annotations": {REQUESTED_BY: by},
             },
@@ -403,7 +404,13 @@ impl ResourceRequest {
                 let mut attempt = 0;
                 loop {
                     attempt += 1;
-                    match decide(&budget.value, self.name(), ready, dry_run, &now()) {
+                    match decide(
+                        &budget.value,
+                        self.name(),
+                        ready,
+                        dry_run,
+                        &self.state.now(),
+                    ) {
                         BudgetDecision::DeleteUnhealthy => {
                             delete_options["preconditions"]["resourceVersion"] =
                                 json!(pod.revision.to_string());
@@ -475,7 +482,7 @@ impl ResourceRequest {
                 &mut marked,
                 json!({
                     "type": "DisruptionTarget", "status": "True", "lastProbeTime": null,
-                    "lastTransitionTime": now(), "reason": "EvictionByEvictionAPI",
+                    "lastTransitionTime": self.state.now(), "reason": "EvictionByEvictionAPI",
                     "message": "Eviction API: evicting",
                 }),
             );

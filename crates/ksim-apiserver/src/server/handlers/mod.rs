@@ -14,7 +14,7 @@ use axum::body::Body;
 use axum::extract::{Request, State as AxumState};
 use axum::response::{IntoResponse, Response};
 use bytes::{BufMut, Bytes, BytesMut};
-use chrono::{SecondsFormat, Utc};
+use chrono::SecondsFormat;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use serde_json::{Value, json};
 
@@ -70,11 +70,6 @@ impl Query {
     fn dry_run(&self) -> bool {
         self.get("dryRun") == Some("All")
     }
-}
-
-/// Now, as Kubernetes writes times.
-pub(crate) fn now() -> String {
-    Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
 fn store_error(resource: &ResourceInfo, name: &str, error: StoreError) -> ApiError {
@@ -360,7 +355,13 @@ impl ResourceRequest {
     pub(crate) fn table(&self, objects: &[&Value], no_headers: bool, v1beta1: bool) -> Value {
         let options = self.table_options(no_headers);
         let columns = self.registry.printer_columns(self.resource());
-        let mut table = build_table(self.resource(), columns, objects, &options, Utc::now());
+        let mut table = build_table(
+            self.resource(),
+            columns,
+            objects,
+            &options,
+            self.state.clock.now(),
+        );
         if v1beta1 {
             set_table_version(&mut table, "meta.k8s.io/v1beta1");
         }

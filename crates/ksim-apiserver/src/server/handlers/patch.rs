@@ -138,7 +138,7 @@ impl ResourceRequest {
         {
             map.remove("status");
         }
-        let now = now();
+        let now = self.state.now();
         let api_version = resource.api_version();
         let request = ksim_core::apply::ApplyRequest {
             definition: definition.as_deref(),

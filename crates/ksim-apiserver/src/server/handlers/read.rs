@@ -83,7 +83,7 @@ impl ResourceRequest {
                     self.registry.printer_columns(self.resource()),
                     &refs,
                     &self.table_options(false),
-                    Utc::now(),
+                    self.state.clock.now(),
                     meta_api_version(v1beta1),
                     &metadata,
                 );

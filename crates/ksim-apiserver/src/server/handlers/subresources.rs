@@ -109,7 +109,7 @@ impl ResourceRequest {
             &self.field_manager("unknown"),
             "scale",
             &self.resource().api_version(),
-            &now(),
+            &self.state.now(),
         );
         Ok(prepared)
     }
@@ -224,7 +224,7 @@ impl ResourceRequest {
                 &mut new,
                 json!({
                     "type": "PodScheduled", "status": "True", "lastProbeTime": null,
-                    "lastTransitionTime": now(),
+                    "lastTransitionTime": self.state.now(),
                 }),
             );
             if self.query.dry_run() {

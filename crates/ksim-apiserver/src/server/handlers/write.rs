@@ -57,7 +57,7 @@ impl ResourceRequest {
     ) -> Result<Value, ApiError> {
         let resource = self.resource();
         let definition = definition_of(resource);
-        let now = now();
+        let now = self.state.now();
         let api_version = resource.api_version();
         match self.target.subresource.as_deref() {
             Some("status") => {
@@ -132,15 +132,11 @@ impl ResourceRequest {
     }
 }
 
-/// Generated names: `generateName` + 5 characters kube-apiserver's
-/// alphabet uses.
-pub(crate) fn generated_name(prefix: &str) -> String {
-    use rand::Rng;
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut rng = rand::rng();
-    let suffix: String = (0..5)
-        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
-        .collect();
+/// Generated names: `generateName` + 5 characters of kube-apiserver's
+/// alphabet, drawn from the cluster's random source (seeded, the same
+/// requests give the same names).
+pub(crate) fn generated_name(state: &State, prefix: &str) -> String {
+    let suffix = state.clock.random().name_suffix(5);
     let prefix = if prefix.len() > 58 {
         &prefix[..58]
     } else {
@@ -161,10 +157,10 @@ pub(crate) fn prepare_new_object(
     let metadata = &mut object["metadata"];
     let has_name = metadata["name"].as_str().is_some_and(|n| !n.is_empty());
     if !has_name && let Some(prefix) = metadata["generateName"].as_str().map(str::to_string) {
-        metadata["name"] = json!(generated_name(&prefix));
+        metadata["name"] = json!(generated_name(state, &prefix));
     }
-    let uid = uuid::Uuid::new_v4().to_string();
-    let now = now();
+    let uid = state.clock.random().uuid();
+    let now = state.now();
     strategy::prepare_for_create(resource, &mut object, &uid, &now);
     let openapi = state.openapi();
     let schema = resource
@@ -320,7 +316,7 @@ pub(crate) fn allocate(state: &State, resource: &ResourceInfo, object: &mut Valu
                 .filter(|v| v["storage"].as_bool() == Some(true))
                 .map(|v| v["name"].clone())
                 .collect();
-            let now = now();
+            let now = state.now();
             object["status"] = json!({
                 "acceptedNames": names,
                 "storedVersions": storage,
