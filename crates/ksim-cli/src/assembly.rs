@@ -100,12 +100,21 @@ impl Cluster {
             )));
         }
         if enabled(Component::Scheduler) {
-            let task =
-                crate::commands::start_scheduler(&self.server, components.scheduler.as_deref())?;
+            let task = crate::commands::start_scheduler(
+                &self.server,
+                components.scheduler.as_deref(),
+                self.clock.clone(),
+            )?;
             self.tasks.push(task);
         }
         if let Some((policy, interval)) = &components.descheduler {
-            let task = crate::commands::start_descheduler(&self.server, policy, *interval).await?;
+            let task = crate::commands::start_descheduler(
+                &self.server,
+                policy,
+                *interval,
+                self.clock.clone(),
+            )
+            .await?;
             self.tasks.push(task);
         }
         if let Some(flags) = &components.autoscaler {

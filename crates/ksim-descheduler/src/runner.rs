@@ -5,23 +5,29 @@
 //! than 2 ready nodes exist, runs every profile's deschedule plugins and
 //! then every profile's balance plugins on a blocking thread (evictions are
 //! synchronous calls for the plugins), and reports what it evicted.
+//!
+//! Time comes from the cluster's [`Clock`]: the snapshot's `now` (pod
+//! ages), the descheduling interval, event times. A cycle in progress
+//! keeps a virtual cluster busy. On a real clock (the default, and
+//! standalone `ksim deschedule`) this is the wall clock.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::jiff::Timestamp;
 use ksim_core::selector::LabelSelectorRequirements;
+use ksim_runtime::Clock;
 use kube::Client;
 use kube::api::{Api, ListParams};
 use serde::Serialize;
 
 use crate::Error;
 use crate::evictor::{
-    CycleEvictor, DefaultEvictor, EvictionApi, EvictionRecord, EvictionResult, EvictorContext,
-    KubeEvictionApi, ProfileEvictor,
+    CycleEvictor, DefaultEvictor, EventLog, EvictionApi, EvictionRecord, EvictionResult,
+    EvictorContext, KubeEvictionApi, ProfileEvictor,
 };
 use crate::framework::{ClusterSnapshot, PluginStatus};
 use crate::nodeutil::is_node_ready;
@@ -78,6 +84,11 @@ pub struct Descheduler {
     needs_pdbs: bool,
     needs_pvcs: bool,
     dry_run: bool,
+    clock: Clock,
+    /// Events written so far (series across cycles).
+    events: Arc<Mutex<EventLog>>,
+    /// Cycles completed (skipped and failed ones included).
+    cycles: Arc<AtomicU64>,
 }
 
 impl Descheduler {
@@ -122,11 +133,34 @@ impl Descheduler {
             needs_pdbs,
             needs_pvcs,
             dry_run,
+            clock: Clock::real(),
+            events: Arc::default(),
+            cycles: Arc::default(),
         })
+    }
+
+    /// Runs on the cluster's `clock` (the default is the wall clock).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The number of cycles completed so far (skipped and failed ones
+    /// included); the counter keeps counting after the descheduler moves
+    /// into its task.
+    pub fn cycles(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.cycles)
     }
 
     /// One descheduling cycle.
     pub async fn run_once(&self) -> Result<CycleReport, Error> {
+        let _busy = self.clock.busy();
+        let result = self.cycle().await;
+        self.cycles.fetch_add(1, Ordering::SeqCst);
+        result
+    }
+
+    async fn cycle(&self) -> Result<CycleReport, Error> {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let pods: Api<Pod> = Api::all(self.client.clone());
         let namespaces: Api<Namespace> = Api::all(self.client.clone());
@@ -145,16 +179,22 @@ impl Descheduler {
         } else {
             Vec::new()
         };
-        let snapshot =
-            ClusterSnapshot::new(nodes.items, pods.items, namespaces.items, Timestamp::now());
+        let snapshot = ClusterSnapshot::new(
+            nodes.items,
+            pods.items,
+            namespaces.items,
+            self.clock.timestamp(),
+        );
         let cycle = Cycle {
             profiles: Arc::clone(&self.profiles),
             node_selector: self.node_selector.clone(),
             api: (!self.dry_run).then(|| {
-                KubeEvictionApi::new(
+                KubeEvictionApi::with_clock(
                     self.client.clone(),
                     tokio::runtime::Handle::current(),
                     self.policy.grace_period_seconds,
+                    self.clock.clone(),
+                    Arc::clone(&self.events),
                 )
             }),
             limits: self.policy.limits(),
@@ -168,17 +208,22 @@ impl Descheduler {
             .map_err(|error| Error::Policy(format!("the descheduling cycle panicked: {error}")))
     }
 
-    /// Runs a cycle now and then every `interval` (once if it is zero),
-    /// logging failed cycles and going on.
+    /// Runs a cycle now and then every `interval` of the clock (once if
+    /// it is zero; a cycle that overruns delays the next, never doubles
+    /// it), logging failed cycles and going on.
     pub async fn run(&self, interval: Duration) {
-        loop {
+        if interval.is_zero() {
             if let Err(error) = self.run_once().await {
                 tracing::error!(%error, "descheduling cycle failed");
             }
-            if interval.is_zero() {
-                return;
+            return;
+        }
+        let mut ticks = self.clock.interval(interval);
+        loop {
+            ticks.tick().await;
+            if let Err(error) = self.run_once().await {
+                tracing::error!(%error, "descheduling cycle failed");
             }
-            tokio::time::sleep(interval).await;
         }
     }
 }
@@ -385,6 +430,7 @@ fn run_profiles(
 mod tests {
     use super::*;
     use crate::podutil::testing::{node, pod};
+    use k8s_openapi::jiff::Timestamp;
 
     fn profiles(policy: &str) -> Vec<RunnableProfile> {
         DeschedulerPolicy::parse(policy)

@@ -149,17 +149,19 @@ pub fn deschedule(home: &KsimHome, flags: &DescheduleCommand) -> anyhow::Result<
 }
 
 /// Starts the descheduler inside a cluster (`ksim serve`): every
-/// `interval` against the in-process API.
+/// `interval` of the cluster's `clock` against the in-process API.
 pub async fn start_descheduler(
     server: &ksim_apiserver::ApiServer,
     policy: &Path,
     interval: Duration,
+    clock: ksim_runtime::Clock,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let policy = load_policy(policy)?;
     let client = ksim_runtime::client::in_process(server);
     let descheduler = Descheduler::new(client, policy, false)
         .await
-        .context("cannot start the descheduler")?;
+        .context("cannot start the descheduler")?
+        .with_clock(clock);
     tracing::info!(interval = ?interval, "descheduler starting");
     Ok(tokio::spawn(async move { descheduler.run(interval).await }))
 }

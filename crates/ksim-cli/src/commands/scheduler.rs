@@ -98,15 +98,18 @@ pub fn serve_scheduler_config(cluster: &ClusterDir, config: Option<&Path>) -> Op
 }
 
 /// Starts the scheduler in a cluster, over the in-process client, with the
-/// configuration at `config` (default: upstream's profile).
+/// configuration at `config` (default: upstream's profile), on the
+/// cluster's `clock`.
 pub fn start_scheduler(
     server: &ksim_apiserver::ApiServer,
     config: Option<&Path>,
+    clock: ksim_runtime::Clock,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let options = match config {
+    let mut options = match config {
         Some(path) => load_scheduler_config(path)?,
         None => SchedulerOptions::default(),
     };
+    options.clock = clock;
     let client = ksim_runtime::client::in_process(server);
     Ok(tokio::spawn(async move {
         if let Err(error) = ksim_scheduler::scheduler::run(client, options).await {

@@ -1,16 +1,22 @@
 //! The eviction API as the evictor calls it: a policy/v1 Eviction posted
 //! to `pods/<name>/eviction` with the policy's gracePeriodSeconds, made
 //! synchronously from a blocking thread (`Handle::block_on`), and the
-//! events.k8s.io events upstream records on evicted pods.
+//! events.k8s.io events upstream records on evicted pods (at the cluster
+//! clock's time; a repeat within 6 minutes counts in the first event's
+//! series, as client-go's recorder does).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::api::policy::v1::Eviction;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta};
-use kube::api::{Api, PostParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, MicroTime, ObjectMeta};
+use ksim_runtime::clock::{Clock, Instant};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
+use serde_json::json;
 use tokio::runtime::Handle;
 
 use super::podevictor::EvictionApi;
@@ -19,31 +25,150 @@ use crate::framework::EvictionRequest;
 /// Who requests the evictions and reports the events (upstream's name).
 pub const DESCHEDULER_NAME: &str = "sigs.k8s.io/descheduler";
 
+/// How long repeats of an event count in one series (client-go's 6 minutes).
+const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
+
+/// Namespace, pod, type, reason and note of an event.
+type EventKey = (String, String, String, String, String);
+
+/// The events already written: (namespace, pod, type, reason, note) →
+/// (event name, count, first written), and the nanoseconds of the last
+/// event name (names stay unique when events share an instant).
+#[derive(Debug, Default)]
+pub struct EventLog {
+    seen: HashMap<EventKey, (String, i32, Instant)>,
+    last_nanos: u64,
+}
+
 /// The eviction API of a cluster. Must be used from a thread outside the
 /// runtime (`spawn_blocking`), since it blocks on the requests.
 pub struct KubeEvictionApi {
     client: Client,
     handle: Handle,
     grace_period_seconds: Option<i64>,
-    recorder: Recorder,
+    clock: Clock,
+    events: Arc<Mutex<EventLog>>,
 }
 
 impl KubeEvictionApi {
-    /// An API over `client`, running its requests on `handle`.
+    /// An API over `client`, running its requests on `handle`, on a real
+    /// clock.
     pub fn new(client: Client, handle: Handle, grace_period_seconds: Option<i64>) -> Self {
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: DESCHEDULER_NAME.to_string(),
-                instance: None,
-            },
-        );
+        Self::with_clock(
+            client,
+            handle,
+            grace_period_seconds,
+            Clock::real(),
+            Arc::default(),
+        )
+    }
+
+    /// An API whose events carry `clock`'s time and keep it busy until
+    /// written; `events` remembers them across cycles (for series).
+    pub fn with_clock(
+        client: Client,
+        handle: Handle,
+        grace_period_seconds: Option<i64>,
+        clock: Clock,
+        events: Arc<Mutex<EventLog>>,
+    ) -> Self {
         KubeEvictionApi {
             client,
             handle,
             grace_period_seconds,
-            recorder,
+            clock,
+            events,
         }
+    }
+
+    /// What to write for an event about `pod` now: a new Event, or a
+    /// series update of the same event written less than 6 minutes ago.
+    fn event_write(&self, pod: &Pod, type_: &str, reason: &str, note: String) -> EventWrite {
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let now = self.clock.timestamp();
+        let instant = self.clock.instant();
+        let mut log = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        if log.seen.len() > 4096 {
+            log.seen.retain(|_, (_, _, first)| {
+                instant.saturating_duration_since(*first) < SERIES_WINDOW
+            });
+        }
+        let key = (
+            namespace.clone(),
+            pod.metadata.name.clone().unwrap_or_default(),
+            type_.to_string(),
+            reason.to_string(),
+            note.clone(),
+        );
+        if let Some((name, count, first)) = log.seen.get_mut(&key)
+            && instant.saturating_duration_since(*first) < SERIES_WINDOW
+        {
+            *count += 1;
+            return EventWrite::Series {
+                namespace,
+                name: name.clone(),
+                series: EventSeries {
+                    count: *count,
+                    last_observed_time: MicroTime(now),
+                },
+            };
+        }
+        let nanos = u64::try_from(now.as_nanosecond())
+            .unwrap_or_default()
+            .max(log.last_nanos.saturating_add(1));
+        log.last_nanos = nanos;
+        let name = format!("{}.{nanos:x}", key.1);
+        log.seen.insert(key, (name.clone(), 1, instant));
+        EventWrite::Create(Box::new(Event {
+            metadata: ObjectMeta {
+                name: Some(name),
+                namespace: Some(namespace),
+                ..Default::default()
+            },
+            event_time: Some(MicroTime(now)),
+            action: Some("Descheduled".to_string()),
+            reason: Some(reason.to_string()),
+            note: Some(note),
+            type_: Some(type_.to_string()),
+            regarding: Some(pod.object_ref(&())),
+            reporting_controller: Some(DESCHEDULER_NAME.to_string()),
+            reporting_instance: Some(DESCHEDULER_NAME.to_string()),
+            ..Default::default()
+        }))
+    }
+}
+
+/// One event write.
+enum EventWrite {
+    Create(Box<Event>),
+    Series {
+        namespace: String,
+        name: String,
+        series: EventSeries,
+    },
+}
+
+async fn send_event(client: Client, write: EventWrite) -> Result<(), kube::Error> {
+    match write {
+        EventWrite::Create(event) => {
+            let namespace = event.metadata.namespace.clone().unwrap_or_default();
+            Api::<Event>::namespaced(client, &namespace)
+                .create(&PostParams::default(), &event)
+                .await
+                .map(|_| ())
+        }
+        EventWrite::Series {
+            namespace,
+            name,
+            series,
+        } => Api::<Event>::namespaced(client, &namespace)
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"series": series})),
+            )
+            .await
+            .map(|_| ()),
     }
 }
 
@@ -97,24 +222,17 @@ impl EvictionApi for KubeEvictionApi {
     }
 
     fn event(&self, pod: &Pod, warning: bool, reason: &str, note: String) {
-        let reference = pod.object_ref(&());
-        let recorder = self.recorder.clone();
-        let event = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: reason.to_string(),
-            note: Some(note),
-            action: "Descheduled".to_string(),
-            secondary: None,
-        };
-        // Recording never slows the cycle down.
+        let type_ = if warning { "Warning" } else { "Normal" };
+        let write = self.event_write(pod, type_, reason, note);
+        let client = self.client.clone();
+        // Recording never slows the cycle down; the cluster stays busy
+        // until the event is written.
+        let busy = self.clock.busy();
         self.handle.spawn(async move {
-            if let Err(error) = recorder.publish(&event, &reference).await {
+            if let Err(error) = send_event(client, write).await {
                 tracing::debug!(%error, "cannot record the event");
             }
+            drop(busy);
         });
     }
 }

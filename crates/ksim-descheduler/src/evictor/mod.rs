@@ -5,7 +5,7 @@ mod api;
 mod defaultevictor;
 mod podevictor;
 
-pub use api::{DESCHEDULER_NAME, KubeEvictionApi};
+pub use api::{DESCHEDULER_NAME, EventLog, KubeEvictionApi};
 pub use defaultevictor::{
     DefaultEvictor, DefaultEvictorArgs, EVICT_ANNOTATION, EvictorContext, NAME as DEFAULT_EVICTOR,
     PodProtections, PriorityThreshold,

@@ -2,13 +2,16 @@
 //! injected clock: an active queue ordered by the profile's QueueSort, a
 //! backoff queue (1s doubling to 10s per failed attempt), the unschedulable
 //! pool that cluster events (or 5 minutes) move pods out of, and the gated
-//! pods PreEnqueue holds back.
+//! pods PreEnqueue holds back. Its iteration order is fixed (a fixed hash
+//! seed, and pods moved together are moved in name order), so the same
+//! events give the same scheduling order on every run.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use foldhash::fast::FixedState;
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::framework::{Profile, QueuedPodInfo, Status, pod_namespace};
@@ -95,7 +98,7 @@ pub struct SchedulingQueue {
     pre_enqueue: Arc<Profile>,
     active: BinaryHeap<Active>,
     backoff: BTreeMap<(Duration, u64), PodKey>,
-    entries: HashMap<PodKey, Entry>,
+    entries: HashMap<PodKey, Entry, FixedState>,
     seq: u64,
     /// Whether a pod may sit in the unschedulable pool (cleared when an
     /// event moves them all out), so events cost nothing when none waits.
@@ -114,7 +117,7 @@ impl SchedulingQueue {
             pre_enqueue: profile,
             active: BinaryHeap::new(),
             backoff: BTreeMap::new(),
-            entries: HashMap::new(),
+            entries: HashMap::default(),
             seq: 0,
             maybe_unschedulable: false,
             initial_backoff: DEFAULT_INITIAL_BACKOFF,
@@ -270,7 +273,9 @@ impl SchedulingQueue {
 
     /// The keys of every pod the queue knows.
     pub fn keys(&self) -> Vec<PodKey> {
-        self.entries.keys().cloned().collect()
+        let mut keys: Vec<PodKey> = self.entries.keys().cloned().collect();
+        keys.sort_unstable();
+        keys
     }
 
     /// When the earliest backoff ends (to wake up for it).
@@ -280,18 +285,26 @@ impl SchedulingQueue {
 
     /// Moves pods unschedulable for longer than `max_in_unschedulable` out.
     pub fn flush_unschedulable_leftover(&mut self, now: Duration) {
-        let stale: Vec<PodKey> = self
+        let mut waiting = 0usize;
+        let mut stale: Vec<PodKey> = self
             .entries
             .iter()
-            .filter(|(_, e)| {
-                e.location == QueueLocation::Unschedulable
-                    && now.saturating_sub(e.since) > self.max_in_unschedulable
-            })
+            .filter(|(_, e)| e.location == QueueLocation::Unschedulable)
+            .inspect(|_| waiting += 1)
+            .filter(|(_, e)| now.saturating_sub(e.since) > self.max_in_unschedulable)
             .map(|(k, _)| k.clone())
             .collect();
+        self.maybe_unschedulable = waiting > stale.len();
+        stale.sort_unstable();
         for key in stale {
             self.requeue(key, now);
         }
+    }
+
+    /// Whether a pod may wait in the unschedulable pool (for the periodic
+    /// leftover flush; may be true when none does until the next flush).
+    pub fn has_unschedulable(&self) -> bool {
+        self.maybe_unschedulable
     }
 
     /// The next pod to schedule (backoffs that ended are moved first);
@@ -363,12 +376,13 @@ impl SchedulingQueue {
             return;
         }
         self.maybe_unschedulable = false;
-        let waiting: Vec<PodKey> = self
+        let mut waiting: Vec<PodKey> = self
             .entries
             .iter()
             .filter(|(_, e)| e.location == QueueLocation::Unschedulable)
             .map(|(k, _)| k.clone())
             .collect();
+        waiting.sort_unstable();
         for key in waiting {
             self.requeue(key, now);
         }

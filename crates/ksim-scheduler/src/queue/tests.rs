@@ -184,3 +184,43 @@ fn events_without_waiting_pods_move_nothing_and_backoff_expiry_is_known() {
     assert_eq!(q.next_backoff_expiry(), Some(secs(1)));
     assert_eq!(q.keys(), [("default".to_string(), "p".to_string())]);
 }
+
+/// Three pods that arrived at the same instant, made unschedulable.
+fn three_unschedulable() -> SchedulingQueue {
+    let mut q = queue();
+    for name in ["c", "a", "b"] {
+        q.add_or_update(pod(name).obj(), secs(0));
+    }
+    for _ in 0..3 {
+        let popped = q.pop(secs(0)).expect("queued");
+        q.add_unschedulable(&popped.pod, false, secs(0));
+    }
+    q
+}
+
+fn pop_all(q: &mut SchedulingQueue, now: Duration) -> Vec<String> {
+    std::iter::from_fn(|| name(q.pop(now))).collect()
+}
+
+#[test]
+fn pods_moved_together_are_retried_in_name_order() {
+    let mut q = three_unschedulable();
+    assert!(q.has_unschedulable());
+    q.move_all_to_active_or_backoff(secs(10));
+    assert_eq!(pop_all(&mut q, secs(10)), ["a", "b", "c"]);
+
+    let mut q = three_unschedulable();
+    q.flush_unschedulable_leftover(secs(301));
+    assert_eq!(pop_all(&mut q, secs(301)), ["a", "b", "c"]);
+}
+
+#[test]
+fn the_leftover_flush_waits_more_than_five_minutes_and_notes_when_none_waits() {
+    let mut q = three_unschedulable();
+    q.flush_unschedulable_leftover(secs(300));
+    assert_eq!(pop_all(&mut q, secs(300)), Vec::<String>::new());
+    assert!(q.has_unschedulable(), "still waiting");
+    q.flush_unschedulable_leftover(secs(301));
+    assert!(!q.has_unschedulable(), "all moved out");
+    assert_eq!(pop_all(&mut q, secs(301)).len(), 3);
+}

@@ -6,13 +6,14 @@
 //! broadcaster does (a queue of 1,000; events past it are dropped).
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use ksim_runtime::WithoutManagedFields;
+use ksim_runtime::clock::{Busy, Clock, Instant};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
@@ -63,12 +64,14 @@ pub async fn bind(client: &kube::Client, pod: &Pod, node: &str) -> Result<(), ku
 
 /// The PodScheduled=False condition and nominatedNodeName a failed cycle
 /// writes (`Some("")` clears the nomination), or `None` when the pod
-/// already carries them (upstream `updatePod` skips the call then).
+/// already carries them (upstream `updatePod` skips the call then);
+/// `now` is the transition time of a new condition.
 pub fn unschedulable_status_patch(
     pod: &Pod,
     reason: &str,
     message: &str,
     nominated_node: Option<&str>,
+    now: Timestamp,
 ) -> Option<serde_json::Value> {
     let status = pod.status.as_ref();
     let existing = status
@@ -94,7 +97,7 @@ pub fn unschedulable_status_patch(
         .filter(|c| c.status == "False")
         .and_then(|c| c.last_transition_time.clone())
         .map(|t| t.0.to_string())
-        .unwrap_or_else(|| Timestamp::now().to_string());
+        .unwrap_or_else(|| now.to_string());
     let mut patch = json!({"status": {"conditions": [{
         "type": "PodScheduled",
         "status": "False",
@@ -141,11 +144,12 @@ pub async fn annotate(
 }
 
 /// Evicts a preemption victim as upstream: the DisruptionTarget condition,
-/// then delete.
+/// then delete (`now` is the condition's transition time).
 pub async fn preempt(
     client: &kube::Client,
     victim: &Pod,
     scheduler_name: &str,
+    now: Timestamp,
 ) -> Result<(), kube::Error> {
     let patch = json!({"status": {"conditions": [{
         "type": "DisruptionTarget",
@@ -153,7 +157,7 @@ pub async fn preempt(
         "reason": "PreemptionByScheduler",
         "message": format!("{scheduler_name}: preempting to accommodate a higher priority pod"),
         "lastProbeTime": null,
-        "lastTransitionTime": Timestamp::now().to_string(),
+        "lastTransitionTime": now.to_string(),
     }]}});
     match patch_status(client, victim, &patch).await {
         Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
@@ -192,19 +196,43 @@ fn truncate(note: &str) -> String {
     note[..end].to_string()
 }
 
+/// What an event says: its type, reason, action and note.
+#[derive(Debug, Clone, Copy)]
+pub struct EventText<'a> {
+    pub type_: &'a str,
+    pub reason: &'a str,
+    pub action: &'a str,
+    pub note: &'a str,
+}
+
+/// Who reports an event, and when.
+#[derive(Debug, Clone, Copy)]
+pub struct EventSource<'a> {
+    pub reporting_controller: &'a str,
+    pub reporting_instance: &'a str,
+    /// The event's time.
+    pub now: Timestamp,
+    /// The nanoseconds its name carries (client-go uses the event's time;
+    /// on a virtual clock several events of one pod share an instant, so
+    /// the caller makes them unique).
+    pub name_nanos: u64,
+}
+
 /// A new events.k8s.io/v1 Event about `pod`, named as client-go names
 /// them (`<pod>.<hex nanoseconds>`).
-pub fn new_event(
-    pod: &Pod,
-    type_: &str,
-    reason: &str,
-    action: &str,
-    note: &str,
-    reporting_controller: &str,
-    reporting_instance: &str,
-) -> Event {
-    let now = Timestamp::now();
-    let nanos = u64::try_from(now.as_nanosecond()).unwrap_or_default();
+pub fn new_event(pod: &Pod, text: EventText<'_>, source: EventSource<'_>) -> Event {
+    let EventText {
+        type_,
+        reason,
+        action,
+        note,
+    } = text;
+    let EventSource {
+        reporting_controller,
+        reporting_instance,
+        now,
+        name_nanos: nanos,
+    } = source;
     Event {
         metadata: ObjectMeta {
             name: Some(format!("{}.{nanos:x}", name_of(pod))),
@@ -252,7 +280,7 @@ impl EventRecorder {
     pub fn record(&mut self, event: Event, now: Instant) -> EventWrite {
         if self.seen.len() > 4096 {
             self.seen
-                .retain(|_, (_, _, first)| now.duration_since(*first) < SERIES_WINDOW);
+                .retain(|_, (_, _, first)| now.saturating_duration_since(*first) < SERIES_WINDOW);
         }
         let regarding = event.regarding.as_ref();
         let key = (
@@ -263,14 +291,17 @@ impl EventRecorder {
         );
         let namespace = key.0.clone();
         match self.seen.get_mut(&key) {
-            Some((name, count, first)) if now.duration_since(*first) < SERIES_WINDOW => {
+            Some((name, count, first)) if now.saturating_duration_since(*first) < SERIES_WINDOW => {
                 *count += 1;
                 EventWrite::Series {
                     namespace,
                     name: name.clone(),
                     series: EventSeries {
                         count: *count,
-                        last_observed_time: MicroTime(Timestamp::now()),
+                        last_observed_time: event
+                            .event_time
+                            .clone()
+                            .unwrap_or(MicroTime(Timestamp::UNIX_EPOCH)),
                     },
                 }
             }
@@ -315,30 +346,40 @@ pub async fn send_event(client: &kube::Client, write: EventWrite) -> Result<(), 
 }
 
 /// Where the scheduler puts events: a bounded queue drained by one
-/// writer task, so that scheduling and binding never wait on them.
+/// writer task, so that scheduling and binding never wait on them. A
+/// queued event keeps a virtual cluster busy until it is written.
 #[derive(Debug, Clone)]
 pub struct EventSink {
-    tx: tokio::sync::mpsc::Sender<EventWrite>,
+    tx: tokio::sync::mpsc::Sender<(EventWrite, Busy)>,
+    clock: Clock,
 }
 
 impl EventSink {
-    /// Starts the writer (on the current tokio runtime); it stops when
-    /// every sink is dropped.
+    /// Starts the writer (on the current tokio runtime) on a real clock;
+    /// it stops when every sink is dropped.
     pub fn spawn(client: kube::Client) -> Self {
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<EventWrite>(MAX_QUEUED_EVENTS);
+        Self::spawn_with_clock(client, Clock::real())
+    }
+
+    /// Starts the writer; queued events count as work of `clock`.
+    pub fn spawn_with_clock(client: kube::Client, clock: Clock) -> Self {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<(EventWrite, Busy)>(MAX_QUEUED_EVENTS);
         tokio::spawn(async move {
-            while let Some(write) = rx.recv().await {
+            while let Some((write, busy)) = rx.recv().await {
                 if let Err(error) = send_event(&client, write).await {
                     tracing::debug!(%error, "cannot write an event");
                 }
+                drop(busy);
             }
         });
-        EventSink { tx }
+        EventSink { tx, clock }
     }
 
     /// Queues an event; drops it when the queue is full.
     pub fn send(&self, write: EventWrite) {
-        if let Err(tokio::sync::mpsc::error::TrySendError::Full(write)) = self.tx.try_send(write) {
+        if let Err(tokio::sync::mpsc::error::TrySendError::Full((write, _))) =
+            self.tx.try_send((write, self.clock.busy()))
+        {
             let reason = match &write {
                 EventWrite::Create(event) => event.reason.clone().unwrap_or_default(),
                 EventWrite::Series { name, .. } => name.clone(),
@@ -353,6 +394,15 @@ mod tests {
     use super::*;
     use crate::testing::pod;
 
+    fn source() -> EventSource<'static> {
+        EventSource {
+            reporting_controller: "default-scheduler",
+            reporting_instance: "default-scheduler-x",
+            now: Timestamp::from_second(1_000).expect("valid"),
+            name_nanos: 1,
+        }
+    }
+
     #[test]
     fn repeated_events_become_a_series() {
         let mut recorder = EventRecorder::default();
@@ -360,15 +410,16 @@ mod tests {
         let event = |note: &str| {
             new_event(
                 &p,
-                "Warning",
-                "FailedScheduling",
-                ACTION_SCHEDULING,
-                note,
-                "default-scheduler",
-                "default-scheduler-x",
+                EventText {
+                    type_: "Warning",
+                    reason: "FailedScheduling",
+                    action: ACTION_SCHEDULING,
+                    note,
+                },
+                source(),
             )
         };
-        let start = Instant::now();
+        let start = Instant::default();
         let first = recorder.record(event("0/1 nodes are available"), start);
         let EventWrite::Create(created) = first else {
             panic!("the first occurrence creates an event");
@@ -396,19 +447,18 @@ mod tests {
         let long = "x".repeat(2000);
         let event = new_event(
             &p,
-            "Normal",
-            "Scheduled",
-            ACTION_BINDING,
-            &long,
-            "default-scheduler",
-            "i",
+            EventText {
+                type_: "Normal",
+                reason: "Scheduled",
+                action: ACTION_BINDING,
+                note: &long,
+            },
+            source(),
         );
-        assert!(
-            event
-                .metadata
-                .name
-                .as_deref()
-                .is_some_and(|n| n.starts_with("web."))
+        assert_eq!(event.metadata.name.as_deref(), Some("web.1"));
+        assert_eq!(
+            event.event_time.map(|t| t.0),
+            Some(Timestamp::from_second(1_000).expect("valid"))
         );
         assert_eq!(event.metadata.namespace.as_deref(), Some("shop"));
         assert_eq!(event.note.map(|n| n.len()), Some(MAX_NOTE_BYTES));
@@ -421,22 +471,26 @@ mod tests {
 
     #[test]
     fn status_patch_only_when_condition_or_nomination_changes() {
+        let now = Timestamp::from_second(1_000).expect("valid");
         let mut p = pod("web").obj();
         let patch =
-            unschedulable_status_patch(&p, "Unschedulable", "0/1 nodes", None).expect("first");
+            unschedulable_status_patch(&p, "Unschedulable", "0/1 nodes", None, now).expect("first");
         assert_eq!(patch["status"]["conditions"][0]["reason"], "Unschedulable");
         assert!(patch["status"].get("nominatedNodeName").is_none());
         let status: k8s_openapi::api::core::v1::PodStatus =
             serde_json::from_value(patch["status"].clone()).expect("status");
         p.status = Some(status);
-        assert!(unschedulable_status_patch(&p, "Unschedulable", "0/1 nodes", None).is_none());
-        assert!(unschedulable_status_patch(&p, "Unschedulable", "0/2 nodes", None).is_some());
-        let nominated = unschedulable_status_patch(&p, "Unschedulable", "0/1 nodes", Some("n1"))
-            .expect("nominated");
+        assert!(unschedulable_status_patch(&p, "Unschedulable", "0/1 nodes", None, now).is_none());
+        assert!(unschedulable_status_patch(&p, "Unschedulable", "0/2 nodes", None, now).is_some());
+        let nominated =
+            unschedulable_status_patch(&p, "Unschedulable", "0/1 nodes", Some("n1"), now)
+                .expect("nominated");
         assert_eq!(nominated["status"]["nominatedNodeName"], "n1");
-        assert!(unschedulable_status_patch(&p, "Unschedulable", "0/1 nodes", Some("")).is_none());
+        assert!(
+            unschedulable_status_patch(&p, "Unschedulable", "0/1 nodes", Some(""), now).is_none()
+        );
         p.status.get_or_insert_default().nominated_node_name = Some("n1".to_string());
-        let cleared = unschedulable_status_patch(&p, "Unschedulable", "0/1 nodes", Some(""))
+        let cleared = unschedulable_status_patch(&p, "Unschedulable", "0/1 nodes", Some(""), now)
             .expect("clears the nomination");
         assert!(cleared["status"]["nominatedNodeName"].is_null());
         assert!(cleared["status"].get("nominatedNodeName").is_some());

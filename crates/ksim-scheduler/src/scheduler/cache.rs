@@ -37,7 +37,7 @@ pub struct Cache {
     /// Pods assumed on a node (binding in flight) → that node.
     assumed: HashMap<PodKey, String>,
     /// Pods bound to a node the cache does not know (yet), by node.
-    waiting_for_node: HashMap<String, HashMap<PodKey, Pod>>,
+    waiting_for_node: HashMap<String, BTreeMap<PodKey, Pod>>,
     /// Bound pods' nodes, to find pods waiting for a node.
     bound: HashMap<PodKey, String>,
     disruption_budgets: BTreeMap<PodKey, DisruptionBudget>,
@@ -172,7 +172,9 @@ impl Cache {
 
     /// The keys of bound (or assumed) pods.
     pub fn bound_pod_keys(&self) -> Vec<PodKey> {
-        self.bound.keys().cloned().collect()
+        let mut keys: Vec<PodKey> = self.bound.keys().cloned().collect();
+        keys.sort_unstable();
+        keys
     }
 
     /// A PodDisruptionBudget was added or updated.

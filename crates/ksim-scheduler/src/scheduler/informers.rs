@@ -3,6 +3,9 @@
 //! ReplicationControllers, ReplicaSets, StatefulSets), each turning its
 //! stream into [`Message`]s for the scheduling loop. A (re)list arrives
 //! as one [`Change::Relist`] so the cache can drop what disappeared.
+//! Each message carries a busy guard of the cluster's clock until the loop
+//! has applied it, so a virtual cluster does not settle with changes the
+//! scheduler has not seen.
 
 use std::fmt::Debug;
 
@@ -12,6 +15,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ReplicationController, Se
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use ksim_runtime::WithoutManagedFields;
+use ksim_runtime::clock::{Busy, Clock};
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
@@ -48,6 +52,9 @@ pub enum Message {
     Bound(BindOutcome),
 }
 
+/// What the loop's channel carries: a message and the work it stands for.
+pub type Envelope = (Message, Busy);
+
 /// How many informers report a first list before scheduling starts.
 pub const INFORMERS: usize = 9;
 
@@ -83,7 +90,8 @@ impl From<crate::framework::WorkloadKind> for Informer {
 /// assumed bindings keep and clone stay small.
 fn spawn_one<K>(
     client: &kube::Client,
-    tx: UnboundedSender<Message>,
+    clock: &Clock,
+    tx: UnboundedSender<Envelope>,
     wrap: fn(Change<K>) -> Message,
 ) -> JoinHandle<()>
 where
@@ -91,6 +99,7 @@ where
     K::DynamicType: Default,
 {
     let api: Api<WithoutManagedFields<K>> = Api::all(client.clone());
+    let clock = clock.clone();
     tokio::spawn(async move {
         let mut stream = watcher(api, watcher::Config::default())
             .default_backoff()
@@ -114,7 +123,7 @@ where
                 {
                     // The server does not serve this kind: nothing to watch.
                     tracing::info!(kind = %K::kind(&Default::default()), "not served; not watched");
-                    let _ = tx.send(wrap(Change::Relist(Vec::new())));
+                    let _ = tx.send((wrap(Change::Relist(Vec::new())), clock.busy()));
                     return;
                 }
                 Err(error) => {
@@ -122,7 +131,7 @@ where
                     continue;
                 }
             };
-            if tx.send(wrap(change)).is_err() {
+            if tx.send((wrap(change), clock.busy())).is_err() {
                 return;
             }
         }
@@ -130,16 +139,25 @@ where
 }
 
 /// Starts every informer; they stop when the receiver is dropped.
-pub fn spawn_all(client: &kube::Client, tx: &UnboundedSender<Message>) -> Vec<JoinHandle<()>> {
+pub fn spawn_all(
+    client: &kube::Client,
+    clock: &Clock,
+    tx: &UnboundedSender<Envelope>,
+) -> Vec<JoinHandle<()>> {
     vec![
-        spawn_one::<Pod>(client, tx.clone(), Message::Pod),
-        spawn_one::<Node>(client, tx.clone(), Message::Node),
-        spawn_one::<Namespace>(client, tx.clone(), Message::Namespace),
-        spawn_one::<PodDisruptionBudget>(client, tx.clone(), Message::DisruptionBudget),
-        spawn_one::<PriorityClass>(client, tx.clone(), Message::PriorityClass),
-        spawn_one::<Service>(client, tx.clone(), Message::Service),
-        spawn_one::<ReplicationController>(client, tx.clone(), Message::ReplicationController),
-        spawn_one::<ReplicaSet>(client, tx.clone(), Message::ReplicaSet),
-        spawn_one::<StatefulSet>(client, tx.clone(), Message::StatefulSet),
+        spawn_one::<Pod>(client, clock, tx.clone(), Message::Pod),
+        spawn_one::<Node>(client, clock, tx.clone(), Message::Node),
+        spawn_one::<Namespace>(client, clock, tx.clone(), Message::Namespace),
+        spawn_one::<PodDisruptionBudget>(client, clock, tx.clone(), Message::DisruptionBudget),
+        spawn_one::<PriorityClass>(client, clock, tx.clone(), Message::PriorityClass),
+        spawn_one::<Service>(client, clock, tx.clone(), Message::Service),
+        spawn_one::<ReplicationController>(
+            client,
+            clock,
+            tx.clone(),
+            Message::ReplicationController,
+        ),
+        spawn_one::<ReplicaSet>(client, clock, tx.clone(), Message::ReplicaSet),
+        spawn_one::<StatefulSet>(client, clock, tx.clone(), Message::StatefulSet),
     ]
 }

@@ -5,6 +5,14 @@
 //! background, or records why it fits nowhere (PodScheduled=False,
 //! FailedScheduling) and preempts for it. Cluster events move waiting
 //! pods back to the active queue.
+//!
+//! Time comes from the cluster's [`Clock`]: back-offs, the periodic flush
+//! of pods unschedulable for too long, condition and event times. Score
+//! ties are broken by the clock's random source, so a seeded cluster
+//! places pods the same way on every run. The loop holds a busy guard of
+//! the clock while it has work (messages to apply, pods ready, bindings
+//! and status writes in flight); pods in back-off or unschedulable wait
+//! on clock timers, so a virtual cluster settles when nothing is left.
 
 mod api;
 mod cache;
@@ -17,18 +25,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use ksim_runtime::clock::{Busy, Clock, Instant, Random};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
-use tokio::time::Instant;
 
 pub use api::{
-    ACTION_BINDING, ACTION_SCHEDULING, EventRecorder, EventSink, EventWrite, MAX_QUEUED_EVENTS,
-    new_event,
+    ACTION_BINDING, ACTION_SCHEDULING, EventRecorder, EventSink, EventSource, EventText,
+    EventWrite, MAX_QUEUED_EVENTS, new_event,
 };
 pub use cache::Cache;
 pub use decisions::{
     FILTER_RESULT, FINAL_SCORE_RESULT, PASSED, RECORD_DECISIONS, SELECTED_NODE, explain,
     failure_annotations, opted_in, success_annotations,
 };
+use informers::Envelope;
 pub use informers::{Change, Message};
 
 use crate::config::SchedulerConfig;
@@ -37,8 +47,6 @@ use crate::queue::{PodKey, SchedulingQueue};
 
 /// How often pods unschedulable for too long are retried (upstream 30s).
 const LEFTOVER_FLUSH_INTERVAL: Duration = Duration::from_secs(30);
-/// The longest the loop sleeps without a message.
-const MAX_IDLE: Duration = Duration::from_secs(1);
 
 /// How the scheduler runs.
 #[derive(Debug)]
@@ -50,6 +58,9 @@ pub struct SchedulerOptions {
     pub record_decisions: bool,
     /// `reportingInstance` of events (default `<schedulerName>-<hostname>`).
     pub instance: Option<String>,
+    /// The cluster's clock (time, timers, busy accounting, and the random
+    /// source that breaks score ties).
+    pub clock: Clock,
 }
 
 impl Default for SchedulerOptions {
@@ -58,6 +69,7 @@ impl Default for SchedulerOptions {
             profiles: vec![Profile::default_profile()],
             record_decisions: false,
             instance: None,
+            clock: Clock::real(),
         }
     }
 }
@@ -97,10 +109,27 @@ fn hostname() -> String {
         .unwrap_or_else(|| "ksim".to_string())
 }
 
+/// Breaks score ties with the cluster's random source.
+struct ClockRng(Random);
+
+impl rand::RngCore for ClockRng {
+    fn next_u32(&mut self) -> u32 {
+        (self.0.next_u64() >> 32) as u32
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.0.next_u64()
+    }
+
+    fn fill_bytes(&mut self, dst: &mut [u8]) {
+        self.0.fill(dst);
+    }
+}
+
 /// Runs the scheduler against the API until the client's informers stop.
 pub async fn run(client: kube::Client, options: SchedulerOptions) -> Result<(), SchedulerError> {
     let (tx, rx) = unbounded_channel();
-    let informers = informers::spawn_all(&client, &tx);
+    let informers = informers::spawn_all(&client, &options.clock, &tx);
     let mut scheduler = Scheduler::new(client, options, tx);
     let result = scheduler.run(rx).await;
     for informer in informers {
@@ -120,14 +149,18 @@ struct Scheduler {
     instance: String,
     recorder: EventRecorder,
     events: EventSink,
-    tx: UnboundedSender<Message>,
-    started: Instant,
+    tx: UnboundedSender<Envelope>,
+    clock: Clock,
+    /// The nanoseconds the last event's name carried (names stay unique
+    /// when events share an instant of a virtual clock).
+    last_event_nanos: u64,
     /// Informers that have listed once (one bit each).
     synced: u32,
 }
 
 impl Scheduler {
-    fn new(client: kube::Client, options: SchedulerOptions, tx: UnboundedSender<Message>) -> Self {
+    fn new(client: kube::Client, options: SchedulerOptions, tx: UnboundedSender<Envelope>) -> Self {
+        let clock = options.clock;
         let mut profiles: Vec<Profile> = options.profiles;
         if profiles.is_empty() {
             profiles.push(Profile::default_profile());
@@ -138,7 +171,7 @@ impl Scheduler {
             .instance
             .unwrap_or_else(|| format!("{}-{}", profiles[0].scheduler_name, hostname()));
         Scheduler {
-            events: EventSink::spawn(client.clone()),
+            events: EventSink::spawn_with_clock(client.clone(), clock.clone()),
             client,
             profiles: profiles
                 .into_iter()
@@ -146,27 +179,69 @@ impl Scheduler {
                 .collect(),
             queue,
             cache: Cache::default(),
-            state: ScheduleState::new(Box::new(
-                <rand::rngs::StdRng as rand::SeedableRng>::from_os_rng(),
-            )),
+            state: ScheduleState::new(Box::new(ClockRng(clock.random().clone()))),
             record_decisions: options.record_decisions,
             instance,
             recorder: EventRecorder::default(),
             tx,
-            started: Instant::now(),
+            clock,
+            last_event_nanos: 0,
             synced: 0,
         }
     }
 
+    /// The time on the clock's monotonic timeline (what the queue counts in).
     fn now(&self) -> Duration {
-        self.started.elapsed()
+        self.clock
+            .instant()
+            .saturating_duration_since(Instant::default())
     }
 
-    async fn run(&mut self, mut rx: UnboundedReceiver<Message>) -> Result<(), SchedulerError> {
-        let mut last_flush = Duration::ZERO;
+    /// The time the API sees.
+    fn timestamp(&self) -> Timestamp {
+        self.clock.timestamp()
+    }
+
+    /// The time of an event written now, and the nanoseconds its name
+    /// carries (unique among this scheduler's events).
+    fn event_time(&mut self) -> (Timestamp, u64) {
+        let now = self.timestamp();
+        let nanos = u64::try_from(now.as_nanosecond()).unwrap_or_default();
+        let nanos = nanos.max(self.last_event_nanos.saturating_add(1));
+        self.last_event_nanos = nanos;
+        (now, nanos)
+    }
+
+    /// A new event about `pod`, at the clock's time.
+    fn event(
+        &mut self,
+        pod: &Pod,
+        text: EventText<'_>,
+        scheduler_name: &str,
+    ) -> k8s_openapi::api::events::v1::Event {
+        let (now, name_nanos) = self.event_time();
+        new_event(
+            pod,
+            text,
+            EventSource {
+                reporting_controller: scheduler_name,
+                reporting_instance: &self.instance,
+                now,
+                name_nanos,
+            },
+        )
+    }
+
+    async fn run(&mut self, mut rx: UnboundedReceiver<Envelope>) -> Result<(), SchedulerError> {
+        let mut next_flush = self.now() + LEFTOVER_FLUSH_INTERVAL;
+        // Held while the loop has work; dropped only to wait.
+        let mut working: Option<Busy> = None;
         loop {
+            if working.is_none() {
+                working = Some(self.clock.busy());
+            }
             // Apply everything that arrived before deciding anything.
-            while let Ok(message) = rx.try_recv() {
+            while let Ok((message, _arrived)) = rx.try_recv() {
                 self.handle(message);
             }
             if self.all_synced() && self.schedule_next() {
@@ -174,23 +249,37 @@ impl Scheduler {
                 continue;
             }
             let now = self.now();
-            if now.saturating_sub(last_flush) >= LEFTOVER_FLUSH_INTERVAL {
+            if now >= next_flush {
                 self.queue.flush_unschedulable_leftover(now);
-                last_flush = now;
+                next_flush = now + LEFTOVER_FLUSH_INTERVAL;
                 continue;
             }
-            let wake = self
-                .queue
-                .next_backoff_expiry()
-                .map(|until| until.saturating_sub(now))
-                .unwrap_or(MAX_IDLE)
-                .min(MAX_IDLE);
+            // Wake for the next back-off to end, and for the periodic flush
+            // only while pods wait in the unschedulable pool.
+            let backoff = self.queue.next_backoff_expiry();
+            let flush = self.queue.has_unschedulable().then_some(next_flush);
+            let wake = match (backoff, flush) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+            .map(|at| self.clock.sleep_until(Instant::default() + at));
+            working = None;
             tokio::select! {
+                // Messages first, so runs repeat (no random branch order).
+                biased;
                 message = rx.recv() => match message {
-                    Some(message) => self.handle(message),
+                    Some((message, _arrived)) => {
+                        working = Some(self.clock.busy());
+                        self.handle(message);
+                    }
                     None => return Err(SchedulerError::InformersStopped),
                 },
-                () = tokio::time::sleep(wake) => {}
+                () = async {
+                    match wake {
+                        Some(sleep) => sleep.await,
+                        None => std::future::pending().await,
+                    }
+                } => {}
             }
         }
     }
@@ -244,15 +333,18 @@ impl Scheduler {
         let tx = self.tx.clone();
         let events = self.events.clone();
         let node = node.to_string();
-        let event = new_event(
+        let event = self.event(
             &pod,
-            "Normal",
-            "Scheduled",
-            ACTION_BINDING,
-            &scheduled_message(&pod, &node),
+            EventText {
+                type_: "Normal",
+                reason: "Scheduled",
+                action: ACTION_BINDING,
+                note: &scheduled_message(&pod, &node),
+            },
             &profile.scheduler_name,
-            &self.instance,
         );
+        // The binding keeps the cluster busy until the loop has its outcome.
+        let busy = self.clock.busy();
         tokio::spawn(async move {
             let result = api::bind(&client, &pod, &node).await;
             let (error, permanent) = match result {
@@ -271,12 +363,15 @@ impl Scheduler {
                 }
                 Err(error) => (Some(error.to_string()), false),
             };
-            let _ = tx.send(Message::Bound(BindOutcome {
-                pod,
-                node,
-                error,
-                permanent,
-            }));
+            let _ = tx.send((
+                Message::Bound(BindOutcome {
+                    pod,
+                    node,
+                    error,
+                    permanent,
+                }),
+                busy,
+            ));
         });
     }
 
@@ -350,26 +445,31 @@ impl Scheduler {
             let client = self.client.clone();
             let scheduler_name = profile.scheduler_name.clone();
             let sink = self.events.clone();
+            let note = format!(
+                "Preempted by pod {} on node {node}",
+                pod.metadata.uid.as_deref().unwrap_or_default()
+            );
             let events: Vec<Box<_>> = victims
                 .iter()
                 .map(|victim| {
-                    Box::new(new_event(
+                    Box::new(self.event(
                         victim,
-                        "Normal",
-                        "Preempted",
-                        "Preempting",
-                        &format!(
-                            "Preempted by pod {} on node {node}",
-                            pod.metadata.uid.as_deref().unwrap_or_default()
-                        ),
+                        EventText {
+                            type_: "Normal",
+                            reason: "Preempted",
+                            action: "Preempting",
+                            note: &note,
+                        },
                         &scheduler_name,
-                        &self.instance,
                     ))
                 })
                 .collect();
+            let now = self.timestamp();
+            let busy = self.clock.busy();
             tokio::spawn(async move {
+                let _busy = busy;
                 for (victim, event) in victims.iter().zip(events) {
-                    match api::preempt(&client, victim, &scheduler_name).await {
+                    match api::preempt(&client, victim, &scheduler_name, now).await {
                         Ok(()) => sink.send(EventWrite::Create(event)),
                         Err(error) => tracing::warn!(%error, "preempting a victim failed"),
                     }
@@ -397,24 +497,33 @@ impl Scheduler {
         nominated_node: Option<&str>,
         annotations: Option<std::collections::BTreeMap<String, String>>,
     ) {
-        let patch = api::unschedulable_status_patch(pod, reason, message, nominated_node);
-        let event = new_event(
+        let patch =
+            api::unschedulable_status_patch(pod, reason, message, nominated_node, self.timestamp());
+        let scheduler_name = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduler_name.as_deref())
+            .unwrap_or(crate::framework::DEFAULT_SCHEDULER_NAME);
+        let event = self.event(
             pod,
-            "Warning",
-            "FailedScheduling",
-            ACTION_SCHEDULING,
-            message,
-            pod.spec
-                .as_ref()
-                .and_then(|s| s.scheduler_name.as_deref())
-                .unwrap_or(crate::framework::DEFAULT_SCHEDULER_NAME),
-            &self.instance,
+            EventText {
+                type_: "Warning",
+                reason: "FailedScheduling",
+                action: ACTION_SCHEDULING,
+                note: message,
+            },
+            scheduler_name,
         );
-        let write = self.recorder.record(event, std::time::Instant::now());
+        let write = self.recorder.record(event, self.clock.instant());
         self.events.send(write);
+        if annotations.is_none() && patch.is_none() {
+            return;
+        }
         let client = self.client.clone();
         let pod = pod.clone();
+        let busy = self.clock.busy();
         tokio::spawn(async move {
+            let _busy = busy;
             if let Some(annotations) = annotations
                 && let Err(error) = api::annotate(&client, &pod, &annotations).await
             {
