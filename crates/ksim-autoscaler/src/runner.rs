@@ -701,7 +701,14 @@ impl Autoscaler {
     /// `<group>-<random>`, NotReady and tainted not-ready until the boot
     /// delay has passed.
     async fn create_node(&mut self, spec: &NodeGroupSpec) -> Result<Node, AutoscalerError> {
-        let name = format!("{}-{}", spec.name, self.clock.random().name_suffix(5));
+        let name = format!(
+            "{}-{}",
+            spec.name,
+            self.clock
+                .random()
+                .keyed(&format!("node:{}", spec.name))
+                .name_suffix(5)
+        );
         let ready_after = self.clock.now()
             + chrono::TimeDelta::from_std(self.options.node_boot_delay)
                 .unwrap_or(chrono::TimeDelta::zero());

@@ -192,7 +192,16 @@ impl Events {
             note: Some(note),
             metadata: ObjectMeta {
                 namespace: regarding.namespace.clone(),
-                name: Some(format!("{object}.{:016x}", self.clock.random().next_u64())),
+                name: Some(format!(
+                    "{object}.{:016x}",
+                    self.clock
+                        .random()
+                        .keyed(&format!(
+                            "event:{}/{object}",
+                            regarding.namespace.as_deref().unwrap_or_default()
+                        ))
+                        .next_u64()
+                )),
                 ..ObjectMeta::default()
             },
             reporting_controller: Some(self.controller.clone()),

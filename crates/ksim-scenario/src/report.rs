@@ -68,6 +68,11 @@ pub struct Report {
     pub passed: bool,
     /// Every step.
     pub steps: Vec<StepReport>,
+    /// A digest of the cluster at the end of a seeded run: every pod's
+    /// name, uid, node, IP and phase and every event's name, reason, message
+    /// and count, in name order. Two runs with the same seed must agree.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
     /// Wall-clock seconds the run took (JUnit only).
     #[serde(skip)]
     pub wall_seconds: f64,
@@ -107,6 +112,9 @@ impl Report {
                     out.push_str(&format!("{pad}seen:     {seen}\n"));
                 }
             }
+        }
+        if let Some(state) = &self.state {
+            out.push_str(&format!("  state at the end: {state}\n"));
         }
         out.push_str(&format!(
             "{} {}: {} passed, {} failed, {} skipped\n",
@@ -221,6 +229,7 @@ mod tests {
             clock: "virtual".into(),
             seed: Some(7),
             passed: false,
+            state: None,
             steps: vec![
                 step(1, Outcome::Passed, None, None),
                 step(

@@ -113,6 +113,10 @@ pub async fn run(scenario: &Scenario, target: &Target) -> Report {
         };
         steps.push(report);
     }
+    let state = match scenario.seed {
+        Some(_) if !real => Some(state_digest(&target.client).await),
+        _ => None,
+    };
     Report {
         name: scenario.name.clone(),
         file: scenario.file.display().to_string(),
@@ -120,8 +124,62 @@ pub async fn run(scenario: &Scenario, target: &Target) -> Report {
         seed: scenario.seed,
         passed: steps.iter().all(|s| s.outcome != Outcome::Failed),
         steps,
+        state,
         wall_seconds: seconds_since(&wall, wall_start),
     }
+}
+
+/// A digest of what a seeded run must repeat: pods (name, uid, node, IP,
+/// phase) and events (name, reason, message, count), in name order, with
+/// how many of each were seen.
+async fn state_digest(client: &kube::Client) -> String {
+    use k8s_openapi::api::core::v1::{Event, Pod};
+    use std::hash::{Hash, Hasher};
+    let params = kube::api::ListParams::default();
+    let pods = kube::Api::<Pod>::all(client.clone()).list(&params).await;
+    let events = kube::Api::<Event>::all(client.clone()).list(&params).await;
+    let (Ok(pods), Ok(events)) = (pods, events) else {
+        return "unavailable (the cluster could not be listed)".to_string();
+    };
+    let mut lines: Vec<String> = pods
+        .items
+        .iter()
+        .map(|pod| {
+            let status = pod.status.as_ref();
+            format!(
+                "pod {}/{} {} {} {} {}",
+                pod.metadata.namespace.as_deref().unwrap_or_default(),
+                pod.metadata.name.as_deref().unwrap_or_default(),
+                pod.metadata.uid.as_deref().unwrap_or_default(),
+                pod.spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_deref())
+                    .unwrap_or_default(),
+                status.and_then(|s| s.pod_ip.as_deref()).unwrap_or_default(),
+                status.and_then(|s| s.phase.as_deref()).unwrap_or_default(),
+            )
+        })
+        .collect();
+    lines.extend(events.items.iter().map(|event| {
+        format!(
+            "event {}/{} {} {} {}",
+            event.metadata.namespace.as_deref().unwrap_or_default(),
+            event.metadata.name.as_deref().unwrap_or_default(),
+            event.reason.as_deref().unwrap_or_default(),
+            event.message.as_deref().unwrap_or_default(),
+            event.count.unwrap_or_default(),
+        )
+    }));
+    lines.sort();
+    // SipHash with fixed keys: the same within a build.
+    let mut hasher = std::hash::DefaultHasher::new();
+    lines.hash(&mut hasher);
+    format!(
+        "{} pods, {} events, digest {:016x}",
+        pods.items.len(),
+        events.items.len(),
+        hasher.finish()
+    )
 }
 
 fn seconds_since(wall: &Clock, began: DateTime<Utc>) -> f64 {

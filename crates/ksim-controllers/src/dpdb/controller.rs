@@ -855,7 +855,12 @@ async fn reconcile(
                 Err(why) => {
                     tracing::debug!(%namespace, %name, %why, "exclusive claim: backing off");
                     set_claim(&budgets, &name, None).await?;
-                    let jitter = context.config.clock.random().below(500) as u64;
+                    let jitter = context
+                        .config
+                        .clock
+                        .random()
+                        .keyed(&format!("dpdb:{namespace}/{name}"))
+                        .below(500) as u64;
                     let wait = Duration::from_millis(100 + jitter);
                     let until = context.config.clock.instant() + wait;
                     lock(&context.backoff).insert(key, until);

@@ -393,7 +393,12 @@ impl Engine {
         }
         let set = self.compiled();
         let snapshot = ObjectSnapshot::new(&object);
-        let mut rng = ClockRng(self.options.clock.random());
+        let random = self
+            .options
+            .clock
+            .random()
+            .keyed(&format!("stage:{kind:?}/{key}"));
+        let mut rng = ClockRng(&random);
         let Some(stage) = select_stage(set.of(kind), &snapshot, &mut rng) else {
             cancel();
             return;

@@ -209,7 +209,7 @@ pub async fn renew_leases(engine: Arc<Engine>) {
                 Ok(()) => Some(on_tick(
                     renew_interval(
                         engine.options.lease_duration_seconds,
-                        &mut ClockRng(clock.random()),
+                        &mut ClockRng(&clock.random().keyed(&format!("lease:{name}"))),
                     ),
                     clock
                         .instant()

@@ -48,6 +48,12 @@ impl ScheduleState {
         }
     }
 
+    /// Replaces the tie-breaking RNG (a seeded cluster gives each pod's
+    /// cycle its own, so ties break the same whatever else drew before).
+    pub fn set_rng(&mut self, rng: Box<dyn RngCore + Send>) {
+        self.rng = rng;
+    }
+
     /// With a deterministic RNG seeded by `seed`.
     pub fn seeded(seed: u64) -> Self {
         Self::new(Box::new(rand::rngs::StdRng::seed_from_u64(seed)))

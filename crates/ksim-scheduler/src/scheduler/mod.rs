@@ -307,6 +307,13 @@ impl Scheduler {
         }
         let record = self.record_decisions || decisions::opted_in(&pod);
         self.state.record_scores = record;
+        if self.clock.random().seed().is_some() {
+            let random = self
+                .clock
+                .random()
+                .keyed(&format!("schedule:{}/{}", key.0, key.1));
+            self.state.set_rng(Box::new(ClockRng(random)));
+        }
         let outcome =
             crate::framework::schedule_one(&profile, &self.cache.snapshot, &pod, &mut self.state);
         match outcome {
