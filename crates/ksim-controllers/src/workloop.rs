@@ -183,8 +183,9 @@ where
         let requests = Requests::new(clock);
         let mut tasks = tokio::task::JoinSet::new();
         let own = requests.clone();
+        let watch = watch_all::<K>(client, clock);
         tasks.spawn(async move {
-            let events = reflector::reflector(writer, watch_all::<K>(client));
+            let events = reflector::reflector(writer, watch);
             let mut events = std::pin::pin!(events);
             while let Some(event) = events.next().await {
                 match event {
