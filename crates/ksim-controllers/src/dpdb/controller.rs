@@ -434,6 +434,7 @@ async fn watch_remote(
         let mut probe = clock.interval(PROBE_INTERVAL);
         let failure = loop {
             tokio::select! {
+                biased;
                 event = watch.next() => {
                     let event = match event {
                         Some(Ok(event)) => ksim_runtime::lean::into_inner_event(event),

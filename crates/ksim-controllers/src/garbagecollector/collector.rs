@@ -156,6 +156,7 @@ async fn run_once(client: &Client, clock: &Clock) -> Result<(), Error> {
                 clock.sleep(RETRY).await;
             };
             tokio::select! {
+                biased;
                 next = events.next() => Some(next),
                 () = retry_due => {
                     dirty.append(&mut retry);

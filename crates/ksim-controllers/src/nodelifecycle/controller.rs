@@ -173,6 +173,7 @@ pub async fn run_with(client: Client, config: NodeLifecycleConfig, informers: Sh
             }
         };
         tokio::select! {
+            biased;
             Some(event) = nodes.next() => match event {
                 Ok(event) => state.on_node(event),
                 Err(error) => tracing::debug!(%error, "node watch failed"),
