@@ -238,8 +238,8 @@ pub(crate) async fn delete_pod(
 
 /// A watch (or any stream of results) that waits on `clock` after each
 /// error before it is polled again, as kube's default back-off: 800 ms,
-/// doubling to 30 s, reset by the next success. On a virtual clock the
-/// retry is a timer like any other.
+/// doubling to 30 s, reset once it has gone 2 minutes without failing. On
+/// a virtual clock the retry is a timer like any other.
 pub(crate) fn backoff_on<S, T, E>(
     stream: S,
     clock: &ksim_runtime::clock::Clock,
@@ -252,20 +252,45 @@ where
     use futures::StreamExt;
     const FIRST: std::time::Duration = std::time::Duration::from_millis(800);
     const LONGEST: std::time::Duration = std::time::Duration::from_secs(30);
-    futures::stream::unfold(
-        (Box::pin(stream), clock.clone(), std::time::Duration::ZERO),
-        |(mut stream, clock, delay)| async move {
-            if !delay.is_zero() {
-                clock.sleep(delay).await;
+    // A watch that fails again within this long of its last failure keeps
+    // backing off (a failing list starts with a successful `Init`).
+    const RESET_AFTER: std::time::Duration = std::time::Duration::from_secs(120);
+    struct State<S> {
+        stream: std::pin::Pin<Box<S>>,
+        clock: ksim_runtime::clock::Clock,
+        delay: std::time::Duration,
+        failed_at: Option<ksim_runtime::clock::Instant>,
+        wait: Option<std::time::Duration>,
+    }
+    let state = State {
+        stream: Box::pin(stream),
+        clock: clock.clone(),
+        delay: std::time::Duration::ZERO,
+        failed_at: None,
+        wait: None,
+    };
+    futures::stream::unfold(state, |mut state| async move {
+        if let Some(wait) = state.wait.take() {
+            state.clock.sleep(wait).await;
+        }
+        let item = state.stream.next().await?;
+        match item {
+            Ok(_) => {
+                let quiet = state
+                    .failed_at
+                    .is_none_or(|at| state.clock.elapsed_since(at) >= RESET_AFTER);
+                if quiet {
+                    state.delay = std::time::Duration::ZERO;
+                }
             }
-            let item = stream.next().await?;
-            let delay = match item {
-                Ok(_) => std::time::Duration::ZERO,
-                Err(_) => (delay * 2).clamp(FIRST, LONGEST),
-            };
-            Some((item, (stream, clock, delay)))
-        },
-    )
+            Err(_) => {
+                state.delay = (state.delay * 2).clamp(FIRST, LONGEST);
+                state.failed_at = Some(state.clock.instant());
+                state.wait = Some(state.delay);
+            }
+        }
+        Some((item, state))
+    })
 }
 
 /// A watch of every object of a kind (an informer's event stream),
@@ -300,7 +325,7 @@ mod tests {
         use std::time::Duration;
         let start = chrono::DateTime::from_timestamp(1_800_000_000, 0).expect("time");
         let clock = Clock::virtual_at(start);
-        let items = futures::stream::iter(vec![Err("a"), Err("b"), Ok(1), Err("c")]);
+        let items = futures::stream::iter(vec![Err("a"), Err("b"), Ok(1), Err("c"), Ok(2)]);
         type Seen = Vec<(Duration, Result<u8, &'static str>)>;
         let seen: Arc<std::sync::Mutex<Seen>> = Arc::default();
         let record = Arc::clone(&seen);
@@ -311,7 +336,7 @@ mod tests {
             async {}
         }));
         clock
-            .advance(Duration::from_secs(5))
+            .advance(Duration::from_secs(10))
             .await
             .expect("advance");
         let ms = Duration::from_millis;
@@ -321,7 +346,9 @@ mod tests {
                 (ms(0), Err("a")),
                 (ms(800), Err("b")),
                 (ms(2400), Ok(1)),
+                // A success right after failures does not reset the delay.
                 (ms(2400), Err("c")),
+                (ms(5600), Ok(2)),
             ]
         );
     }
