@@ -501,3 +501,17 @@ async fn a_job_past_its_active_deadline_fails_exactly_then() {
         Some(cluster.at(30))
     );
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_idle_cluster_wakes_only_for_the_node_monitor_and_watch_retries() {
+    let cluster = VirtualCluster::start(ksim_controllers::ALL_CONTROLLERS).await;
+    let hour = cluster.start + chrono::Duration::hours(1);
+    let mut fires = 0;
+    while cluster.clock.fire_next(hour).await.expect("fire").is_some() {
+        fires += 1;
+    }
+    // The node monitor ticks every 5 s (720 an hour); the watch of
+    // ReplicationControllers, which ksim does not serve, is retried every
+    // 30 s once backed off. Nothing else wakes an idle cluster.
+    assert!((720..=900).contains(&fires), "{fires} timers fired");
+}
