@@ -236,29 +236,122 @@ pub(crate) async fn delete_pod(
     }
 }
 
+/// A watch (or any stream of results) that waits on `clock` after each
+/// error before it is polled again, as kube's default back-off: 800 ms,
+/// doubling to 30 s, reset once it has gone 2 minutes without failing. On
+/// a virtual clock the retry is a timer like any other.
+pub(crate) fn backoff_on<S, T, E>(
+    stream: S,
+    clock: &ksim_runtime::clock::Clock,
+) -> impl futures::Stream<Item = Result<T, E>> + Send + use<S, T, E>
+where
+    S: futures::Stream<Item = Result<T, E>> + Send + 'static,
+    T: Send + 'static,
+    E: Send + 'static,
+{
+    use futures::StreamExt;
+    const FIRST: std::time::Duration = std::time::Duration::from_millis(800);
+    const LONGEST: std::time::Duration = std::time::Duration::from_secs(30);
+    // A watch that fails again within this long of its last failure keeps
+    // backing off (a failing list starts with a successful `Init`).
+    const RESET_AFTER: std::time::Duration = std::time::Duration::from_secs(120);
+    struct State<S> {
+        stream: std::pin::Pin<Box<S>>,
+        clock: ksim_runtime::clock::Clock,
+        delay: std::time::Duration,
+        failed_at: Option<ksim_runtime::clock::Instant>,
+        wait: Option<std::time::Duration>,
+    }
+    let state = State {
+        stream: Box::pin(stream),
+        clock: clock.clone(),
+        delay: std::time::Duration::ZERO,
+        failed_at: None,
+        wait: None,
+    };
+    futures::stream::unfold(state, |mut state| async move {
+        if let Some(wait) = state.wait.take() {
+            state.clock.sleep(wait).await;
+        }
+        let item = state.stream.next().await?;
+        match item {
+            Ok(_) => {
+                let quiet = state
+                    .failed_at
+                    .is_none_or(|at| state.clock.elapsed_since(at) >= RESET_AFTER);
+                if quiet {
+                    state.delay = std::time::Duration::ZERO;
+                }
+            }
+            Err(_) => {
+                state.delay = (state.delay * 2).clamp(FIRST, LONGEST);
+                state.failed_at = Some(state.clock.instant());
+                state.wait = Some(state.delay);
+            }
+        }
+        Some((item, state))
+    })
+}
+
 /// A watch of every object of a kind (an informer's event stream),
-/// restarted with backoff on errors. Objects are decoded without
-/// `metadata.managedFields`, which no controller reads
+/// restarted with back-off on `clock` after errors. Objects are decoded
+/// without `metadata.managedFields`, which no controller reads
 /// ([`ksim_runtime::WithoutManagedFields`]).
 pub(crate) fn watch_all<K>(
     client: kube::Client,
+    clock: &ksim_runtime::clock::Clock,
 ) -> impl futures::Stream<Item = Result<kube::runtime::watcher::Event<K>, kube::runtime::watcher::Error>>
 + Send
++ use<K>
 where
     K: kube::Resource + Clone + Debug + DeserializeOwned + Send + 'static,
     K::DynamicType: Default,
 {
     use futures::StreamExt;
-    use kube::runtime::WatchStreamExt;
     let api: Api<ksim_runtime::WithoutManagedFields<K>> = Api::all(client);
-    kube::runtime::watcher::watcher(api, kube::runtime::watcher::Config::default())
-        .default_backoff()
-        .map(|event| event.map(ksim_runtime::lean::into_inner_event))
+    let watch = kube::runtime::watcher::watcher(api, kube::runtime::watcher::Config::default());
+    backoff_on(watch, clock).map(|event| event.map(ksim_runtime::lean::into_inner_event))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_failing_watch_is_polled_again_after_a_back_off_on_the_clock() {
+        use futures::StreamExt;
+        use ksim_runtime::clock::{Clock, Instant};
+        use std::sync::Arc;
+        use std::time::Duration;
+        let start = chrono::DateTime::from_timestamp(1_800_000_000, 0).expect("time");
+        let clock = Clock::virtual_at(start);
+        let items = futures::stream::iter(vec![Err("a"), Err("b"), Ok(1), Err("c"), Ok(2)]);
+        type Seen = Vec<(Duration, Result<u8, &'static str>)>;
+        let seen: Arc<std::sync::Mutex<Seen>> = Arc::default();
+        let record = Arc::clone(&seen);
+        let at = clock.clone();
+        tokio::spawn(backoff_on(items, &clock).for_each(move |item| {
+            let when = at.elapsed_since(Instant::default());
+            record.lock().expect("lock").push((when, item));
+            async {}
+        }));
+        clock
+            .advance(Duration::from_secs(10))
+            .await
+            .expect("advance");
+        let ms = Duration::from_millis;
+        assert_eq!(
+            *seen.lock().expect("lock"),
+            [
+                (ms(0), Err("a")),
+                (ms(800), Err("b")),
+                (ms(2400), Ok(1)),
+                // A success right after failures does not reset the delay.
+                (ms(2400), Err("c")),
+                (ms(5600), Ok(2)),
+            ]
+        );
+    }
 
     #[test]
     fn percentages_scale_with_the_requested_rounding() {

@@ -56,7 +56,7 @@ impl SharedInformers {
     /// Every pod: the current ones as a list, then every change.
     pub(crate) fn pods(&self) -> impl Stream<Item = Event<Arc<Pod>>> + Send + 'static {
         self.pods
-            .get_or_init(|| Shared::start(self.client.clone()))
+            .get_or_init(|| Shared::start(self.client.clone(), &self.clock))
             .subscribe()
     }
 
@@ -94,7 +94,7 @@ where
     K::DynamicType: Default,
 {
     /// Starts the watch of every `K`.
-    fn start(client: Client) -> Arc<Self> {
+    fn start(client: Client, clock: &Clock) -> Arc<Self> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 objects: BTreeMap::new(),
@@ -104,8 +104,9 @@ where
             }),
         });
         let feeding = Arc::clone(&shared);
+        let watch = watch_all::<K>(client, clock);
         tokio::spawn(async move {
-            let mut events = std::pin::pin!(watch_all::<K>(client));
+            let mut events = std::pin::pin!(watch);
             while let Some(event) = events.next().await {
                 match event {
                     Ok(event) => feeding.dispatch(event),

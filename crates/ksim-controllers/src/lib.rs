@@ -9,6 +9,13 @@
 //! taint-based eviction), [`ttlafterfinished`] (finished Jobs' TTL);
 //! [`manager`] starts a chosen set. `cache` holds the indexed pod cache the
 //! ReplicaSet and disruption controllers share.
+//!
+//! Every controller runs on the cluster's clock ([`run_controllers_with_clock`]):
+//! timestamps, requeues, back-offs, grace periods and intervals are clock
+//! time, their syncs go through a work queue on that clock (`workloop`), and
+//! pending work holds the clock busy, so a virtual cluster advanced by
+//! `clock.advance(d)` fires the controllers' timers in order and settles
+//! exactly when they have nothing left to do.
 
 mod cache;
 mod common;

@@ -128,9 +128,26 @@ pub(crate) async fn run_work_queue<K, Ctx, Fut>(
     Fut: futures::TryFuture<Ok = Action, Error = Error>,
 {
     let queue = requests.queue;
-    let mut running = FuturesUnordered::new();
+    let mut running: FuturesUnordered<_> = FuturesUnordered::new();
+    let requeue = |key: &ObjectRef<K>, after: Duration| queue.add_after(key.clone(), after);
     loop {
+        // In a fixed order (tokio's default picks at random): finished
+        // syncs first, then the next key.
         tokio::select! {
+            biased;
+            Some((key, object, result)) = running.next(), if !running.is_empty() => {
+                let action = match result {
+                    Ok(action) => action,
+                    Err(e) => {
+                        tracing::debug!(error = %e, controller, object = %key, "sync failed");
+                        error_policy(object, &e, Arc::clone(&context))
+                    }
+                };
+                if let Some(after) = action.requeue_after() {
+                    requeue(&key, after);
+                }
+                queue.done(&key);
+            }
             key = queue.get() => {
                 let Some(key) = key else { break };
                 match store.get(&key) {
@@ -142,19 +159,6 @@ pub(crate) async fn run_work_queue<K, Ctx, Fut>(
                     }
                     None => queue.done(&key),
                 }
-            }
-            Some((key, object, result)) = running.next(), if !running.is_empty() => {
-                let action = match result {
-                    Ok(action) => action,
-                    Err(e) => {
-                        tracing::debug!(error = %e, controller, object = %key, "sync failed");
-                        error_policy(object, &e, Arc::clone(&context))
-                    }
-                };
-                if let Some(after) = action.requeue_after() {
-                    queue.add_after(key.clone(), after);
-                }
-                queue.done(&key);
             }
         }
     }
@@ -183,8 +187,9 @@ where
         let requests = Requests::new(clock);
         let mut tasks = tokio::task::JoinSet::new();
         let own = requests.clone();
+        let watch = watch_all::<K>(client, clock);
         tasks.spawn(async move {
-            let events = reflector::reflector(writer, watch_all::<K>(client));
+            let events = reflector::reflector(writer, watch);
             let mut events = std::pin::pin!(events);
             while let Some(event) = events.next().await {
                 match event {

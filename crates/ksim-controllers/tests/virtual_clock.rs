@@ -464,3 +464,54 @@ async fn the_same_run_on_a_seeded_virtual_clock_records_the_same_events() {
     assert!(reasons.contains(&"BackoffLimitExceeded"), "{first:?}");
     assert_eq!(first, back_off_run_events().await);
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_job_past_its_active_deadline_fails_exactly_then() {
+    let cluster = VirtualCluster::start(&[ControllerName::Job]).await;
+    let client = cluster.client.clone();
+    create_job(&client, "slow", json!({"activeDeadlineSeconds": 30})).await;
+    cluster.settle().await;
+    assert_eq!(active_pods(&client, "slow").await.len(), 1);
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let failed = |job: &Job| {
+        job.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "Failed" && c.status == "True"))
+            .cloned()
+    };
+
+    cluster.advance_to(29).await;
+    let job = jobs.get("slow").await.expect("job");
+    assert!(failed(&job).is_none(), "failed before its deadline");
+    assert_eq!(
+        job.status
+            .as_ref()
+            .and_then(|s| s.start_time.as_ref())
+            .map(|t| t.0),
+        Some(cluster.at(0))
+    );
+
+    cluster.advance_to(30).await;
+    let job = jobs.get("slow").await.expect("job");
+    let condition = failed(&job).expect("Failed at the deadline");
+    assert_eq!(condition.reason.as_deref(), Some("DeadlineExceeded"));
+    assert_eq!(
+        condition.last_transition_time.map(|t| t.0),
+        Some(cluster.at(30))
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_idle_cluster_wakes_only_for_the_node_monitor_and_watch_retries() {
+    let cluster = VirtualCluster::start(ksim_controllers::ALL_CONTROLLERS).await;
+    let hour = cluster.start + chrono::Duration::hours(1);
+    let mut fires = 0;
+    while cluster.clock.fire_next(hour).await.expect("fire").is_some() {
+        fires += 1;
+    }
+    // The node monitor ticks every 5 s (720 an hour); the watch of
+    // ReplicationControllers, which ksim does not serve, is retried every
+    // 30 s once backed off. Nothing else wakes an idle cluster.
+    assert!((720..=900).contains(&fires), "{fires} timers fired");
+}

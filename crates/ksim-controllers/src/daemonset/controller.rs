@@ -106,7 +106,10 @@ pub async fn run(client: Client, informers: SharedInformers) {
     let (nodes_synced_tx, nodes_synced) = tokio::sync::watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(follow_sets(
-        reflector::reflector(set_writer, watch_all::<DaemonSet>(client.clone())),
+        reflector::reflector(
+            set_writer,
+            watch_all::<DaemonSet>(client.clone(), informers.clock()),
+        ),
         Arc::clone(&expectations),
         Arc::clone(&dirty),
         forget_state,
@@ -125,7 +128,7 @@ pub async fn run(client: Client, informers: SharedInformers) {
         },
     ));
     tasks.spawn(follow_nodes(
-        watch_all::<Node>(client.clone()),
+        watch_all::<Node>(client.clone(), informers.clock()),
         NodeFollower {
             caches: Arc::clone(&caches),
             sets: set_store.clone(),
@@ -135,7 +138,7 @@ pub async fn run(client: Client, informers: SharedInformers) {
         },
     ));
     tasks.spawn(follow_revisions(
-        watch_all::<ControllerRevision>(client.clone()),
+        watch_all::<ControllerRevision>(client.clone(), informers.clock()),
         OwnerMapper::new(set_store.clone(), selector_of, revision_hints.clone()),
         Arc::clone(&dirty),
         queue,

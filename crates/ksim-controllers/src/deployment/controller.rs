@@ -67,7 +67,7 @@ pub async fn run(client: Client, informers: SharedInformers) {
     let controller = Queued::<Deployment>::new(client.clone(), &clock);
     let store = controller.store();
     controller
-        .watches(watch_all::<ReplicaSet>(client.clone()), move |rs| {
+        .watches(watch_all::<ReplicaSet>(client.clone(), &clock), move |rs| {
             deployments_of_replica_set(&store, &rs)
         })
         .run(

@@ -82,23 +82,25 @@ pub async fn run(client: Client, informers: SharedInformers) {
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(drive(reflector::reflector(
         rc_writer,
-        watch_all::<ReplicationController>(client.clone()),
+        watch_all::<ReplicationController>(client.clone(), informers.clock()),
     )));
     tasks.spawn(drive(reflector::reflector(
         rs_writer,
-        watch_all::<ReplicaSet>(client.clone()),
+        watch_all::<ReplicaSet>(client.clone(), informers.clock()),
     )));
     tasks.spawn(drive(reflector::reflector(
         deployment_writer,
-        watch_all::<Deployment>(client.clone()),
+        watch_all::<Deployment>(client.clone(), informers.clock()),
     )));
     tasks.spawn(drive(reflector::reflector(
         sts_writer,
-        watch_all::<StatefulSet>(client.clone()),
+        watch_all::<StatefulSet>(client.clone(), informers.clock()),
     )));
     let (queue, requests) = requests::<PodDisruptionBudget>(informers.clock());
-    let budget_events =
-        reflector::reflector(pdb_writer, watch_all::<PodDisruptionBudget>(client.clone()));
+    let budget_events = reflector::reflector(
+        pdb_writer,
+        watch_all::<PodDisruptionBudget>(client.clone(), informers.clock()),
+    );
     tasks.spawn(follow_budgets(
         budget_events,
         Arc::clone(&caches),

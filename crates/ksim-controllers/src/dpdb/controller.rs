@@ -232,13 +232,16 @@ pub async fn run(client: Client, config: DpdbConfig) {
     let _stop_remotes = StopRemotes(Arc::clone(&context));
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(follow_budgets(
-        reflector::reflector(pdb_writer, watch_all::<PodDisruptionBudget>(client.clone())),
+        reflector::reflector(
+            pdb_writer,
+            watch_all::<PodDisruptionBudget>(client.clone(), &context.config.clock),
+        ),
         Arc::clone(&context),
     ));
     tasks.spawn(follow_dpdbs(
         reflector::reflector(
             dpdb_writer,
-            watch_all::<DistributedPodDisruptionBudget>(client.clone()),
+            watch_all::<DistributedPodDisruptionBudget>(client.clone(), &context.config.clock),
         ),
         Arc::clone(&context),
     ));
@@ -431,6 +434,7 @@ async fn watch_remote(
         let mut probe = clock.interval(PROBE_INTERVAL);
         let failure = loop {
             tokio::select! {
+                biased;
                 event = watch.next() => {
                     let event = match event {
                         Some(Ok(event)) => ksim_runtime::lean::into_inner_event(event),

@@ -15,7 +15,7 @@ use kube::api::{
 };
 use kube::core::PartialObjectMeta;
 use kube::discovery::{ApiCapabilities, ApiResource, Discovery, Scope, verbs};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use serde_json::json;
 
 use super::graph::{
@@ -104,8 +104,7 @@ async fn run_once(client: &Client, clock: &Clock) -> Result<(), Error> {
         // Metadata only, and without managedFields: owners and finalizers are all it reads.
         let api: Api<WithoutManagedFields<PartialObjectMeta<DynamicObject>>> =
             Api::all_with(client.clone(), &r.api);
-        watcher(api, watcher::Config::default())
-            .default_backoff()
+        crate::common::backoff_on(watcher(api, watcher::Config::default()), clock)
             .map(move |event| (i, event))
             .boxed()
     });
@@ -157,6 +156,7 @@ async fn run_once(client: &Client, clock: &Clock) -> Result<(), Error> {
                 clock.sleep(RETRY).await;
             };
             tokio::select! {
+                biased;
                 next = events.next() => Some(next),
                 () = retry_due => {
                     dirty.append(&mut retry);

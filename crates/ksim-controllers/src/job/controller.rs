@@ -118,7 +118,10 @@ pub async fn run_with(client: Client, config: JobConfig, informers: SharedInform
     let forget_backoff = Arc::clone(&backoffs);
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(follow_jobs(
-        reflector::reflector(job_writer, watch_all::<Job>(client.clone())),
+        reflector::reflector(
+            job_writer,
+            watch_all::<Job>(client.clone(), informers.clock()),
+        ),
         JobFollower {
             client: client.clone(),
             pods: Arc::clone(&pods),

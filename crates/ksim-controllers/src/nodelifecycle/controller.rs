@@ -20,7 +20,6 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod, Toleration};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
@@ -131,11 +130,11 @@ pub async fn run(client: Client, informers: SharedInformers) {
 /// clock is the informers' (the cluster's).
 pub async fn run_with(client: Client, config: NodeLifecycleConfig, informers: SharedInformers) {
     let clock = informers.clock().clone();
-    let mut nodes = watch_all::<Node>(client.clone()).boxed();
-    let mut leases = watcher(Api::<WithoutManagedFields<Lease>>::namespaced(
-        client.clone(),
-        LEASE_NAMESPACE,
-    ))
+    let mut nodes = watch_all::<Node>(client.clone(), &clock).boxed();
+    let mut leases = watcher(
+        Api::<WithoutManagedFields<Lease>>::namespaced(client.clone(), LEASE_NAMESPACE),
+        &clock,
+    )
     .map(|event| event.map(ksim_runtime::lean::into_inner_event))
     .boxed();
     let mut pods = informers.pods().boxed();
@@ -174,6 +173,7 @@ pub async fn run_with(client: Client, config: NodeLifecycleConfig, informers: Sh
             }
         };
         tokio::select! {
+            biased;
             Some(event) = nodes.next() => match event {
                 Ok(event) => state.on_node(event),
                 Err(error) => tracing::debug!(%error, "node watch failed"),
@@ -197,14 +197,13 @@ pub async fn run_with(client: Client, config: NodeLifecycleConfig, informers: Sh
 
 fn watcher<K>(
     api: Api<K>,
+    clock: &Clock,
 ) -> std::pin::Pin<Box<dyn futures::Stream<Item = Result<Event<K>, watcher::Error>> + Send>>
 where
     K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
     K::DynamicType: Default,
 {
-    watcher::watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed()
+    crate::common::backoff_on(watcher::watcher(api, watcher::Config::default()), clock).boxed()
 }
 
 impl Lifecycle {

@@ -66,7 +66,10 @@ pub async fn run(client: Client, informers: SharedInformers) {
     let (pods_synced_tx, pods_synced) = tokio::sync::watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(follow_replica_sets(
-        reflector::reflector(rs_writer, watch_all::<ReplicaSet>(client.clone())),
+        reflector::reflector(
+            rs_writer,
+            watch_all::<ReplicaSet>(client.clone(), informers.clock()),
+        ),
         Arc::clone(&expectations),
         queue.clone(),
     ));
