@@ -4,10 +4,9 @@
 //! removing the annotation with kubectl brings it back Ready. An unknown
 //! node is a one-line error.
 //!
-//! The cluster runs on the real clock (a virtual one cannot be advanced from
-//! the command line yet), so the test waits for the node-monitor grace
-//! period (40 s) to pass: it waits for the positive sign, bounded by
-//! `WAIT`.
+//! The cluster runs on a virtual clock (`ksim create cluster --clock
+//! virtual`): `ksim clock advance 1m` passes the node-monitor grace period
+//! (40 s) at once.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -15,8 +14,8 @@ use std::time::{Duration, Instant};
 use ksim_testutils::TestCluster;
 use serde_json::Value;
 
-/// Longer than the node-monitor grace period (40 s) and a few monitor periods.
-const WAIT: Duration = Duration::from_secs(150);
+/// How long to wait for a new node to become Ready.
+const WAIT: Duration = Duration::from_secs(60);
 
 fn ksim_binary() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_ksim"))
@@ -92,91 +91,6 @@ fn ksim_ok(cluster: &TestCluster, args: &[&str]) -> String {
 }
 
 #[test]
-fn a_stopped_kubelet_makes_its_node_not_ready_until_started_again() {
-    let cluster = TestCluster::start(ksim_binary());
-    ksim_ok(&cluster, &["scale", "node", "--replicas", "2"]);
-    for name in ["node-000000", "node-000001"] {
-        wait_for_node(&cluster, name, "node Ready", |n| {
-            ready_status(n).as_deref() == Some("True")
-        });
-    }
-
-    // Through --kubeconfig: the kubeconfig's current context, over HTTP.
-    let kubeconfig = cluster.kubeconfig().to_str().expect("UTF-8 path");
-    let out = ksim_ok(
-        &cluster,
-        &["node", "stop", "node-000000", "--kubeconfig", kubeconfig],
-    );
-    assert_eq!(out.trim(), "node/node-000000 kubelet stopped");
-    let annotation = cluster
-        .kubectl(&[
-            "get",
-            "node",
-            "node-000000",
-            "-o",
-            r"jsonpath={.metadata.annotations.ksim\.io/kubelet}",
-        ])
-        .success()
-        .stdout
-        .clone();
-    assert_eq!(annotation, "stopped");
-    let again = ksim_ok(&cluster, &["node", "stop", "node-000000", "--name", "ksim"]);
-    assert_eq!(again.trim(), "node/node-000000 kubelet already stopped");
-
-    // Real clock: the lifecycle controller waits out its grace period.
-    wait_for_node(
-        &cluster,
-        "node-000000",
-        "stopped node NotReady (Unknown) and tainted unreachable",
-        |n| {
-            ready_status(n).as_deref() == Some("Unknown")
-                && taint_keys(n)
-                    .iter()
-                    .any(|k| k == "node.kubernetes.io/unreachable")
-        },
-    );
-    let stale = node(&cluster, "node-000000");
-    let marked = stale["status"]["conditions"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
-        .and_then(|c| c["lastTransitionTime"].as_str())
-        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-        .expect("Ready's lastTransitionTime")
-        .to_utc();
-    let renewed = renew_time(&cluster, "node-000000");
-    assert!(
-        marked - renewed >= chrono::TimeDelta::seconds(40),
-        "the lease stopped being renewed: last renewed {renewed}, marked Unknown {marked}"
-    );
-    // The other node's kubelet runs on.
-    let other = node(&cluster, "node-000001");
-    assert_eq!(ready_status(&other).as_deref(), Some("True"), "{other:#}");
-    assert!(renew_time(&cluster, "node-000001") > renewed);
-
-    // kubectl alone resumes it.
-    cluster
-        .kubectl(&["annotate", "node", "node-000000", "ksim.io/kubelet-"])
-        .success();
-    wait_for_node(
-        &cluster,
-        "node-000000",
-        "resumed node Ready, untainted",
-        |n| {
-            ready_status(n).as_deref() == Some("True")
-                && !taint_keys(n)
-                    .iter()
-                    .any(|k| k == "node.kubernetes.io/unreachable")
-        },
-    );
-    assert!(renew_time(&cluster, "node-000000") > marked);
-    let started = ksim_ok(
-        &cluster,
-        &["node", "start", "node-000000", "--name", "ksim"],
-    );
-    assert_eq!(started.trim(), "node/node-000000 kubelet already running");
-}
-
-#[test]
 fn stop_and_start_round_trip_and_unknown_nodes_are_one_line_errors() {
     let cluster = TestCluster::start_api_only(ksim_binary());
     cluster
@@ -218,4 +132,94 @@ fn stop_and_start_round_trip_and_unknown_nodes_are_one_line_errors() {
     }
     let output = cluster.ksim(&["node", "stop"]);
     assert!(!output.status.success(), "no node named");
+}
+
+#[track_caller]
+fn advance(cluster: &TestCluster, by: &str) {
+    ksim_ok(cluster, &["clock", "advance", by, "--name", "ksim"]);
+}
+
+#[test]
+fn on_a_virtual_clock_a_stopped_node_is_not_ready_one_minute_later() {
+    let cluster = TestCluster::start_with(
+        ksim_binary(),
+        "ksim",
+        &[
+            "--clock",
+            "virtual",
+            "--clock-start",
+            "2030-01-01T00:00:00Z",
+        ],
+    );
+    ksim_ok(&cluster, &["scale", "node", "--replicas", "2"]);
+    for name in ["node-000000", "node-000001"] {
+        wait_for_node(&cluster, name, "node Ready", |n| {
+            ready_status(n).as_deref() == Some("True")
+        });
+    }
+    advance(&cluster, "15s");
+    let before = renew_time(&cluster, "node-000000");
+    let kubeconfig = cluster.kubeconfig().to_str().expect("UTF-8 path");
+    let out = ksim_ok(
+        &cluster,
+        &["node", "stop", "node-000000", "--kubeconfig", kubeconfig],
+    );
+    assert_eq!(out.trim(), "node/node-000000 kubelet stopped");
+    let annotation = cluster
+        .kubectl(&[
+            "get",
+            "node",
+            "node-000000",
+            "-o",
+            r"jsonpath={.metadata.annotations.ksim\.io/kubelet}",
+        ])
+        .success()
+        .stdout
+        .clone();
+    assert_eq!(annotation, "stopped");
+    let again = ksim_ok(&cluster, &["node", "stop", "node-000000", "--name", "ksim"]);
+    assert_eq!(again.trim(), "node/node-000000 kubelet already stopped");
+
+    // Past the node-monitor grace period (40 s).
+    advance(&cluster, "1m");
+    let stale = node(&cluster, "node-000000");
+    assert_eq!(
+        ready_status(&stale).as_deref(),
+        Some("Unknown"),
+        "{stale:#}"
+    );
+    assert!(
+        taint_keys(&stale)
+            .iter()
+            .any(|k| k == "node.kubernetes.io/unreachable"),
+        "{stale:#}"
+    );
+    assert_eq!(
+        renew_time(&cluster, "node-000000"),
+        before,
+        "the stopped node's lease was not renewed in a minute of cluster time"
+    );
+    let other = node(&cluster, "node-000001");
+    assert_eq!(ready_status(&other).as_deref(), Some("True"), "{other:#}");
+    // The other node's kubelet renewed its lease all along.
+    assert!(renew_time(&cluster, "node-000001") > before + chrono::TimeDelta::seconds(40));
+
+    cluster
+        .kubectl(&["annotate", "node", "node-000000", "ksim.io/kubelet-"])
+        .success();
+    advance(&cluster, "10s");
+    let back = node(&cluster, "node-000000");
+    assert_eq!(ready_status(&back).as_deref(), Some("True"), "{back:#}");
+    assert!(
+        !taint_keys(&back)
+            .iter()
+            .any(|k| k == "node.kubernetes.io/unreachable"),
+        "{back:#}"
+    );
+    assert!(renew_time(&cluster, "node-000000") > before);
+    let started = ksim_ok(
+        &cluster,
+        &["node", "start", "node-000000", "--name", "ksim"],
+    );
+    assert_eq!(started.trim(), "node/node-000000 kubelet already running");
 }
