@@ -28,11 +28,17 @@ fn example(prefix: &str) -> PathBuf {
 }
 
 /// Runs `ksim run FILE -o json` in a private environment; panics with the
-/// output unless it passes.
-fn run_report(file: &Path) -> String {
+/// output unless it passes. Returns the report and the lines of the state
+/// digest (pods and events at the end).
+fn run_report(file: &Path) -> (String, String) {
     let env = KsimEnv::new(Path::new(env!("CARGO_BIN_EXE_ksim")));
     let path = file.to_str().expect("utf-8 path");
-    let output = env.ksim(&["run", path, "-o", "json"]);
+    let dump = env.root().join("state.txt");
+    let output = env
+        .ksim_command(&["run", path, "-o", "json"])
+        .env("KSIM_STATE_DUMP", &dump)
+        .output()
+        .expect("cannot run ksim");
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
         output.status.success(),
@@ -41,18 +47,27 @@ fn run_report(file: &Path) -> String {
         output.status.code(),
         String::from_utf8_lossy(&output.stderr)
     );
-    stdout
+    let state = std::fs::read_to_string(&dump).unwrap_or_default();
+    (stdout, state)
 }
 
 fn passes_and_repeats(prefix: &str) {
     let file = example(prefix);
-    let first = run_report(&file);
-    let second = run_report(&file);
-    assert_eq!(
-        first,
-        second,
-        "two runs of {} with the same seed differ",
-        file.display()
+    let (first, first_state) = run_report(&file);
+    let (second, second_state) = run_report(&file);
+    let only = |a: &str, b: &str| -> Vec<String> {
+        let b: std::collections::HashSet<&str> = b.lines().collect();
+        a.lines()
+            .filter(|line| !b.contains(line))
+            .map(str::to_string)
+            .collect()
+    };
+    assert!(
+        first == second,
+        "two runs of {} with the same seed differ\nonly in the first run's state: {:#?}\nonly in the second's: {:#?}\nfirst report:\n{first}\nsecond report:\n{second}",
+        file.display(),
+        only(&first_state, &second_state),
+        only(&second_state, &first_state),
     );
 }
 

@@ -317,7 +317,6 @@ spec:
 
 /// Two runs of a scenario with a seed print the same report, byte for byte.
 #[test]
-#[ignore = "needs the controllers and scheduler on the virtual clock (issue 14)"]
 fn two_runs_with_a_seed_print_identical_reports() {
     let env = KsimEnv::new(ksim_binary());
     write(&env, "nginx.yaml", NGINX);

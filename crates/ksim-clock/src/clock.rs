@@ -400,7 +400,11 @@ impl Clock {
         let due = {
             let mut timeline = self.inner.timeline().ok_or(Error::NotVirtual)?;
             match timeline.timers.keys().next() {
-                Some(&(deadline, _)) if deadline <= limit => timeline.move_to(deadline),
+                Some(&(deadline, _)) if deadline <= limit => {
+                    let due = timeline.move_to(deadline);
+                    tracing::trace!(at = ?deadline, timers = due.len(), "fire");
+                    due
+                }
                 _ => return Ok(None),
             }
         };

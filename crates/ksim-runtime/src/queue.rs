@@ -200,6 +200,7 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
             match next_deadline {
                 Some(at) => {
                     tokio::select! {
+                        biased;
                         () = &mut notified => {}
                         () = self.clock.sleep_until(at) => {}
                     }

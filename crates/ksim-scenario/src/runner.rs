@@ -171,6 +171,10 @@ async fn state_digest(client: &kube::Client) -> String {
         )
     }));
     lines.sort();
+    // To see what two runs disagree on: the lines the digest is made of.
+    if let Some(path) = std::env::var_os("KSIM_STATE_DUMP") {
+        let _ = std::fs::write(path, lines.join("\n"));
+    }
     // SipHash with fixed keys: the same within a build.
     let mut hasher = std::hash::DefaultHasher::new();
     lines.hash(&mut hasher);
@@ -275,6 +279,7 @@ async fn run_command(
             ));
         }
     };
+    // wall-clock: a child process runs in real time
     let output = match tokio::time::timeout(COMMAND_LIMIT, child.wait_with_output()).await {
         Ok(Ok(output)) => output,
         Ok(Err(error)) => return Err(failed(expected, format!("{name} failed to run: {error}"))),
@@ -509,7 +514,10 @@ async fn advance_while(
             return Err(throughout(verdict));
         }
     }
-    Ok(Some(format!("held at {checks} checks")))
+    // How many timers fired is not part of the report: an idle wake-up
+    // more or less does not change what the check saw.
+    tracing::debug!(checks, "held throughout");
+    Ok(Some("held after every timer".to_string()))
 }
 
 #[cfg(test)]

@@ -168,6 +168,7 @@ async fn run(
             clock.touch();
         }
         tokio::select! {
+            biased;
             changed = cursor.changed() => if !changed { return },
             () = &mut bookmark => {
                 bookmark.reset(clock.instant() + BOOKMARK_INTERVAL);
