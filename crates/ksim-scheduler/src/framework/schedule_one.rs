@@ -467,7 +467,7 @@ pub fn schedule_one(
         &feasible,
         cursor.record_scores,
     )?;
-    let suggested_host = select_host(&totals, cursor.rng.as_mut())
+    let suggested_host = select_host(&totals, |i| feasible[i].name(), cursor.rng.as_mut())
         .map(|i| feasible[i].name().to_string())
         .unwrap_or_default();
     Ok(ScheduleResult {
@@ -651,26 +651,24 @@ fn prioritize_nodes(
 }
 
 /// The index of the highest total; among equals, each is equally likely
-/// (reservoir sampling, as upstream's selectHost).
-pub fn select_host(totals: &[i64], rng: &mut dyn RngCore) -> Option<usize> {
-    let mut best: Option<usize> = None;
-    let mut ties = 0u32;
-    for (i, total) in totals.iter().enumerate() {
-        match best {
-            Some(current) if *total < totals[current] => {}
-            Some(current) if *total == totals[current] => {
-                ties += 1;
-                if rng.random_range(0..ties) == 0 {
-                    best = Some(i);
-                }
-            }
-            _ => {
-                best = Some(i);
-                ties = 1;
-            }
-        }
+/// (as upstream's selectHost). Ties are ordered by `name` before the draw,
+/// so the choice does not depend on the order nodes arrived in the cache
+/// (with a seeded random source, runs repeat).
+pub fn select_host<'a>(
+    totals: &[i64],
+    name: impl Fn(usize) -> &'a str,
+    rng: &mut dyn RngCore,
+) -> Option<usize> {
+    let best = *totals.iter().max()?;
+    let count = totals.iter().filter(|&&t| t == best).count();
+    if count == 1 {
+        return totals.iter().position(|&t| t == best);
     }
-    best
+    // The k-th tie in name order: linear, whatever the order of `totals`.
+    let k = rng.random_range(0..count);
+    let mut ties: Vec<usize> = (0..totals.len()).filter(|&i| totals[i] == best).collect();
+    let (_, chosen, _) = ties.select_nth_unstable_by(k, |&a, &b| name(a).cmp(name(b)));
+    Some(*chosen)
 }
 
 #[cfg(test)]
@@ -947,11 +945,13 @@ mod tests {
     #[test]
     fn highest_score_wins_and_ties_are_shared() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(3);
-        assert_eq!(select_host(&[10, 30, 20], &mut rng), Some(1));
-        assert_eq!(select_host(&[], &mut rng), None);
+        let names = ["c", "a", "b", "d"];
+        let name = |i: usize| names[i];
+        assert_eq!(select_host(&[10, 30, 20], name, &mut rng), Some(1));
+        assert_eq!(select_host(&[], name, &mut rng), None);
         let mut picked = std::collections::BTreeSet::new();
         for _ in 0..64 {
-            picked.insert(select_host(&[5, 30, 30, 30], &mut rng));
+            picked.insert(select_host(&[5, 30, 30, 30], name, &mut rng));
         }
         assert_eq!(
             picked.into_iter().collect::<Vec<_>>(),
