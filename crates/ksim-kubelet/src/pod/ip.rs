@@ -227,8 +227,22 @@ impl PodIpAllocator {
         Ok(ips)
     }
 
-    /// Records IPs a pod already has (found at startup) so they are not handed out again.
+    /// Records IPs a pod already has (found at startup, or written by another
+    /// client such as a snapshot restore) so they are not handed out again;
+    /// IPs the pod held before and no longer shows go back to their pools.
     pub fn mark_used(&mut self, pod_key: &str, node_pod_cidrs: &[String], ips: &[String]) {
+        if let Some(previous) = self.pods.get(pod_key) {
+            let stale: Vec<(String, String)> = previous
+                .iter()
+                .filter(|(_, ip)| !ips.contains(ip))
+                .cloned()
+                .collect();
+            for (cidr, ip) in stale {
+                if let Some(pool) = self.pools.get_mut(&cidr) {
+                    pool.release(&ip);
+                }
+            }
+        }
         let cidrs: Vec<String> = self
             .cidrs(node_pod_cidrs)
             .into_iter()
@@ -261,6 +275,27 @@ impl PodIpAllocator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ip_written_over_the_allocated_one_frees_the_allocated_one() {
+        let mut allocator = PodIpAllocator::new("10.0.0.0/24");
+        let cidrs = vec!["10.0.2.0/24".to_string()];
+        // Allocated first, then a restore writes the pod's saved IP.
+        assert_eq!(
+            allocator
+                .pod_ips("a", &cidrs, false, &[])
+                .expect("allocated"),
+            ["10.0.2.1"]
+        );
+        allocator.mark_used("a", &cidrs, &["10.0.2.2".to_string()]);
+        // The next pod gets the freed address, not a duplicate of a's.
+        assert_eq!(
+            allocator
+                .pod_ips("b", &cidrs, false, &[])
+                .expect("allocated"),
+            ["10.0.2.1"]
+        );
+    }
 
     #[test]
     fn pool_hands_out_host_addresses_in_order() {
