@@ -23,7 +23,6 @@
 //! one of the outcomes upstream can give, the same one on every run. Each
 //! plugin's module says where this applies to it.
 
-mod duration;
 mod error;
 pub mod evictor;
 pub mod framework;
@@ -33,7 +32,7 @@ pub mod podutil;
 pub mod policy;
 pub mod runner;
 
-pub use duration::{format_go_duration, parse_go_duration};
 pub use error::Error;
+pub use ksim_core::duration::{format_go_duration, parse_go_duration};
 pub use policy::DeschedulerPolicy;
 pub use runner::{CycleReport, Descheduler, simulate};

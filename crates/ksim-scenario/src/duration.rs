@@ -1,17 +1,17 @@
 //! Durations as Kubernetes and Go write them (`90s`, `10m`, `1h30m`): the
-//! descheduler's parser and Go's `Duration.String`, so scenario files and
+//! parser and printer in ksim-core (`ksim_core::duration`), so scenario files and
 //! reports read like the rest of ksim.
 
 use std::time::Duration;
 
 /// Parses a Go duration (`90s`, `10m`, `1h30m`, `1.5h`).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    ksim_descheduler::parse_go_duration(text)
+    ksim_core::duration::parse_go_duration(text)
 }
 
 /// Formats a duration as Go does (`0s`, `1m30s`, `1h0m0s`).
 pub fn format_duration(duration: Duration) -> String {
-    ksim_descheduler::format_go_duration(duration)
+    ksim_core::duration::format_go_duration(duration)
 }
 
 #[cfg(test)]

@@ -144,6 +144,27 @@ async fn kubectl_get_ages_are_counted_on_the_clock() {
     assert_eq!(row["cells"][age], json!("10m"));
 }
 
+#[tokio::test(flavor = "current_thread")]
+async fn an_immutable_openapi_document_expires_a_year_from_the_clocks_now() {
+    let server = ApiServer::with_clock(Clock::virtual_at(start()));
+    let router = server.router();
+    let (status, index) = call(&router, Method::GET, "/openapi/v3", None).await;
+    assert_eq!(status, StatusCode::OK, "{index}");
+    let url = index["paths"]["api/v1"]["serverRelativeURL"]
+        .as_str()
+        .expect("a hashed URL for api/v1");
+    let request = Request::builder()
+        .uri(url)
+        .body(Body::empty())
+        .expect("request");
+    let response = router.clone().oneshot(request).await.expect("response");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response.headers()[header::EXPIRES],
+        "Fri, 01 Jan 2027 00:00:00 GMT"
+    );
+}
+
 /// The names and uids of one server's first objects.
 async fn generated(seed: u64) -> Vec<(String, String)> {
     let server = ApiServer::with_clock(Clock::virtual_with(start(), Random::seeded(seed)));

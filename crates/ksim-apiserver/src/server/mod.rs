@@ -286,8 +286,8 @@ async fn openapi_document(AxumState(state): AxumState<Arc<State>>, request: Requ
                     .insert(header::CACHE_CONTROL, HeaderValue::from_static(control));
             }
             if caching == crate::openapi::DocumentCaching::Immutable {
-                let wall_now = chrono::Utc::now(); // wall-clock: an HTTP cache header clients read in real time
-                let expires = (wall_now + chrono::Duration::days(365))
+                // A year from the cluster's now, as kube-apiserver's is from its own.
+                let expires = (state.clock.now() + chrono::Duration::days(365))
                     .format("%a, %d %b %Y %H:%M:%S GMT")
                     .to_string();
                 if let Ok(value) = HeaderValue::from_str(&expires) {

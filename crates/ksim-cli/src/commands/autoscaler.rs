@@ -15,7 +15,7 @@ use super::print_line;
 use crate::cluster::KsimHome;
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    ksim_descheduler::parse_go_duration(text)
+    ksim_core::duration::parse_go_duration(text)
 }
 
 fn parse_threshold(text: &str) -> Result<f64, String> {

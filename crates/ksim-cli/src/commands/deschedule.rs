@@ -95,7 +95,7 @@ impl ClusterDescheduler {
 
 /// Parses `--descheduling-interval` (a Go duration).
 pub fn parse_interval(text: &str) -> Result<Duration, String> {
-    ksim_descheduler::parse_go_duration(text)
+    ksim_core::duration::parse_go_duration(text)
 }
 
 /// Reads and validates a policy file.

@@ -26,10 +26,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use ksim_core::selector::LabelSelectorRequirements;
 use serde::Deserialize;
 
-use crate::duration::{format_go_duration, parse_go_duration};
 use crate::framework::{ArgsError, ClusterSnapshot, decode_args};
 use crate::nodeutil::{NodeFitChecker, PREFER_NO_EVICTION_ANNOTATION, is_node_ready};
 use crate::podutil::{self, SYSTEM_CRITICAL_PRIORITY, parse_label_selector};
+use ksim_core::duration::{format_go_duration, parse_go_duration};
 
 /// The plugin's name in a policy.
 pub const NAME: &str = "DefaultEvictor";
