@@ -7,6 +7,7 @@
 
 pub mod config;
 mod error;
+pub mod eviction;
 pub mod runner;
 pub mod scaledown;
 pub mod simulator;

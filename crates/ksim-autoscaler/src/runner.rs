@@ -23,7 +23,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeCondition, ObjectReference
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use ksim_runtime::clock::{Busy, Clock};
 use ksim_scheduler::framework::{DisruptionBudget, Profile, Snapshot};
-use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource};
 use rand::SeedableRng;
@@ -33,6 +33,7 @@ use crate::config::{
     self, KWOK_MANAGED_ANNOTATION, NG_NAME_ANNOTATION, NodeGroupSpec, ProviderConfig,
 };
 use crate::error::AutoscalerError;
+use crate::eviction;
 use crate::scaledown::{self, SCALE_DOWN_DISABLED_ANNOTATION};
 use crate::simulator::{self, Expander, GroupView, NOT_READY_TAINT, TO_BE_DELETED_TAINT, Verdict};
 use crate::status::{self, StatusInput};
@@ -904,7 +905,7 @@ impl Autoscaler {
             let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
             let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
             let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-            if let Err(error) = api.evict(pod_name, &EvictParams::default()).await {
+            if let Err(error) = eviction::evict(&api, namespace, pod_name).await {
                 let gone = matches!(&error, kube::Error::Api(status) if status.code == 404);
                 if !gone {
                     self.publish(
