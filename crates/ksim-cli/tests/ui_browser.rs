@@ -443,6 +443,264 @@ fn pending_reasons_budgets_evictions_and_refusals() {
     browser.screenshot(&screenshot_path("after-drain.png"));
 }
 
+/// The timeline rows as (kind, pod, who).
+fn timeline_rows(browser: &Browser) -> Vec<(String, String, String)> {
+    let value = browser.execute(
+        "return [...document.querySelectorAll('#timeline tr[data-timeline]')].map(r => [r.dataset.timeline, r.cells[2].textContent, r.cells[3].textContent]);",
+        &[],
+    );
+    serde_json::from_value(value).expect("triples")
+}
+
+/// Picks `by` in the timeline's who filter (it offers whoever it has named).
+fn filter_who(browser: &Browser, by: &str) {
+    browser.wait_for(
+        "the who filter to offer it",
+        WAIT,
+        &format!(
+            "[...document.getElementById('timeline-by').options].some(o => o.value === '{by}')"
+        ),
+    );
+    browser.execute(
+        "const s = document.getElementById('timeline-by'); s.value = arguments[0]; s.dispatchEvent(new Event('change'));",
+        &[Value::from(by)],
+    );
+}
+
+/// The one pod matching `selector` once it runs: (name, node).
+fn running_pod(cluster: &TestCluster, selector: &str) -> (String, String) {
+    let out = cluster.wait_for(
+        &[
+            "get",
+            "pods",
+            "-l",
+            selector,
+            "-o",
+            "jsonpath={range .items[?(@.status.phase==\"Running\")]}{.metadata.name} {.spec.nodeName}{\"\\n\"}{end}",
+        ],
+        |out| out.lines().count() == 1,
+    );
+    let (name, node) = out.trim().split_once(' ').expect("name and node");
+    (name.to_string(), node.to_string())
+}
+
+const TAINTS_POLICY: &str = r#"
+apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+- name: default
+  pluginConfig:
+  - name: DefaultEvictor
+  - name: RemovePodsViolatingNodeTaints
+  plugins:
+    deschedule:
+      enabled: [RemovePodsViolatingNodeTaints]
+"#;
+
+/// `ksim deschedule` evicts a pod from a node tainted after it started:
+/// the timeline names the descheduler (not the scheduler, whose Scheduled
+/// rows it also shows), and the who filter keeps one or the other.
+#[test]
+fn the_timeline_names_the_descheduler_and_filters_by_who() {
+    let cluster = cluster_with_zones();
+    cluster
+        .kubectl(&["create", "deployment", "moved", "--image=nginx"])
+        .success();
+    let (pod, node) = running_pod(&cluster, "app=moved");
+    let browser = open(&cluster);
+    cluster
+        .kubectl(&["taint", "node", &node, "maintenance=true:NoSchedule"])
+        .success();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, TAINTS_POLICY).expect("the policy");
+    let run = cluster.ksim(&["deschedule", "--policy", policy.to_str().expect("UTF-8")]);
+    assert!(run.status.success(), "{run:?}");
+    let evicted = format!("default/{pod}");
+    browser.wait_for(
+        "the descheduler's eviction in the timeline",
+        WAIT,
+        &timeline_has("evicted", &evicted, "descheduler"),
+    );
+    // Its replacement is scheduled: a row by the scheduler.
+    browser.wait_for(
+        "the replacement's scheduling",
+        WAIT,
+        "[...document.querySelectorAll('#timeline tr[data-timeline=\"scheduled\"]')].some(r => r.cells[3].textContent === 'scheduler')",
+    );
+    filter_who(&browser, "descheduler");
+    browser.wait_for(
+        "only the descheduler's rows",
+        WAIT,
+        "[...document.querySelectorAll('#timeline tr[data-timeline]')].every(r => r.cells[3].textContent === 'descheduler')",
+    );
+    assert_eq!(
+        timeline_rows(&browser),
+        [(
+            "evicted".to_string(),
+            evicted.clone(),
+            "descheduler".to_string()
+        )]
+    );
+    filter_who(&browser, "scheduler");
+    browser.wait_for(
+        "only the scheduler's rows",
+        WAIT,
+        "document.querySelectorAll('#timeline tr[data-timeline]').length > 0 && [...document.querySelectorAll('#timeline tr[data-timeline]')].every(r => r.cells[3].textContent === 'scheduler' && r.dataset.timeline === 'scheduled')",
+    );
+    filter_who(&browser, "");
+    browser.wait_for(
+        "everyone again",
+        WAIT,
+        &timeline_has("evicted", &evicted, "descheduler"),
+    );
+}
+
+/// A node that stops on a virtual clock: six minutes of cluster time later
+/// the taint-eviction controller has evicted its pod (the default 300 s
+/// unreachable toleration), and the timeline names the node lifecycle.
+#[test]
+fn the_timeline_names_the_node_lifecycle_for_a_stopped_node() {
+    let cluster = TestCluster::start_with(
+        ksim(),
+        "ksim",
+        &[
+            "--clock",
+            "virtual",
+            "--clock-start",
+            "2030-01-01T00:00:00Z",
+        ],
+    );
+    let scaled = cluster.ksim(&["scale", "node", "--replicas", "2"]);
+    assert!(scaled.status.success(), "{scaled:?}");
+    cluster.wait_for(
+        &[
+            "get",
+            "nodes",
+            "-o",
+            "jsonpath={range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}",
+        ],
+        |out| out.lines().filter(|l| *l == "True").count() == 2,
+    );
+    cluster
+        .kubectl_stdin(
+            &["apply", "-f", "-"],
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: stranded}\nspec:\n  nodeName: node-000000\n  containers: [{name: c, image: nginx}]\n",
+        )
+        .success();
+    let browser = open(&cluster);
+    browser.wait_for(
+        "the pod on its node",
+        WAIT,
+        "document.querySelector('[data-node=\"node-000000\"] [data-pod=\"default/stranded\"]') !== null",
+    );
+    let stopped = cluster.ksim(&["node", "stop", "node-000000"]);
+    assert!(stopped.status.success(), "{stopped:?}");
+    let advanced = cluster.ksim(&["clock", "advance", "6m"]);
+    assert!(advanced.status.success(), "{advanced:?}");
+    browser.wait_for(
+        "the taint eviction in the timeline",
+        WAIT,
+        &timeline_has("evicted", "default/stranded", "node lifecycle"),
+    );
+    let message = browser.execute(
+        "return [...document.querySelectorAll('#timeline tr[data-timeline=\"evicted\"]')].find(r => r.cells[2].textContent === 'default/stranded').cells[4].textContent;",
+        &[],
+    );
+    assert_eq!(
+        message,
+        Value::from("Marking for deletion Pod default/stranded")
+    );
+    filter_who(&browser, "node lifecycle");
+    browser.wait_for(
+        "only the node lifecycle's rows",
+        WAIT,
+        "document.querySelectorAll('#timeline tr[data-timeline]').length === 1",
+    );
+}
+
+const KWOK_PROVIDER: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../examples/autoscaler/kwok-provider.yaml"
+);
+
+/// The autoscaler scales down the one node allowed to go: it evicts the
+/// node's pod through the eviction API, and the timeline names the
+/// autoscaler.
+#[test]
+fn the_timeline_names_the_autoscaler_for_a_scale_down() {
+    let cluster = TestCluster::start_with(
+        ksim(),
+        "ksim",
+        &[
+            "--autoscaler",
+            "--scan-interval=500ms",
+            "--node-boot-delay=0s",
+            "--scale-down-unneeded-time=1s",
+            "--scale-down-delay-after-add=0s",
+        ],
+    );
+    // Every node of the group starts scale-down-disabled (from the template).
+    let example = std::fs::read_to_string(KWOK_PROVIDER).expect("the example");
+    let desired = "cluster-autoscaler.kwok.nodegroup/desired-count: \"3\"\n";
+    assert!(example.contains(desired));
+    let disabled = format!(
+        "{desired}          cluster-autoscaler.kubernetes.io/scale-down-disabled: \"true\"\n"
+    );
+    cluster
+        .kubectl_stdin(&["apply", "-f", "-"], &example.replace(desired, &disabled))
+        .success();
+    cluster.wait_for(
+        &[
+            "get",
+            "nodes",
+            "-l",
+            "kwok-nodegroup=workers",
+            "-o",
+            "jsonpath={range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}",
+        ],
+        |out| out.lines().filter(|l| *l == "True").count() == 3,
+    );
+    cluster
+        .kubectl(&[
+            "create",
+            "deployment",
+            "api",
+            "--image=registry.k8s.io/pause:3.10",
+        ])
+        .success();
+    let (pod, node) = running_pod(&cluster, "app=api");
+    let browser = open(&cluster);
+    // The pod's node may go now: the pod fits on the others.
+    cluster
+        .kubectl(&[
+            "annotate",
+            "node",
+            &node,
+            "cluster-autoscaler.kubernetes.io/scale-down-disabled-",
+        ])
+        .success();
+    let evicted = format!("default/{pod}");
+    browser.wait_for(
+        "the autoscaler's eviction in the timeline",
+        WAIT,
+        &timeline_has("evicted", &evicted, "autoscaler"),
+    );
+    cluster.wait_for(&["get", "nodes", "-o", "name"], |out| {
+        !out.contains(&format!("node/{node}"))
+    });
+    filter_who(&browser, "autoscaler");
+    browser.wait_for(
+        "only the autoscaler's rows",
+        WAIT,
+        "document.querySelectorAll('#timeline tr[data-timeline]').length === 1",
+    );
+    assert_eq!(
+        timeline_rows(&browser),
+        [("evicted".to_string(), evicted, "autoscaler".to_string())]
+    );
+}
+
 /// The Events the API server records for evictions and refusals
 /// (documented in the eviction handler and the README), read with kubectl.
 #[test]

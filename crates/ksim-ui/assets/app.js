@@ -30,7 +30,8 @@ const state = {
   hoverBudget: '',
   pinnedBudget: '',
   openDecisions: new Set(),
-  timelineFilter: { kind: '', text: '' },
+  timelineFilter: { kind: '', by: '', text: '' },
+  timelineWho: new Set(), // every `by` the timeline has shown
   pending: new Map(), // key → record of each pod waiting to be scheduled
   // Per node: what its box shows, summed over its active pods.
   use: new Map(), // node name → {cpu, memory, count, selected}
@@ -280,11 +281,12 @@ function refreshHighlight() {
 }
 
 // ---- timeline: events as they happen ----
+// First match wins: `descheduler` before `scheduler`.
 const WHO = [
-  [/scheduler/, 'scheduler'],
   [/descheduler/, 'descheduler'],
-  [/node|taint/, 'node lifecycle'],
+  [/scheduler/, 'scheduler'],
   [/autoscaler/, 'autoscaler'],
+  [/node|taint/, 'node lifecycle'],
 ];
 
 function who(event) {
@@ -316,13 +318,18 @@ informer('/api/v1/events', {
       if (object.reason === 'TaintManagerEviction' && /^Cancelling/.test(object.message || '')) continue;
       const involved = object.involvedObject || {};
       const time = object.eventTime || object.lastTimestamp || object.firstTimestamp || object.metadata.creationTimestamp || '';
+      const by = who(object);
       state.timeline.push({
         kind,
         time: time.replace(/^.*T/, '').replace(/\..*Z$|Z$/, ''),
         object: `${involved.namespace ? involved.namespace + '/' : ''}${involved.name || ''}`,
-        by: who(object),
+        by,
         message: object.message || '',
       });
+      if (!state.timelineWho.has(by)) {
+        state.timelineWho.add(by);
+        whoOptions();
+      }
     }
     if (state.timeline.length > 5000) state.timeline.splice(0, state.timeline.length - 5000);
     state.dirty.timeline = true;
@@ -557,6 +564,19 @@ $('timeline-kind').addEventListener('change', (e) => {
   state.dirty.timeline = true;
   schedule();
 });
+/** The who filter offers everyone the timeline has named so far. */
+function whoOptions() {
+  const select = $('timeline-by');
+  const names = [...state.timelineWho].sort();
+  select.innerHTML = ['', ...names].map((b) => `<option value="${esc(b)}">${b ? esc(b) : 'anyone'}</option>`).join('');
+  select.value = state.timelineFilter.by;
+}
+$('timeline-by').addEventListener('change', (e) => {
+  state.timelineFilter.by = e.target.value;
+  state.dirty.timeline = true;
+  schedule();
+});
+whoOptions();
 $('timeline-text').addEventListener('input', (e) => {
   state.timelineFilter.text = e.target.value.toLowerCase();
   state.dirty.timeline = true;

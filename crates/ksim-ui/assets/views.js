@@ -123,6 +123,7 @@ export function timelineRows(entries, filter) {
   for (let i = entries.length - 1; i >= 0 && shown < 300; i -= 1) {
     const e = entries[i];
     if (filter.kind && e.kind !== filter.kind) continue;
+    if (filter.by && e.by !== filter.by) continue;
     if (filter.text && !`${e.object} ${e.message} ${e.by}`.toLowerCase().includes(filter.text)) continue;
     shown += 1;
     html += `<tr class="t-${e.kind}" data-timeline="${esc(e.kind)}"><td>${esc(e.time)}</td><td>${esc(e.kind)}</td>`
