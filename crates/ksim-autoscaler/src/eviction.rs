@@ -62,8 +62,6 @@ mod tests {
     /// The API server's record of the eviction names the autoscaler.
     #[tokio::test]
     async fn the_api_server_records_the_autoscaler_as_who_asked() {
-        use k8s_openapi::api::core::v1::Event;
-        use kube::api::ListParams;
         let server = ksim_apiserver::ApiServer::new();
         let client = ksim_runtime::client::in_process(&server);
         let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
@@ -76,25 +74,22 @@ mod tests {
             .await
             .expect("created");
         evict(&pods, "default", "web-1").await.expect("evicted");
-        let events: Api<Event> = Api::namespaced(client, "default");
-        let recorded: Vec<(String, String)> = events
-            .list(&ListParams::default())
-            .await
-            .expect("events")
-            .items
-            .into_iter()
-            .map(|e| {
-                let by = e
-                    .metadata
-                    .annotations
-                    .and_then(|a| a.get("ksim.io/requested-by").cloned())
-                    .unwrap_or_default();
-                (e.reason.unwrap_or_default(), by)
+        let request = http::Request::get("/ksim/v1alpha1/evictions")
+            .body(Vec::new())
+            .expect("a request");
+        let records: serde_json::Value = client.request(request).await.expect("the records");
+        let recorded: Vec<(&str, &str, &str)> = records["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|r| {
+                (
+                    r["pod"]["name"].as_str().unwrap_or_default(),
+                    r["outcome"].as_str().unwrap_or_default(),
+                    r["requestedBy"].as_str().unwrap_or_default(),
+                )
             })
             .collect();
-        assert_eq!(
-            recorded,
-            [("Evicted".to_string(), "cluster-autoscaler".to_string())]
-        );
+        assert_eq!(recorded, [("web-1", "Evicted", "cluster-autoscaler")]);
     }
 }

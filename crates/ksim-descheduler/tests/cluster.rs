@@ -399,8 +399,7 @@ profiles:
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
         let list = events.list(&ListParams::default()).await.expect("events");
-        // The API server records its own `Evicted` event for the eviction;
-        // this looks for the descheduler's.
+        // The descheduler's own event (action Descheduled) on the pod.
         let found = list.items.iter().find(|event| {
             event.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("aff-web")
                 && event.action.as_deref() == Some("Descheduled")

@@ -1,8 +1,9 @@
 //! What `waitFor:` and `assert:` check: a jq expression over what `kubectl
 //! get -o json` prints, or a built-in question (`spread`, `placement`,
 //! `pending`, `evictions`, `events`) answered from the cluster's pods, nodes
-//! and Events, each with a readable account of what was expected and what
-//! was seen.
+//! and Events (and, for evictions, the API server's records at
+//! `/ksim/v1alpha1/evictions`), each with a readable account of what was
+//! expected and what was seen.
 
 use std::collections::BTreeMap;
 
@@ -96,8 +97,10 @@ pub struct Pending {
 }
 
 /// `evictions: {count?, atLeast?, by?, refused?, pod?, namespace?}`:
-/// evictions through the eviction API (as the API server records them) and
-/// by the node lifecycle controller's taint manager; `by` is one of
+/// evictions through the eviction API (as ksim's API server records them at
+/// `/ksim/v1alpha1/evictions`; none on a cluster without that path) and by
+/// the node lifecycle controller's taint manager (its
+/// `TaintManagerEviction` Events); `by` is one of
 /// `descheduler`, `drain`, `node-lifecycle`, `autoscaler`, or text of the
 /// requester (`kubectl drain`, a user agent).
 #[derive(Debug, Clone, Deserialize)]
@@ -352,6 +355,33 @@ async fn list_events(
         .map_err(|e| (expected.to_string(), describe_error(&e)))
 }
 
+/// Where ksim's API server records the eviction subresource's outcomes.
+const EVICTION_RECORDS: &str = "/ksim/v1alpha1/evictions";
+
+/// The API server's eviction records (of `namespace`); none where the path
+/// is not served (a cluster that is not ksim's).
+async fn eviction_records(
+    client: &kube::Client,
+    namespace: Option<&str>,
+    expected: &str,
+) -> Result<Vec<serde_json::Value>, (String, String)> {
+    let path = match namespace {
+        Some(ns) => format!("{EVICTION_RECORDS}?namespace={ns}"),
+        None => EVICTION_RECORDS.to_string(),
+    };
+    let request = http::Request::get(path)
+        .body(Vec::new())
+        .map_err(|e| (expected.to_string(), e.to_string()))?;
+    match client.request::<serde_json::Value>(request).await {
+        Ok(mut list) => Ok(match list["items"].take() {
+            serde_json::Value::Array(items) => items,
+            _ => Vec::new(),
+        }),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(Vec::new()),
+        Err(error) => Err((expected.to_string(), describe_error(&error))),
+    }
+}
+
 /// A pod that occupies its node: bound, not terminal, not being deleted.
 fn placed_on(pod: &Pod) -> Option<&str> {
     if pod.metadata.deletion_timestamp.is_some() || ksim_core::status::is_pod_terminal(pod) {
@@ -565,47 +595,56 @@ async fn evictions(e: &Evictions, client: &kube::Client) -> CheckResult {
     if let Some(by) = &e.by {
         expected.push_str(&format!(" by {by}"));
     }
+    let records = eviction_records(client, e.namespace.as_deref(), &expected).await?;
     let events = list_events(client, e.namespace.as_deref(), &expected).await?;
     let mut evicted: BTreeMap<String, usize> = BTreeMap::new();
     let mut refused: BTreeMap<String, usize> = BTreeMap::new();
-    for event in &events {
-        let reason = event.reason.as_deref().unwrap_or_default();
-        let requested = event
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get("ksim.io/requested-by"));
-        let (by, tally) = match (reason, requested) {
+    // (outcome, who asked as recorded, pod name, how many)
+    let from_records = records.iter().map(|record| {
+        let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+        (
+            text(&record["outcome"]),
+            Some(text(&record["requestedBy"])),
+            text(&record["pod"]["name"]),
+            1,
+        )
+    });
+    let from_events = events.iter().filter_map(|event| {
+        let cancelled = event
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("Cancelling");
+        (event.reason.as_deref() == Some("TaintManagerEviction") && !cancelled).then(|| {
+            (
+                "TaintManagerEviction".to_string(),
+                None,
+                event.involved_object.name.clone().unwrap_or_default(),
+                event_count(event),
+            )
+        })
+    });
+    for (outcome, requested, pod, count) in from_records.chain(from_events) {
+        let (by, tally) = match (outcome.as_str(), &requested) {
             ("Evicted", Some(by)) => (evicted_by(by), &mut evicted),
-            ("EvictionRefused", Some(by)) => (evicted_by(by), &mut refused),
-            ("TaintManagerEviction", _)
-                if !event
-                    .message
-                    .as_deref()
-                    .unwrap_or_default()
-                    .starts_with("Cancelling") =>
-            {
-                ("node-lifecycle".to_string(), &mut evicted)
-            }
+            ("Refused", Some(by)) => (evicted_by(by), &mut refused),
+            ("TaintManagerEviction", _) => ("node-lifecycle".to_string(), &mut evicted),
             _ => continue,
         };
         if let Some(want) = &e.by
             && by != *want
-            && !requested.is_some_and(|r| r.contains(want.as_str()))
+            && !requested
+                .as_deref()
+                .is_some_and(|r| r.contains(want.as_str()))
         {
             continue;
         }
         if let Some(prefix) = &e.pod
-            && !event
-                .involved_object
-                .name
-                .as_deref()
-                .unwrap_or_default()
-                .starts_with(prefix.as_str())
+            && !pod.starts_with(prefix.as_str())
         {
             continue;
         }
-        *tally.entry(by).or_default() += event_count(event);
+        *tally.entry(by).or_default() += count;
     }
     let total: usize = evicted.values().sum();
     let total_refused: usize = refused.values().sum();

@@ -289,53 +289,83 @@ const WHO = [
   [/node|taint/, 'node lifecycle'],
 ];
 
-function who(event) {
-  const requested = event.metadata.annotations && event.metadata.annotations['ksim.io/requested-by'];
-  const source = requested || event.reportingComponent || (event.source && event.source.component) || '';
+/** Who caused an event or an eviction record, in the timeline's words. */
+function whoIs(source) {
   if (/^kubectl/.test(source)) return source;
   for (const [pattern, name] of WHO) if (pattern.test(source)) return name;
   return source || 'unknown';
 }
 
+// Events the timeline shows (evictions and refusals through the eviction
+// API come from the API server's records below, not from Events).
 const KINDS = {
   Scheduled: 'scheduled',
   FailedScheduling: 'unschedulable',
   Preempted: 'preempted',
-  Evicted: 'evicted',
-  EvictionRefused: 'refused',
   TaintManagerEviction: 'evicted',
 };
+const OUTCOMES = { Evicted: 'evicted', Refused: 'refused' };
 
-informer('/api/v1/events', {
+const clockTime = (time) => (time || '').replace(/^.*T/, '').replace(/\..*Z$|Z$/, '');
+
+function addToTimeline(entry) {
+  state.timeline.push(entry);
+  if (!state.timelineWho.has(entry.by)) {
+    state.timelineWho.add(entry.by);
+    whoOptions();
+  }
+}
+
+function timelineChanged() {
+  if (state.timeline.length > 5000) state.timeline.splice(0, state.timeline.length - 5000);
+  state.dirty.timeline = true;
+  schedule();
+}
+
+/** The timeline's entry for an Event, or null when it does not show it. */
+function fromEvent(object) {
+  const kind = KINDS[object.reason];
+  if (!kind) return null;
+  if (object.reason === 'TaintManagerEviction' && /^Cancelling/.test(object.message || '')) return null;
+  const involved = object.involvedObject || {};
+  const time = object.eventTime || object.lastTimestamp || object.firstTimestamp || object.metadata.creationTimestamp || '';
+  return {
+    kind,
+    time: clockTime(time),
+    object: `${involved.namespace ? involved.namespace + '/' : ''}${involved.name || ''}`,
+    by: whoIs(object.reportingComponent || (object.source && object.source.component) || ''),
+    message: object.message || '',
+  };
+}
+
+/** The timeline's entry for one of the API server's eviction records. */
+function fromRecord(object) {
+  const kind = OUTCOMES[object.outcome];
+  if (!kind) return null;
+  const pod = object.pod || {};
+  return {
+    kind,
+    time: clockTime(object.time),
+    object: `${pod.namespace ? pod.namespace + '/' : ''}${pod.name || ''}`,
+    by: whoIs(object.requestedBy || ''),
+    message: object.message || '',
+  };
+}
+
+// One watch of the Events and of the API server's records of the eviction
+// subresource (every eviction and refusal with who asked): ksim's
+// /ksim/v1alpha1/timeline, one stream of the six a browser opens to an origin.
+informer('/ksim/v1alpha1/timeline', {
   reset() {},
   events(batch) {
     for (const { type, object } of batch) {
       if (type === 'DELETED') continue;
-      const kind = KINDS[object.reason];
-      if (!kind) continue;
-      // The descheduler's own records repeat the API server's.
-      if (object.reason === 'Evicted' && !object.metadata.annotations?.['ksim.io/requested-by']) continue;
-      if (object.reason === 'TaintManagerEviction' && /^Cancelling/.test(object.message || '')) continue;
-      const involved = object.involvedObject || {};
-      const time = object.eventTime || object.lastTimestamp || object.firstTimestamp || object.metadata.creationTimestamp || '';
-      const by = who(object);
-      state.timeline.push({
-        kind,
-        time: time.replace(/^.*T/, '').replace(/\..*Z$|Z$/, ''),
-        object: `${involved.namespace ? involved.namespace + '/' : ''}${involved.name || ''}`,
-        by,
-        message: object.message || '',
-      });
-      if (!state.timelineWho.has(by)) {
-        state.timelineWho.add(by);
-        whoOptions();
-      }
+      const entry = object.kind === 'EvictionRecord' ? fromRecord(object) : fromEvent(object);
+      if (entry) addToTimeline(entry);
     }
-    if (state.timeline.length > 5000) state.timeline.splice(0, state.timeline.length - 5000);
-    state.dirty.timeline = true;
-    schedule();
+    timelineChanged();
   },
-  status: connection('events'),
+  status: connection('timeline'),
 }, { skipList: true });
 
 // ---- connection status ----
@@ -558,7 +588,7 @@ $('filter').addEventListener('submit', (e) => {
   e.preventDefault();
   applyFilter();
 });
-$('timeline-kind').innerHTML = ['', ...new Set(Object.values(KINDS))].map((k) => `<option value="${k}">${k || 'all'}</option>`).join('');
+$('timeline-kind').innerHTML = ['', ...new Set([...Object.values(KINDS), ...Object.values(OUTCOMES)])].map((k) => `<option value="${k}">${k || 'all'}</option>`).join('');
 $('timeline-kind').addEventListener('change', (e) => {
   state.timelineFilter.kind = e.target.value;
   state.dirty.timeline = true;

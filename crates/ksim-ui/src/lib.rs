@@ -4,9 +4,11 @@
 //! `Router` a cluster merges into its API server's listener to serve them
 //! at `/ui/`.
 //!
-//! The page reads only the Kubernetes API of the same origin (lists, then
-//! watches read as fetch streams); this crate serves files and nothing
-//! else, so it depends on no other ksim crate.
+//! The page reads only the API of the same origin (lists, then watches read
+//! as fetch streams): the Kubernetes API, and for its timeline ksim's
+//! `/ksim/v1alpha1/timeline` (the Events and the API server's eviction
+//! records in one watch); this crate serves files and nothing else, so it
+//! depends on no other ksim crate.
 
 use axum::Router;
 use axum::extract::Path;

@@ -373,25 +373,13 @@ async fn an_eviction_is_recorded_at_the_clocks_time() {
     )
     .await;
     assert_eq!(status, StatusCode::CREATED, "{answer}");
-    let (status, events) = call(
-        &router,
-        Method::GET,
-        "/api/v1/namespaces/default/events",
-        None,
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{events}");
-    let event = events["items"]
-        .as_array()
-        .expect("items")
-        .iter()
-        .find(|e| e["reason"] == "Evicted")
-        .expect("an Evicted event");
-    for field in ["firstTimestamp", "lastTimestamp"] {
-        assert_eq!(event[field], json!("2026-01-01T00:05:00Z"), "{field}");
-    }
+    let (status, records) = call(&router, Method::GET, "/ksim/v1alpha1/evictions", None).await;
+    assert_eq!(status, StatusCode::OK, "{records}");
+    let record = &records["items"][0];
+    assert_eq!(record["outcome"], "Evicted", "{records}");
+    assert_eq!(record["time"], json!("2026-01-01T00:05:00Z"));
     assert_eq!(
-        event["metadata"]["creationTimestamp"],
+        record["metadata"]["creationTimestamp"],
         json!("2026-01-01T00:05:00Z")
     );
 }

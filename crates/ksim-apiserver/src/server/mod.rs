@@ -10,7 +10,9 @@
 //! events), the ages of `kubectl get`, the timers of watches; generated
 //! names and uids come from the clock's random source. ksim's own
 //! non-resource path `/ksim/v1alpha1/clock` shows the clock and
-//! `/ksim/v1alpha1/clock/advance` moves a virtual one ([`clock`]).
+//! `/ksim/v1alpha1/clock/advance` moves a virtual one ([`clock`]);
+//! `/ksim/v1alpha1/evictions` lists and watches the outcomes of the
+//! eviction subresource ([`evictions`]).
 
 mod bootstrap;
 mod clock;
@@ -19,6 +21,9 @@ mod clock_tests;
 mod codec;
 mod conversion;
 mod discovery;
+mod evictions;
+#[cfg(test)]
+mod evictions_tests;
 mod handlers;
 mod path;
 mod registry;
@@ -199,6 +204,8 @@ impl ApiServer {
             .route("/openapi/v2", get(openapi_v2))
             .route(clock::CLOCK_PATH, any(clock::get))
             .route(clock::ADVANCE_PATH, any(clock::advance))
+            .route(evictions::PATH, any(evictions::serve))
+            .route(evictions::TIMELINE_PATH, any(evictions::serve_timeline))
             .route("/api", any(handlers::handle))
             .route("/api/{*rest}", any(handlers::handle))
             .route("/apis", any(handlers::handle))

@@ -185,7 +185,7 @@ async fn run(
     }
 }
 
-fn expired_line(error: &StoreError) -> Bytes {
+pub(super) fn expired_line(error: &StoreError) -> Bytes {
     let message = match error {
         StoreError::Expired { requested, oldest } => {
             format!("too old resource version: {requested} ({oldest})")
@@ -196,7 +196,7 @@ fn expired_line(error: &StoreError) -> Bytes {
     line("ERROR", &serde_json::to_vec(&status).unwrap_or_default())
 }
 
-fn line(kind: &str, object: &[u8]) -> Bytes {
+pub(super) fn line(kind: &str, object: &[u8]) -> Bytes {
     let mut out = BytesMut::with_capacity(object.len() + 32);
     out.put_slice(b"{\"type\":\"");
     out.put_slice(kind.as_bytes());

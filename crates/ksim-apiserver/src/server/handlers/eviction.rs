@@ -8,16 +8,17 @@
 //! exceed the budget. The pod gets the `DisruptionTarget` condition before it
 //! is deleted.
 //!
-//! ksim also records each eviction and each refusal (429) as a core/v1
-//! Event on the pod (reasons `Evicted` and `EvictionRefused`, source
-//! `ksim-apiserver`), annotated `ksim.io/requested-by` with who asked (the
-//! Eviction's `requested-by` annotation as the descheduler sets it,
-//! kubectl's `Kubectl-Command` header, else the User-Agent's product):
-//! refusals are no objects, and the web view's timeline reads these.
-//! kube-apiserver records no such events.
+//! ksim also records each eviction and each refusal (429) with who asked
+//! (the Eviction's `requested-by` annotation, as the descheduler and ksim's
+//! autoscaler set it, kubectl's `Kubectl-Command` header, else the
+//! User-Agent's product) at its own path `/ksim/v1alpha1/evictions`
+//! ([`crate::server::evictions`]): refusals are no objects, and the web
+//! view's timeline and `ksim run`'s `evictions` check read them there.
+//! kube-apiserver records no events for either, and neither does ksim.
 
 use super::subresources::set_condition;
 use super::*;
+use crate::server::evictions::{self, Outcome};
 
 /// The refusal kube-apiserver answers when a budget forbids the eviction.
 pub(crate) const REFUSAL: &str =
@@ -230,15 +231,6 @@ fn multiple_budgets() -> Response {
     codec::respond_value(StatusCode::INTERNAL_SERVER_ERROR, Output::Json, &status)
 }
 
-/// The reason of the Event recorded for an eviction.
-pub(crate) const EVICTED_REASON: &str = "Evicted";
-/// The reason of the Event recorded for a refused (429) eviction.
-pub(crate) const REFUSED_REASON: &str = "EvictionRefused";
-/// The annotation naming who asked for the eviction.
-pub(crate) const REQUESTED_BY: &str = "ksim.io/requested-by";
-/// The Events' source.
-const EVENT_SOURCE: &str = "ksim-apiserver";
-
 /// Who asked for an eviction: the Eviction's `requested-by` annotation,
 /// else kubectl's command (`kubectl drain`), else the User-Agent's product.
 pub(crate) fn requester(eviction: &Value, headers: &HeaderMap) -> String {
@@ -264,8 +256,11 @@ pub(crate) fn requester(eviction: &Value, headers: &HeaderMap) -> String {
 }
 
 impl ResourceRequest {
-    /// `POST pods/<name>/eviction`, recording the outcome as an Event.
+    /// `POST pods/<name>/eviction`, recording the outcome at
+    /// `/ksim/v1alpha1/evictions`.
     pub(super) fn evict(&self, body: &[u8]) -> Result<Response, ApiError> {
+        // The pod's uid, read before it goes.
+        let uid = self.stored().ok().and_then(|p| p.uid().map(str::to_string));
         let result = self.evict_pod(body);
         let refused = match &result {
             Ok(response) if response.status() == StatusCode::TOO_MANY_REQUESTS => Some(format!(
@@ -293,50 +288,22 @@ impl ResourceRequest {
                 .is_some_and(|modes| modes.iter().any(|m| m == "All"));
         if !dry_run {
             let by = requester(&eviction, &self.headers);
-            let event = match refused {
+            let (outcome, message) = match refused {
                 None => (
-                    "Normal",
-                    EVICTED_REASON,
+                    Outcome::Evicted,
                     format!("Evicted through the eviction API (requested by {by})"),
                 ),
-                Some(message) => ("Warning", REFUSED_REASON, message),
+                Some(message) => (Outcome::Refused, message),
             };
-            self.record_event(event.0, event.1, &event.2, &by);
+            evictions::record(
+                &self.state,
+                (self.namespace(), self.name(), uid.as_deref()),
+                outcome,
+                &by,
+                &message,
+            );
         }
         result
-    }
-
-    /// A core/v1 Event about the pod; a failure to record is only logged.
-    fn record_event(&self, type_: &str, reason: &str, message: &str, by: &str) {
-        let now = self.state.now();
-        let uid = self.stored().ok().and_then(|p| p.uid().map(str::to_string));
-        let random =
-            self.state
-                .clock
-                .random()
-                .keyed(&format!("event:{}/{}", self.namespace(), self.name()));
-        let suffix = format!("{:016x}", random.next_u64());
-        let event = json!({
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {
-                "name": format!("{}.{suffix}", self.name()),
-                "namespace": self.namespace(),
-                "uid": random.uuid(),
-                "creationTimestamp": now,
-                "annotations": {REQUESTED_BY: by},
-            },
-            "involvedObject": {
-                "apiVersion": "v1", "kind": "Pod", "name": self.name(),
-                "namespace": self.namespace(), "uid": uid,
-            },
-            "reason": reason, "message": message, "type": type_,
-            "source": {"component": EVENT_SOURCE},
-            "reportingComponent": EVENT_SOURCE, "reportingInstance": "",
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-        });
-        if let Err(error) = self.state.store.create("/events", event) {
-            tracing::debug!(%error, pod = self.name(), "cannot record the eviction event");
-        }
     }
 
     fn evict_pod(&self, body: &[u8]) -> Result<Response, ApiError> {

@@ -49,7 +49,7 @@ pub(crate) use write::{create_cluster_object, prepare_new_object};
 pub(crate) struct Query(HashMap<String, String>);
 
 impl Query {
-    fn parse(query: Option<&str>) -> Self {
+    pub(crate) fn parse(query: Option<&str>) -> Self {
         let pairs = query
             .and_then(|q| serde_urlencoded::from_str::<Vec<(String, String)>>(q).ok())
             .unwrap_or_default();
