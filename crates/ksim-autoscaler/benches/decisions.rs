@@ -58,6 +58,7 @@ fn group(name: &str, cpu: &str) -> GroupView {
             template: node(&format!("{name}-template"), cpu, name),
         }),
         target_size: 0,
+        skip: None,
     }
 }
 
