@@ -133,6 +133,8 @@ pub struct GroupReport {
     pub not_started: usize,
     /// Nodes of the group unneeded (scale-down candidates).
     pub candidates: usize,
+    /// Whether the group backs off from scale-up after a failed one.
+    pub backoff: bool,
 }
 
 /// What one loop decided (under the state's lock), before acting on it.
@@ -447,6 +449,12 @@ impl Autoscaler {
     /// The shared cluster state (the informers start with the first loop).
     pub fn state(&self) -> &Arc<SharedState> {
         &self.shared
+    }
+
+    /// Reads the node groups with `provider` (what a loop does from the
+    /// kwok provider's ConfigMap), for [`Autoscaler::decide`] alone.
+    pub fn use_provider(&mut self, provider: ProviderConfig) {
+        self.provider = Some(provider);
     }
 
     /// How many nodes are unneeded now (scale-down candidates).
@@ -824,6 +832,7 @@ impl Autoscaler {
                     .iter()
                     .filter(|m| self.unneeded_since.contains_key(&m.name))
                     .count(),
+                backoff: self.backoffs.get(&spec.name).is_some_and(|b| now < b.until),
             });
         }
         if self.options.write_status_configmap {
