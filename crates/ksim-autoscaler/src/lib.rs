@@ -3,7 +3,7 @@
 //! with the scheduler's own framework and filter plugins (`simulator` for
 //! scale-up, `scaledown` for scale-down), acting through the API as a plain
 //! kube-rs client (`runner`) and reporting in the `cluster-autoscaler-status`
-//! ConfigMap (`status`).
+//! ConfigMap (`status`), reading the cluster from watches (`state`).
 
 pub mod config;
 mod error;
@@ -11,6 +11,7 @@ pub mod eviction;
 pub mod runner;
 pub mod scaledown;
 pub mod simulator;
+pub mod state;
 pub mod status;
 
 pub use error::AutoscalerError;

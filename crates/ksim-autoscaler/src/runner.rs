@@ -20,7 +20,6 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeCondition, ObjectReference, Pod, Taint};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use ksim_runtime::clock::{Busy, Clock};
 use ksim_scheduler::framework::{DisruptionBudget, Profile, Snapshot};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -36,7 +35,9 @@ use crate::error::AutoscalerError;
 use crate::eviction;
 use crate::scaledown::{self, SCALE_DOWN_DISABLED_ANNOTATION};
 use crate::simulator::{self, Expander, GroupView, NOT_READY_TAINT, TO_BE_DELETED_TAINT, Verdict};
+use crate::state::{self, ClusterState, SharedState};
 use crate::status::{self, StatusInput};
+use ksim_runtime::informer::Change;
 
 /// The name events are reported under (`From` in `kubectl describe`).
 pub const COMPONENT: &str = "cluster-autoscaler";
@@ -62,8 +63,17 @@ pub struct AutoscalerOptions {
     /// `--scale-down-delay-after-add` (10m).
     pub scale_down_delay_after_add: Duration,
     /// `--max-node-provision-time` (15m): how long a new node may stay
-    /// NotReady and still count as coming.
+    /// NotReady and still count as coming; one that takes longer has
+    /// failed: it is removed and its group backs off from scale-up.
     pub max_node_provision_time: Duration,
+    /// `--initial-node-group-backoff-duration` (5m): the first backoff of a
+    /// group after a failed scale-up.
+    pub initial_node_group_backoff_duration: Duration,
+    /// `--max-node-group-backoff-duration` (30m): backoffs double up to it.
+    pub max_node_group_backoff_duration: Duration,
+    /// `--node-group-backoff-reset-timeout` (3h): a failure this long after
+    /// the last one starts from the initial backoff again.
+    pub node_group_backoff_reset_timeout: Duration,
     /// `--new-pod-scale-up-delay` (0s): younger pods are not considered.
     pub new_pod_scale_up_delay: Duration,
     /// How long a new node boots before the kubelet simulator makes it Ready.
@@ -87,6 +97,9 @@ impl Default for AutoscalerOptions {
             scale_down_unneeded_time: Duration::from_secs(600),
             scale_down_delay_after_add: Duration::from_secs(600),
             max_node_provision_time: Duration::from_secs(900),
+            initial_node_group_backoff_duration: Duration::from_secs(300),
+            max_node_group_backoff_duration: Duration::from_secs(1800),
+            node_group_backoff_reset_timeout: Duration::from_secs(3 * 3600),
             new_pod_scale_up_delay: Duration::ZERO,
             node_boot_delay: Duration::from_secs(5),
             namespace: config::DEFAULT_NAMESPACE.to_string(),
@@ -121,17 +134,60 @@ pub struct GroupReport {
     pub not_started: usize,
     /// Nodes of the group unneeded (scale-down candidates).
     pub candidates: usize,
+    /// Whether the group backs off from scale-up after a failed one.
+    pub backoff: bool,
 }
 
-/// What a loop decides on.
-struct View {
+/// What one loop decided (under the state's lock), before acting on it.
+#[derive(Debug)]
+pub struct Decision {
     now: DateTime<Utc>,
     members: Vec<Member>,
-    pending: Vec<Arc<Pod>>,
-    snapshot: Snapshot,
-    views: Vec<GroupView>,
-    /// Booting nodes of the groups.
-    upcoming: Vec<String>,
+    pending: usize,
+    scale_up: Option<ScaleUpChoice>,
+    /// Nodes to remove now: node, group, pods to evict.
+    remove: Vec<(Arc<Node>, usize, Vec<Arc<Pod>>)>,
+    /// Nodes that did not come up within the max node provision time.
+    failed: Vec<(Arc<Node>, usize)>,
+    registered: usize,
+    ready: usize,
+    upcoming: usize,
+}
+
+impl Decision {
+    /// Nodes the loop removes (unneeded long enough, or failed to come up).
+    pub fn nodes_to_remove(&self) -> usize {
+        self.remove.len() + self.failed.len()
+    }
+
+    /// The group to grow, from and to which size.
+    pub fn scale_up(&self) -> Option<(usize, usize, usize)> {
+        self.scale_up.as_ref().map(|c| (c.group, c.from, c.to))
+    }
+}
+
+/// The group a loop grows.
+#[derive(Debug)]
+struct ScaleUpChoice {
+    group: usize,
+    from: usize,
+    to: usize,
+    /// The pods the new nodes host.
+    pods: Vec<Arc<Pod>>,
+}
+
+/// A group's scale-up in progress (upstream's ScaleUpRequest).
+#[derive(Debug, Clone, Copy)]
+struct ScaleUpRequest {
+    time: DateTime<Utc>,
+}
+
+/// A group's backoff after failed scale-ups (upstream's exponential backoff).
+#[derive(Debug, Clone, Copy)]
+struct Backoff {
+    duration: Duration,
+    until: DateTime<Utc>,
+    last_failure: DateTime<Utc>,
 }
 
 /// What the node groups could do for one pod (`ksim explain pod`).
@@ -161,6 +217,8 @@ struct Member {
     group: usize,
     ready: bool,
     upcoming: bool,
+    /// Booting longer than the max node provision time.
+    failed: bool,
     being_deleted: bool,
 }
 
@@ -186,6 +244,22 @@ pub struct Autoscaler {
     /// Held while a loop runs, so a virtual cluster waits for it; let go
     /// while the loop sleeps on the clock.
     working: std::sync::Mutex<Option<Busy>>,
+    /// The cluster as the informers keep it.
+    shared: Arc<SharedState>,
+    /// The informers, started by the first loop.
+    informers: Vec<tokio::task::JoinHandle<()>>,
+    /// Group → its scale-up in progress.
+    scale_ups: HashMap<String, ScaleUpRequest>,
+    /// Group → its backoff after a failed scale-up.
+    backoffs: HashMap<String, Backoff>,
+}
+
+impl Drop for Autoscaler {
+    fn drop(&mut self) {
+        for informer in &self.informers {
+            informer.abort();
+        }
+    }
 }
 
 impl std::fmt::Debug for Autoscaler {
@@ -205,31 +279,49 @@ fn is_ready(node: &Node) -> bool {
         .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
+/// The status of the node's Ready condition.
+fn ready_status(node: &Node) -> Option<&str> {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.status.as_str())
+}
+
+/// Runs `f` on the state's snapshot with the booting nodes in `upcoming`
+/// seen as they will be once Ready (without the not-ready and unreachable
+/// taints), then puts them back as they are.
+fn with_upcoming_ready<R>(
+    state: &mut ClusterState,
+    upcoming: &[String],
+    f: impl FnOnce(&Snapshot) -> R,
+) -> R {
+    let originals: Vec<Arc<Node>> = upcoming
+        .iter()
+        .filter_map(|name| state.node(name).cloned())
+        .collect();
+    for node in &originals {
+        let mut ready = Node::clone(node);
+        if let Some(taints) = ready.spec.as_mut().and_then(|s| s.taints.as_mut()) {
+            taints
+                .retain(|t| t.key != NOT_READY_TAINT && t.key != "node.kubernetes.io/unreachable");
+        }
+        state.snapshot_mut().upsert_node(ready);
+    }
+    let result = f(&state.cache.snapshot);
+    for node in originals {
+        state.snapshot_mut().upsert_node(Node::clone(&node));
+    }
+    result
+}
+
 fn has_taint(node: &Node, key: &str) -> bool {
     node.spec
         .as_ref()
         .and_then(|s| s.taints.as_ref())
         .is_some_and(|t| t.iter().any(|t| t.key == key))
-}
-
-fn is_unschedulable(pod: &Pod) -> bool {
-    let unbound = pod
-        .spec
-        .as_ref()
-        .is_none_or(|s| s.node_name.as_deref().unwrap_or_default().is_empty());
-    unbound
-        && pod.metadata.deletion_timestamp.is_none()
-        && pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .into_iter()
-            .flatten()
-            .any(|c| {
-                c.type_ == "PodScheduled"
-                    && c.status == "False"
-                    && c.reason.as_deref() == Some("Unschedulable")
-            })
 }
 
 /// A Kubernetes time as the clock's type.
@@ -273,6 +365,10 @@ impl Autoscaler {
             status: status::StatusTracker::default(),
             provider: None,
             working: std::sync::Mutex::new(None),
+            shared: Arc::new(SharedState::default()),
+            informers: Vec::new(),
+            scale_ups: HashMap::new(),
+            backoffs: HashMap::new(),
         }
     }
 
@@ -351,106 +447,141 @@ impl Autoscaler {
         }
     }
 
+    /// The shared cluster state (the informers start with the first loop).
+    pub fn state(&self) -> &Arc<SharedState> {
+        &self.shared
+    }
+
+    /// Reads the node groups with `provider` (what a loop does from the
+    /// kwok provider's ConfigMap), for [`Autoscaler::decide`] alone.
+    pub fn use_provider(&mut self, provider: ProviderConfig) {
+        self.provider = Some(provider);
+    }
+
+    /// How many nodes are unneeded now (scale-down candidates).
+    pub fn unneeded(&self) -> usize {
+        self.unneeded_since.len()
+    }
+
+    /// Starts the informers once, and waits until they have listed.
+    async fn watching(&mut self) {
+        if self.informers.is_empty() {
+            self.informers = state::watch(&self.client, &self.shared);
+        }
+        self.shared.synced().await;
+    }
+
     /// One loop: read, scale up or down, write the status.
     pub async fn run_once(&mut self) -> Result<LoopReport, AutoscalerError> {
         let (provider, specs) = read_node_groups(&self.client, &self.options).await?;
         self.provider = Some(provider);
         let specs: Vec<Arc<NodeGroupSpec>> = specs.into_iter().map(Arc::new).collect();
-        let nodes_api: Api<Node> = Api::all(self.client.clone());
-        let pods_api: Api<Pod> = Api::all(self.client.clone());
-        let mut nodes = nodes_api
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| AutoscalerError::api("listing nodes", e))?
-            .items;
+        self.watching().await;
         // Groups seen for the first time get their desired count.
-        let members = self.members(&specs, &nodes);
-        for (index, spec) in specs.iter().enumerate() {
-            if self.initialized.contains(&spec.name) {
-                continue;
+        let missing: Vec<(usize, usize)> = {
+            let shared = self.shared.clone();
+            let state = shared.lock();
+            let members = self.members(&specs, state.nodes().map(Arc::as_ref));
+            specs
+                .iter()
+                .enumerate()
+                .filter(|(_, spec)| !self.initialized.contains(&spec.name))
+                .map(|(index, spec)| {
+                    let have = members.iter().filter(|m| m.group == index).count();
+                    let want = spec.desired_size.max(spec.min_size);
+                    (index, want.saturating_sub(have))
+                })
+                .collect()
+        };
+        for (index, count) in missing {
+            let spec = specs[index].clone();
+            if count > 0 {
+                tracing::info!(group = %spec.name, count, "creating the group's desired nodes");
             }
-            let have = members.iter().filter(|m| m.group == index).count();
-            let want = spec.desired_size.max(spec.min_size);
-            if have < want {
-                tracing::info!(group = %spec.name, have, want, "creating the group's desired nodes");
-                for _ in have..want {
-                    nodes.push(self.create_node(spec).await?);
-                }
+            for _ in 0..count {
+                let node = self.create_node(&spec).await?;
+                self.shared.lock().node_changed(Change::Applied(node));
             }
             self.initialized.insert(spec.name.clone());
         }
-        let pods = pods_api
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| AutoscalerError::api("listing pods", e))?
-            .items;
-        let View {
-            now,
-            members,
-            pending,
-            mut snapshot,
-            views,
-            upcoming: upcoming_names,
-        } = self.view(&specs, &nodes, pods);
-        let mut report = LoopReport {
-            pending_pods: pending.len(),
-            ..Default::default()
+        let priorities = if self.options.expanders.contains(&Expander::Priority) {
+            self.priorities().await
+        } else {
+            Vec::new()
         };
-        let mut scaled_up_now = false;
+        let decision = {
+            let shared = self.shared.clone();
+            let mut state = shared.lock();
+            self.decide(&mut state, &specs, &priorities)
+        };
+        self.act(&specs, decision).await
+    }
+
+    /// Decides one loop on `state` (no API call, events aside): nodes that
+    /// failed to come up, the scale-up for the unschedulable pods, else the
+    /// unneeded nodes to remove. The simulations run on the state's own
+    /// snapshot and leave it as they found it.
+    pub fn decide(
+        &mut self,
+        state: &mut ClusterState,
+        specs: &[Arc<NodeGroupSpec>],
+        priorities: &[(i64, Vec<regex::Regex>)],
+    ) -> Decision {
+        let now = self.clock.now();
+        let members = self.members(specs, state.nodes().map(Arc::as_ref));
+        let failed: Vec<(Arc<Node>, usize)> = members
+            .iter()
+            .filter(|m| m.failed)
+            .filter_map(|m| Some((state.node(&m.name)?.clone(), m.group)))
+            .collect();
+        self.track_scale_ups(specs, &members, &failed, now);
+        let min_age = chrono::TimeDelta::from_std(self.options.new_pod_scale_up_delay)
+            .unwrap_or(chrono::TimeDelta::MAX);
+        let pending: Vec<Arc<Pod>> = state
+            .pending()
+            .filter(|pod| {
+                let created = pod.metadata.creation_timestamp.as_ref().map(to_chrono);
+                created.is_none_or(|c| now - c >= min_age)
+            })
+            .cloned()
+            .collect();
+        let upcoming: Vec<String> = members
+            .iter()
+            .filter(|m| m.upcoming)
+            .map(|m| m.name.clone())
+            .collect();
+        let views = self.group_views(specs, &members, now);
+        let mut decision = Decision {
+            now,
+            pending: pending.len(),
+            scale_up: None,
+            remove: Vec::new(),
+            failed,
+            registered: state.node_count(),
+            ready: state.nodes().filter(|n| is_ready(n)).count(),
+            upcoming: upcoming.len(),
+            members: Vec::new(),
+        };
         if !pending.is_empty() && !specs.is_empty() {
-            let plan = simulator::plan_scale_up(
-                &self.profile,
-                &snapshot,
-                &upcoming_names,
-                &views,
-                &pending,
-            );
-            let priorities = if self.options.expanders.contains(&Expander::Priority) {
-                self.priorities().await
-            } else {
-                Vec::new()
-            };
+            let plan = with_upcoming_ready(state, &upcoming, |snapshot| {
+                simulator::plan_scale_up(&self.profile, snapshot, &upcoming, &views, &pending)
+            });
             let chosen = simulator::choose(
                 &self.options.expanders,
                 &plan.options,
                 &views,
-                &priorities,
+                priorities,
                 &mut self.rng,
-            )
-            .cloned();
+            );
             if let Some(option) = chosen {
                 let view = &views[option.group];
                 let from = view.target_size;
-                let to = (from + option.node_count).min(view.spec.max_size);
-                let message = format!(
-                    "pod triggered scale-up: [{{{} {from}->{to} (max: {})}}]",
-                    view.spec.name, view.spec.max_size
-                );
-                tracing::info!(group = %view.spec.name, from, to, "scale-up");
-                self.publish(
-                    EventType::Normal,
-                    self.status_ref(),
-                    "ScaledUpGroup",
-                    format!(
-                        "Scale-up: setting group {} size to {to} instead of {from} (max: {})",
-                        view.spec.name, view.spec.max_size
-                    ),
-                );
-                for _ in from..to {
-                    self.create_node(&view.spec).await?;
-                }
-                for &index in &option.pods {
-                    self.publish(
-                        EventType::Normal,
-                        object_ref(pending[index].as_ref()),
-                        "TriggeredScaleUp",
-                        message.clone(),
-                    );
-                }
-                self.status.scaled_up(&view.spec.name, now);
-                self.last_scale_up = Some(now);
-                report.scaled_up = Some((view.spec.name.clone(), from, to));
-                scaled_up_now = true;
+                decision.scale_up = Some(ScaleUpChoice {
+                    group: option.group,
+                    from,
+                    to: (from + option.node_count).min(view.spec.max_size),
+                    pods: option.pods.iter().map(|&i| pending[i].clone()).collect(),
+                });
             }
             let fit_upcoming: HashSet<usize> = plan.fit_upcoming.iter().copied().collect();
             for (index, verdicts) in plan.verdicts.iter().enumerate() {
@@ -477,10 +608,205 @@ impl Autoscaler {
             .collect();
         self.not_triggered
             .retain(|uid, _| pending_uids.contains(uid.as_str()));
-        if self.options.scale_down_enabled && !scaled_up_now {
-            report.scaled_down = self
-                .scale_down(&specs, &members, &nodes, &mut snapshot, now)
-                .await?;
+        if self.options.scale_down_enabled && decision.scale_up.is_none() {
+            decision.remove = self.find_removable(state, specs, &members, now);
+        }
+        decision.members = members;
+        decision
+    }
+
+    /// Upstream's scale-up requests: a group's request ends when it has no
+    /// node booting; one whose nodes did not come up within the max node
+    /// provision time failed (`ScaleUpTimedOut`), and the group backs off.
+    fn track_scale_ups(
+        &mut self,
+        specs: &[Arc<NodeGroupSpec>],
+        members: &[Member],
+        failed: &[(Arc<Node>, usize)],
+        now: DateTime<Utc>,
+    ) {
+        let failed_groups: HashSet<usize> = failed.iter().map(|(_, group)| *group).collect();
+        for (index, spec) in specs.iter().enumerate() {
+            if failed_groups.contains(&index) {
+                let since = self
+                    .scale_ups
+                    .remove(&spec.name)
+                    .map(|r| r.time)
+                    .unwrap_or_else(|| {
+                        failed
+                            .iter()
+                            .filter(|(_, group)| *group == index)
+                            .filter_map(|(node, _)| node.metadata.creation_timestamp.as_ref())
+                            .map(to_chrono)
+                            .min()
+                            .unwrap_or(now)
+                    });
+                let waited = (now - since).to_std().unwrap_or_default();
+                let waited =
+                    ksim_core::duration::format_go_duration(Duration::from_secs(waited.as_secs()));
+                tracing::warn!(group = %spec.name, %waited, "scale-up timed out");
+                self.publish(
+                    EventType::Warning,
+                    self.status_ref(),
+                    "ScaleUpTimedOut",
+                    format!(
+                        "Nodes added to group {} failed to register within {waited}",
+                        spec.name
+                    ),
+                );
+                self.back_off(&spec.name, now);
+                continue;
+            }
+            let booting = members.iter().any(|m| m.group == index && m.upcoming);
+            if !booting && self.scale_ups.remove(&spec.name).is_some() {
+                tracing::debug!(group = %spec.name, "scale-up finished");
+            }
+        }
+        self.backoffs.retain(|_, b| {
+            now - b.last_failure
+                < chrono::TimeDelta::from_std(self.options.node_group_backoff_reset_timeout)
+                    .unwrap_or(chrono::TimeDelta::MAX)
+        });
+    }
+
+    /// Backs `group` off from scale-up: the initial duration, doubled for
+    /// each failure within the reset timeout, up to the max.
+    fn back_off(&mut self, group: &str, now: DateTime<Utc>) {
+        let reset = chrono::TimeDelta::from_std(self.options.node_group_backoff_reset_timeout)
+            .unwrap_or(chrono::TimeDelta::MAX);
+        let duration = match self.backoffs.get(group) {
+            Some(previous) if now - previous.last_failure < reset => {
+                (previous.duration * 2).min(self.options.max_node_group_backoff_duration)
+            }
+            _ => self.options.initial_node_group_backoff_duration,
+        };
+        let until = now + chrono::TimeDelta::from_std(duration).unwrap_or(chrono::TimeDelta::MAX);
+        tracing::warn!(%group, %until, "disabling scale-up for the node group");
+        self.backoffs.insert(
+            group.to_string(),
+            Backoff {
+                duration,
+                until,
+                last_failure: now,
+            },
+        );
+    }
+
+    /// The groups as the scale-up sees them: their size without nodes that
+    /// failed, and whether they back off.
+    fn group_views(
+        &self,
+        specs: &[Arc<NodeGroupSpec>],
+        members: &[Member],
+        now: DateTime<Utc>,
+    ) -> Vec<GroupView> {
+        specs
+            .iter()
+            .enumerate()
+            .map(|(index, spec)| GroupView {
+                spec: spec.clone(),
+                target_size: members
+                    .iter()
+                    .filter(|m| m.group == index && !m.failed)
+                    .count(),
+                skip: self
+                    .backoffs
+                    .get(&spec.name)
+                    .is_some_and(|b| now < b.until)
+                    .then(|| simulator::BACKOFF.to_string()),
+            })
+            .collect()
+    }
+
+    /// Acts on a decision: removes failed nodes, grows the chosen group,
+    /// drains and removes unneeded nodes, writes the status.
+    async fn act(
+        &mut self,
+        specs: &[Arc<NodeGroupSpec>],
+        decision: Decision,
+    ) -> Result<LoopReport, AutoscalerError> {
+        let Decision {
+            now,
+            members,
+            pending,
+            scale_up,
+            remove,
+            failed,
+            registered,
+            ready,
+            upcoming,
+        } = decision;
+        let mut report = LoopReport {
+            pending_pods: pending,
+            ..Default::default()
+        };
+        let nodes_api: Api<Node> = Api::all(self.client.clone());
+        for (node, _) in &failed {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            tracing::warn!(node = %name, "removing a node that failed to come up");
+            match nodes_api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => {
+                    self.shared
+                        .lock()
+                        .node_changed(Change::Deleted(Node::clone(node)));
+                    report.scaled_down.push(name);
+                }
+                Err(error) => tracing::warn!(node = %name, %error, "cannot remove the failed node"),
+            }
+        }
+        if let Some(choice) = scale_up {
+            let spec = specs[choice.group].clone();
+            let (from, to) = (choice.from, choice.to);
+            let message = format!(
+                "pod triggered scale-up: [{{{} {from}->{to} (max: {})}}]",
+                spec.name, spec.max_size
+            );
+            tracing::info!(group = %spec.name, from, to, "scale-up");
+            self.publish(
+                EventType::Normal,
+                self.status_ref(),
+                "ScaledUpGroup",
+                format!(
+                    "Scale-up: setting group {} size to {to} instead of {from} (max: {})",
+                    spec.name, spec.max_size
+                ),
+            );
+            self.scale_ups
+                .entry(spec.name.clone())
+                .or_insert(ScaleUpRequest { time: now });
+            for _ in from..to {
+                let node = self.create_node(&spec).await?;
+                self.shared.lock().node_changed(Change::Applied(node));
+            }
+            for pod in &choice.pods {
+                self.publish(
+                    EventType::Normal,
+                    object_ref(pod.as_ref()),
+                    "TriggeredScaleUp",
+                    message.clone(),
+                );
+            }
+            self.status.scaled_up(&spec.name, now);
+            self.last_scale_up = Some(now);
+            report.scaled_up = Some((spec.name.clone(), from, to));
+        }
+        for (node, group, pods) in remove {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            match self.remove_node(&node, &pods).await {
+                Ok(()) => {
+                    self.shared
+                        .lock()
+                        .node_changed(Change::Deleted(Node::clone(&node)));
+                    self.unneeded_since.remove(&name);
+                    self.last_scale_down = Some(now);
+                    self.status.scaled_down(&specs[group].name, now);
+                    report.scaled_down.push(name);
+                }
+                Err(error) => {
+                    tracing::info!(node = %name, %error, "scale-down failed");
+                    self.unneeded_since.remove(&name);
+                }
+            }
         }
         for (index, spec) in specs.iter().enumerate() {
             let mine: Vec<&Member> = members.iter().filter(|m| m.group == index).collect();
@@ -507,16 +833,16 @@ impl Autoscaler {
                     .iter()
                     .filter(|m| self.unneeded_since.contains_key(&m.name))
                     .count(),
+                backoff: self.backoffs.get(&spec.name).is_some_and(|b| now < b.until),
             });
         }
         if self.options.write_status_configmap {
-            let upcoming_count = upcoming_names.len();
             let input = StatusInput {
                 now,
                 report: &report,
-                registered: nodes.len(),
-                ready: nodes.iter().filter(|n| is_ready(n)).count(),
-                not_started: upcoming_count,
+                registered,
+                ready,
+                not_started: upcoming,
                 unneeded: self.unneeded_since.len(),
             };
             self.write_status(&input).await;
@@ -524,106 +850,45 @@ impl Autoscaler {
         Ok(report)
     }
 
-    /// What a loop decides on: members of groups, unschedulable pods old
-    /// enough, the snapshot (booting nodes without their not-ready taint).
-    fn view(&self, specs: &[Arc<NodeGroupSpec>], nodes: &[Node], pods: Vec<Pod>) -> View {
-        let now = self.clock.now();
-        let members = self.members(specs, nodes);
-        let mut pending: Vec<Arc<Pod>> = Vec::new();
-        let mut scheduled: Vec<Pod> = Vec::new();
-        let min_age = chrono::TimeDelta::from_std(self.options.new_pod_scale_up_delay)
-            .unwrap_or(chrono::TimeDelta::MAX);
-        for pod in pods {
-            if is_unschedulable(&pod) {
-                let created = pod.metadata.creation_timestamp.as_ref().map(to_chrono);
-                if created.is_none_or(|c| now - c >= min_age) {
-                    pending.push(Arc::new(pod));
-                }
-            } else if pod
-                .spec
-                .as_ref()
-                .is_some_and(|s| s.node_name.as_deref().is_some_and(|n| !n.is_empty()))
-            {
-                scheduled.push(pod);
-            }
-        }
-        // The snapshot sees booting nodes as they will be once Ready.
-        let upcoming: HashSet<&str> = members
-            .iter()
-            .filter(|m| m.upcoming)
-            .map(|m| m.name.as_str())
-            .collect();
-        let snapshot_nodes: Vec<Node> = nodes
-            .iter()
-            .map(|node| {
-                let name = node.metadata.name.as_deref().unwrap_or_default();
-                if upcoming.contains(name) {
-                    let mut node = node.clone();
-                    if let Some(taints) = node.spec.as_mut().and_then(|s| s.taints.as_mut()) {
-                        taints.retain(|t| {
-                            t.key != NOT_READY_TAINT && t.key != "node.kubernetes.io/unreachable"
-                        });
-                    }
-                    node
-                } else {
-                    node.clone()
-                }
-            })
-            .collect();
-        let snapshot = Snapshot::new(snapshot_nodes, scheduled);
-        let views: Vec<GroupView> = specs
-            .iter()
-            .enumerate()
-            .map(|(index, spec)| GroupView {
-                spec: spec.clone(),
-                target_size: members.iter().filter(|m| m.group == index).count(),
-            })
-            .collect();
-        let upcoming = upcoming.iter().map(|s| s.to_string()).collect();
-        View {
-            now,
-            members,
-            pending,
-            snapshot,
-            views,
-            upcoming,
-        }
-    }
-
-    /// For a pending pod: what each node group could do for it (read only).
+    /// For a pending pod: what each node group could do for it (read only,
+    /// from lists: a one-shot question).
     pub async fn explain(&mut self, pod: &Pod) -> Result<Explanation, AutoscalerError> {
         let (provider, specs) = read_node_groups(&self.client, &self.options).await?;
         self.provider = Some(provider);
         let specs: Vec<Arc<NodeGroupSpec>> = specs.into_iter().map(Arc::new).collect();
+        let mut explanation = Explanation {
+            unschedulable: state::is_unschedulable(pod),
+            ..Default::default()
+        };
+        if !explanation.unschedulable {
+            return Ok(explanation);
+        }
         let nodes = Api::<Node>::all(self.client.clone())
             .list(&ListParams::default())
             .await
             .map_err(|e| AutoscalerError::api("listing nodes", e))?
             .items;
         let pods = Api::<Pod>::all(self.client.clone())
-            .list(&ListParams::default())
+            .list(&ListParams::default().fields("spec.nodeName!="))
             .await
             .map_err(|e| AutoscalerError::api("listing pods", e))?
             .items;
-        let view = self.view(&specs, &nodes, pods);
-        let mut explanation = Explanation {
-            unschedulable: is_unschedulable(pod),
-            ..Default::default()
-        };
-        if !explanation.unschedulable {
-            return Ok(explanation);
-        }
+        let mut state = ClusterState::from_lists(nodes, pods, []);
+        let now = self.clock.now();
+        let members = self.members(&specs, state.nodes().map(Arc::as_ref));
+        let upcoming: Vec<String> = members
+            .iter()
+            .filter(|m| m.upcoming)
+            .map(|m| m.name.clone())
+            .collect();
+        let views = self.group_views(&specs, &members, now);
         let pending = vec![Arc::new(pod.clone())];
-        let plan = simulator::plan_scale_up(
-            &self.profile,
-            &view.snapshot,
-            &view.upcoming,
-            &view.views,
-            &pending,
-        );
+        let plan = with_upcoming_ready(&mut state, &upcoming, |snapshot| {
+            simulator::plan_scale_up(&self.profile, snapshot, &upcoming, &views, &pending)
+        });
         explanation.fits_booting_node = !plan.fit_upcoming.is_empty();
         let verdicts = plan.verdicts.first().cloned().unwrap_or_default();
-        for (view, verdict) in view.views.iter().zip(verdicts) {
+        for (view, verdict) in views.iter().zip(verdicts) {
             explanation.groups.push(GroupExplanation {
                 name: view.spec.name.clone(),
                 size: view.target_size,
@@ -637,7 +902,11 @@ impl Autoscaler {
         Ok(explanation)
     }
 
-    fn members(&self, specs: &[Arc<NodeGroupSpec>], nodes: &[Node]) -> Vec<Member> {
+    fn members<'a>(
+        &self,
+        specs: &[Arc<NodeGroupSpec>],
+        nodes: impl Iterator<Item = &'a Node>,
+    ) -> Vec<Member> {
         let Some(provider) = &self.provider else {
             return Vec::new();
         };
@@ -646,10 +915,8 @@ impl Autoscaler {
             .unwrap_or(chrono::TimeDelta::MAX);
         let mut members = Vec::new();
         for node in nodes {
-            let by_name = node
-                .metadata
-                .annotations
-                .as_ref()
+            let annotations = node.metadata.annotations.as_ref();
+            let by_name = annotations
                 .and_then(|a| a.get(NG_NAME_ANNOTATION))
                 .and_then(|name| specs.iter().position(|s| &s.name == name));
             let group = by_name.or_else(|| {
@@ -663,13 +930,22 @@ impl Autoscaler {
                 .creation_timestamp
                 .as_ref()
                 .is_none_or(|t| now - to_chrono(t) < provision);
+            let deleting = node.metadata.deletion_timestamp.is_some();
+            // A node this autoscaler made that is still booting (not a
+            // Ready node that stopped: its Ready condition is Unknown).
+            let booting = !ready
+                && annotations.is_some_and(|a| {
+                    a.get(KWOK_MANAGED_ANNOTATION).is_some_and(|v| v == "fake")
+                        && a.contains_key(READY_AFTER_ANNOTATION)
+                })
+                && ready_status(node) != Some("Unknown");
             members.push(Member {
                 name: node.metadata.name.clone().unwrap_or_default(),
                 group,
                 ready,
-                upcoming: !ready && young && node.metadata.deletion_timestamp.is_none(),
-                being_deleted: has_taint(node, TO_BE_DELETED_TAINT)
-                    || node.metadata.deletion_timestamp.is_some(),
+                upcoming: !ready && young && !deleting,
+                failed: booting && !young && !deleting,
+                being_deleted: has_taint(node, TO_BE_DELETED_TAINT) || deleting,
             });
         }
         members
@@ -720,38 +996,27 @@ impl Autoscaler {
             .map_err(|e| AutoscalerError::api(format!("couldn't create new node '{name}'"), e))
     }
 
-    /// Scale-down: finds unneeded nodes, then removes those unneeded long
-    /// enough (one drained node per loop, as upstream's default).
-    async fn scale_down(
+    /// Scale-down, decided: finds the unneeded nodes (simulating on the
+    /// state's snapshot, then putting the moved pods back), and returns
+    /// those unneeded long enough that may go now (not below a group's
+    /// min size; one drained node per loop, as upstream's default).
+    fn find_removable(
         &mut self,
+        state: &mut ClusterState,
         specs: &[Arc<NodeGroupSpec>],
         members: &[Member],
-        nodes: &[Node],
-        snapshot: &mut Snapshot,
         now: DateTime<Utc>,
-    ) -> Result<Vec<String>, AutoscalerError> {
+    ) -> Vec<(Arc<Node>, usize, Vec<Arc<Pod>>)> {
         let delay = chrono::TimeDelta::from_std(self.options.scale_down_delay_after_add)
             .unwrap_or(chrono::TimeDelta::MAX);
         if self.last_scale_up.is_some_and(|at| now - at < delay) {
             self.status.scale_down_state = "NoCandidates".into();
-            return Ok(Vec::new());
+            return Vec::new();
         }
-        let budgets_api: Api<PodDisruptionBudget> = Api::all(self.client.clone());
-        let budgets: Vec<DisruptionBudget> = budgets_api
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| AutoscalerError::api("listing pod disruption budgets", e))?
-            .items
-            .iter()
-            .map(DisruptionBudget::from_pdb)
-            .collect();
-        let by_name: HashMap<&str, &Node> = nodes
-            .iter()
-            .filter_map(|n| n.metadata.name.as_deref().map(|name| (name, n)))
-            .collect();
+        let budgets: Vec<DisruptionBudget> = state.budgets().to_vec();
         // Nodes no pod may move to: not Ready, being deleted.
-        let mut excluded: HashSet<String> = nodes
-            .iter()
+        let mut excluded: HashSet<String> = state
+            .nodes()
             .filter(|n| {
                 !is_ready(n)
                     || has_taint(n, TO_BE_DELETED_TAINT)
@@ -759,28 +1024,23 @@ impl Autoscaler {
             })
             .filter_map(|n| n.metadata.name.clone())
             .collect();
-        let mut sizes: Vec<usize> = (0..specs.len())
-            .map(|i| members.iter().filter(|m| m.group == i).count())
-            .collect();
+        let mut sizes: Vec<usize> = vec![0; specs.len()];
+        for member in members.iter().filter(|m| !m.failed) {
+            sizes[member.group] += 1;
+        }
         let candidates: Vec<scaledown::Candidate> = members
             .iter()
             .filter(|m| m.ready && !m.being_deleted)
             .filter_map(|m| {
-                let node = by_name.get(m.name.as_str())?;
+                let annotations = state.node(&m.name)?.metadata.annotations.as_ref();
                 // As the kwok provider: only nodes it made may be deleted.
-                let fake = node
-                    .metadata
-                    .annotations
-                    .as_ref()
+                let fake = annotations
                     .and_then(|a| a.get(KWOK_MANAGED_ANNOTATION))
                     .is_some_and(|v| v == "fake");
                 if !fake {
                     return None;
                 }
-                let disabled = node
-                    .metadata
-                    .annotations
-                    .as_ref()
+                let disabled = annotations
                     .and_then(|a| a.get(SCALE_DOWN_DISABLED_ANNOTATION))
                     .is_some_and(|v| v == "true");
                 Some(scaledown::Candidate {
@@ -792,13 +1052,19 @@ impl Autoscaler {
             .collect();
         let (unneeded, reasons) = scaledown::find_unneeded(
             &self.profile,
-            snapshot,
+            state.snapshot_mut(),
             &candidates,
             &mut excluded,
             budgets,
             self.options.scale_down_utilization_threshold,
             self.options.scale_down_non_empty_candidates_count,
         );
+        // The snapshot is the informers': the moved pods go back.
+        for (_, _, pods) in &unneeded {
+            for pod in pods {
+                state.snapshot_mut().add_pod(Pod::clone(pod));
+            }
+        }
         let still: HashSet<&str> = unneeded.iter().map(|(n, _, _)| n.as_str()).collect();
         self.unneeded_since
             .retain(|name, _| still.contains(name.as_str()));
@@ -813,8 +1079,8 @@ impl Autoscaler {
         };
         let unneeded_time = chrono::TimeDelta::from_std(self.options.scale_down_unneeded_time)
             .unwrap_or(chrono::TimeDelta::MAX);
-        let mut removed = Vec::new();
-        let mut drained_one = false;
+        let mut removable = Vec::new();
+        let mut drains = false;
         for (name, group, pods) in unneeded {
             let since = self.unneeded_since.get(&name).copied().unwrap_or(now);
             if now - since < unneeded_time {
@@ -823,28 +1089,17 @@ impl Autoscaler {
             if sizes[group] <= specs[group].min_size {
                 continue;
             }
-            if !pods.is_empty() && drained_one {
+            if !pods.is_empty() && drains {
                 continue;
             }
-            let Some(node) = by_name.get(name.as_str()) else {
+            let Some(node) = state.node(&name).cloned() else {
                 continue;
             };
-            match self.remove_node(node, &pods).await {
-                Ok(()) => {
-                    drained_one |= !pods.is_empty();
-                    sizes[group] -= 1;
-                    self.unneeded_since.remove(&name);
-                    self.last_scale_down = Some(now);
-                    self.status.scaled_down(&specs[group].name, now);
-                    removed.push(name);
-                }
-                Err(error) => {
-                    tracing::info!(node = %name, %error, "scale-down failed");
-                    self.unneeded_since.remove(&name);
-                }
-            }
+            drains |= !pods.is_empty();
+            sizes[group] -= 1;
+            removable.push((node, group, pods));
         }
-        Ok(removed)
+        removable
     }
 
     /// Taints the node, evicts its pods through the eviction API, waits for
@@ -1149,6 +1404,7 @@ pub fn new_node(spec: &NodeGroupSpec, name: &str, ready_after: DateTime<Utc>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
     use serde_json::json;
 
     fn parse<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> T {

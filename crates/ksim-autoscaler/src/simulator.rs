@@ -17,6 +17,8 @@ use crate::config::NodeGroupSpec;
 
 /// The reason a group at its max gives (upstream's wording).
 pub const MAX_SIZE_REACHED: &str = "max node group size reached";
+/// The reason a group backing off after a failed scale-up gives (upstream's wording).
+pub const BACKOFF: &str = "in backoff after failed scale-up";
 /// The taint cluster-autoscaler puts on nodes it deletes.
 pub const TO_BE_DELETED_TAINT: &str = "ToBeDeletedByClusterAutoscaler";
 /// The taint a booting node carries.
@@ -30,6 +32,9 @@ pub struct GroupView {
     pub spec: Arc<NodeGroupSpec>,
     /// The nodes the group has (registered), booting ones included.
     pub target_size: usize,
+    /// Why the group may not grow now, whatever the pods (upstream's
+    /// skipped node groups, e.g. [`BACKOFF`]).
+    pub skip: Option<String>,
 }
 
 impl GroupView {
@@ -200,6 +205,12 @@ pub fn plan_scale_up(
         }
     }
     for (group_index, group) in groups.iter().enumerate() {
+        if let Some(reason) = &group.skip {
+            for &index in &remaining {
+                plan.verdicts[index].push(Verdict::Cannot(reason.clone()));
+            }
+            continue;
+        }
         let room = group.room();
         if room == 0 {
             for &index in &remaining {
@@ -422,6 +433,7 @@ mod tests {
                 template: node(&format!("{name}-template"), cpu, name),
             }),
             target_size: target,
+            skip: None,
         }
     }
 

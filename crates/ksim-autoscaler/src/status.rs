@@ -148,7 +148,9 @@ impl StatusTracker {
                 group.max_size,
                 rfc3339(since)
             ));
-            let up = if group.target_size > group.ready {
+            let up = if group.backoff {
+                "Backoff"
+            } else if group.target_size > group.ready {
                 "InProgress"
             } else {
                 "NoActivity"
@@ -200,6 +202,7 @@ mod tests {
             ready: 3,
             not_started: 1,
             candidates: 0,
+            backoff: false,
         });
         let mut tracker = StatusTracker::default();
         let input = StatusInput {

@@ -54,9 +54,19 @@ pub struct AutoscalerFlags {
     /// How long after a scale-up scale-down evaluation resumes.
     #[arg(long, value_name = "D", default_value = "10m", value_parser = parse_duration)]
     pub scale_down_delay_after_add: Duration,
-    /// How long a new node may take to become Ready and still count as coming.
+    /// How long a new node may take to become Ready; one that takes longer
+    /// is removed and its group backs off from scale-up.
     #[arg(long, value_name = "D", default_value = "15m", value_parser = parse_duration)]
     pub max_node_provision_time: Duration,
+    /// The first backoff of a node group after a failed scale-up.
+    #[arg(long, value_name = "D", default_value = "5m", value_parser = parse_duration)]
+    pub initial_node_group_backoff_duration: Duration,
+    /// The longest backoff of a node group (backoffs double up to it).
+    #[arg(long, value_name = "D", default_value = "30m", value_parser = parse_duration)]
+    pub max_node_group_backoff_duration: Duration,
+    /// After this long without a failure, a group's backoff starts over.
+    #[arg(long, value_name = "D", default_value = "3h", value_parser = parse_duration)]
+    pub node_group_backoff_reset_timeout: Duration,
     /// Pods younger than this are not considered for scale-up.
     #[arg(long, value_name = "D", default_value = "0s", value_parser = parse_duration)]
     pub new_pod_scale_up_delay: Duration,
@@ -104,6 +114,9 @@ impl AutoscalerFlags {
             scale_down_unneeded_time: self.scale_down_unneeded_time,
             scale_down_delay_after_add: self.scale_down_delay_after_add,
             max_node_provision_time: self.max_node_provision_time,
+            initial_node_group_backoff_duration: self.initial_node_group_backoff_duration,
+            max_node_group_backoff_duration: self.max_node_group_backoff_duration,
+            node_group_backoff_reset_timeout: self.node_group_backoff_reset_timeout,
             new_pod_scale_up_delay: self.new_pod_scale_up_delay,
             node_boot_delay: self.node_boot_delay,
             namespace: self.namespace.clone(),
@@ -150,6 +163,18 @@ impl AutoscalerFlags {
             format!(
                 "--max-node-provision-time={}",
                 ms(self.max_node_provision_time)
+            ),
+            format!(
+                "--initial-node-group-backoff-duration={}",
+                ms(self.initial_node_group_backoff_duration)
+            ),
+            format!(
+                "--max-node-group-backoff-duration={}",
+                ms(self.max_node_group_backoff_duration)
+            ),
+            format!(
+                "--node-group-backoff-reset-timeout={}",
+                ms(self.node_group_backoff_reset_timeout)
             ),
             format!(
                 "--new-pod-scale-up-delay={}",
