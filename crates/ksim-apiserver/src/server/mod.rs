@@ -199,6 +199,7 @@ impl ApiServer {
             .route("/openapi/v2", get(openapi_v2))
             .route(clock::CLOCK_PATH, any(clock::get))
             .route(clock::ADVANCE_PATH, any(clock::advance))
+            .route(handlers::bulk::OBJECTS_PATH, any(handlers::bulk::create))
             .route("/api", any(handlers::handle))
             .route("/api/{*rest}", any(handlers::handle))
             .route("/apis", any(handlers::handle))

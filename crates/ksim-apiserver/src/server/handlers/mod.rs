@@ -34,6 +34,7 @@ use super::path::{self, ResourcePath, Target};
 use super::registry::{Registry, collection_of, crd_scale_paths};
 use super::strategy;
 
+pub(crate) mod bulk;
 mod delete;
 mod eviction;
 mod patch;
@@ -49,7 +50,7 @@ pub(crate) use write::{create_cluster_object, prepare_new_object};
 pub(crate) struct Query(HashMap<String, String>);
 
 impl Query {
-    fn parse(query: Option<&str>) -> Self {
+    pub(crate) fn parse(query: Option<&str>) -> Self {
         let pairs = query
             .and_then(|q| serde_urlencoded::from_str::<Vec<(String, String)>>(q).ok())
             .unwrap_or_default();
