@@ -443,6 +443,41 @@ fn chunked_list_pages_through_all_objects() {
     assert_eq!(table_rows(&table).len(), 5, "{}", table.stdout);
 }
 
+#[test]
+fn a_page_counts_the_items_after_it_unless_a_selector_narrows_the_list() {
+    let cluster = cluster_with_pods();
+    let page = |path: &str| -> serde_json::Value {
+        let out = cluster.kubectl(&["get", "--raw", path]);
+        out.success();
+        serde_json::from_str(&out.stdout).expect("a JSON list")
+    };
+    let first = page("/api/v1/namespaces/default/pods?limit=2");
+    assert_eq!(first["metadata"]["remainingItemCount"], 3, "{first}");
+    let token = first["metadata"]["continue"]
+        .as_str()
+        .expect("a continue token")
+        .replace('+', "%2B")
+        .replace('/', "%2F")
+        .replace('=', "%3D");
+    let second = page(&format!(
+        "/api/v1/namespaces/default/pods?limit=2&continue={token}"
+    ));
+    assert_eq!(second["metadata"]["remainingItemCount"], 1, "{second}");
+    let last = page(&format!(
+        "/api/v1/namespaces/default/pods?limit=4&continue={token}"
+    ));
+    assert!(last["metadata"].get("continue").is_none(), "{last}");
+    assert!(
+        last["metadata"].get("remainingItemCount").is_none(),
+        "{last}"
+    );
+    // With a selector the list pages on but says nothing of what is left.
+    let odd = page("/api/v1/namespaces/default/pods?limit=1&labelSelector=app%3Dodd");
+    assert_eq!(odd["items"].as_array().map(Vec::len), Some(1));
+    assert!(odd["metadata"]["continue"].is_string(), "{odd}");
+    assert!(odd["metadata"].get("remainingItemCount").is_none(), "{odd}");
+}
+
 /// The header and first row (cells split on blanks) of `kubectl get <args>`.
 fn header_and_row(cluster: &TestCluster, args: &[&str]) -> (String, Vec<String>) {
     let out = cluster.kubectl(args);

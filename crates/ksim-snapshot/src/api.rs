@@ -75,6 +75,27 @@ pub struct CreatedMetadata {
     pub generation: Option<i64>,
 }
 
+/// ksim's bulk creation path.
+const BULK_PATH: &str = "/ksim/v1alpha1/objects";
+
+/// What ksim's bulk creation answers.
+#[derive(Debug, serde::Deserialize)]
+struct BulkAnswer {
+    #[serde(default)]
+    items: Vec<BulkResult>,
+}
+
+/// One item's result: its identity, or the Status its POST would answer.
+#[derive(Debug, serde::Deserialize)]
+struct BulkResult {
+    #[serde(default)]
+    uid: String,
+    #[serde(default)]
+    generation: Option<i64>,
+    #[serde(default)]
+    status: Option<kube::core::Status>,
+}
+
 /// A served resource: where it lives and what it allows.
 #[derive(Debug, Clone)]
 pub struct Resource {
@@ -308,6 +329,43 @@ impl Target {
         Request::new(resource.path(namespace))
             .create(&kube::api::PostParams::default(), body)
             .map_err(kube::Error::BuildRequest)
+    }
+
+    /// Creates many objects in one request through ksim's bulk path
+    /// (`POST /ksim/v1alpha1/objects`): each item `{"object": ..., "status":
+    /// ...}` as a POST of the object and a merge patch of its status would.
+    /// `None` if the cluster has no such path (not a ksim cluster); else a
+    /// result per item, in order.
+    pub async fn create_many(
+        &self,
+        items: &[Value],
+    ) -> Result<Option<Vec<Result<CreatedMetadata, Box<kube::core::Status>>>>, kube::Error> {
+        let body = serde_json::to_vec(&serde_json::json!({ "items": items }))
+            .map_err(kube::Error::SerdeError)?;
+        let http = http::Request::post(BULK_PATH)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .map_err(kube::Error::HttpError)?;
+        let answer: BulkAnswer = match self.send_as(http).await {
+            Ok(answer) => answer,
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 405 => {
+                return Ok(None);
+            }
+            Err(error) => return Err(error),
+        };
+        Ok(Some(
+            answer
+                .items
+                .into_iter()
+                .map(|item| match item.status {
+                    Some(status) => Err(Box::new(status)),
+                    None => Ok(CreatedMetadata {
+                        uid: item.uid,
+                        generation: item.generation,
+                    }),
+                })
+                .collect(),
+        ))
     }
 
     /// A JSON merge patch of object `name` (or its `subresource`).

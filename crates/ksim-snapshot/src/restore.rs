@@ -237,6 +237,7 @@ pub async fn restore(
 
     let mut applied: Vec<Applied> = Vec::new();
     let mut uids: HashMap<String, String> = HashMap::new();
+    let mut bulk = true;
     let result = async {
         // CRDs first, then the kinds they define are discovered.
         let (crds, rest): (Vec<Document>, Vec<Document>) = documents
@@ -244,7 +245,16 @@ pub async fn restore(
             .partition(|d| d.object["kind"] == "CustomResourceDefinition");
         if !crds.is_empty() {
             let items = plan(crds, &resources, &mut report, options.controllers_running);
-            apply_tiers(target, items, options, &mut report, &mut applied, &mut uids).await?;
+            apply_tiers(
+                target,
+                items,
+                options,
+                &mut report,
+                &mut applied,
+                &mut uids,
+                &mut bulk,
+            )
+            .await?;
             resources = wait_for_kinds(target, &defined).await?;
         }
         let items = plan(rest, &resources, &mut report, options.controllers_running);
@@ -260,7 +270,16 @@ pub async fn restore(
                 )
             })
             .collect();
-        apply_tiers(target, items, options, &mut report, &mut applied, &mut uids).await?;
+        apply_tiers(
+            target,
+            items,
+            options,
+            &mut report,
+            &mut applied,
+            &mut uids,
+            &mut bulk,
+        )
+        .await?;
         if !options.controllers_running {
             return Ok(());
         }
@@ -592,7 +611,130 @@ async fn apply_one(
     })
 }
 
-/// Creates items tier by tier, each tier's objects concurrently.
+/// Creates `indices` of `batch` one request (or two) per object, concurrently.
+async fn apply_each(
+    target: &Target,
+    batch: &[Item],
+    indices: impl Iterator<Item = usize>,
+    options: &RestoreOptions,
+    uids: Option<&HashMap<String, String>>,
+) -> Vec<(usize, Result<Outcome, Error>)> {
+    futures::stream::iter(indices)
+        .map(|i| async move {
+            (
+                i,
+                apply_one(target, &batch[i], options.conflicts, uids).await,
+            )
+        })
+        .buffer_unordered(options.concurrency.max(1))
+        .collect()
+        .await
+}
+
+/// Objects a bulk request carries.
+const BULK_CHUNK: usize = 500;
+/// Bulk requests in flight at once (each on its own task, so that an
+/// in-process server works on all cores).
+const BULK_IN_FLIGHT: usize = 4;
+
+/// One item of a bulk request: the body to create and the status to write.
+fn bulk_item(item: &Item, uids: Option<&HashMap<String, String>>) -> Value {
+    let mut entry = json!({ "object": creation_body(item, uids) });
+    // A create starts every kind with a generation at 1.
+    let generation = item.object["metadata"]["generation"].as_i64().map(|_| 1);
+    if let Some(mut patch) = status_patch(item, generation) {
+        entry["status"] = patch["status"].take();
+    }
+    entry
+}
+
+/// Creates a tier's objects through ksim's bulk path, a few hundred per
+/// request; those that already exist go through [`apply_one`] (merge,
+/// replace). `None` if the cluster has no bulk path (nothing was created).
+async fn apply_bulk(
+    target: &Target,
+    batch: &[Item],
+    options: &RestoreOptions,
+    uids: Option<&HashMap<String, String>>,
+) -> Result<Option<Vec<(usize, Result<Outcome, Error>)>>, Error> {
+    let send = |start: usize| {
+        let body: Vec<Value> = batch[start..(start + BULK_CHUNK).min(batch.len())]
+            .iter()
+            .map(|item| bulk_item(item, uids))
+            .collect();
+        let target = target.clone();
+        async move {
+            let answer = tokio::spawn(async move { target.create_many(&body).await })
+                .await
+                .map_err(|e| Error::Invalid(format!("a restore task failed: {e}")))
+                .and_then(|answer| answer.map_err(Error::from_kube));
+            (start, answer)
+        }
+    };
+    let starts: Vec<usize> = (0..batch.len()).step_by(BULK_CHUNK).collect();
+    let Some((&first, rest)) = starts.split_first() else {
+        return Ok(Some(Vec::new()));
+    };
+    // The first request alone: it tells whether the path is there.
+    let mut answers = vec![send(first).await];
+    if matches!(answers[0].1, Ok(None)) {
+        return Ok(None);
+    }
+    answers.extend(
+        futures::stream::iter(rest.iter().copied())
+            .map(send)
+            .buffer_unordered(BULK_IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await,
+    );
+    let mut results = Vec::with_capacity(batch.len());
+    let mut existing = Vec::new();
+    for (start, answer) in answers {
+        let created = match answer {
+            Ok(Some(created)) if created.len() == (batch.len() - start).min(BULK_CHUNK) => created,
+            Ok(_) => {
+                return Err(Error::Transport(
+                    "the bulk creation answered a different number of items".into(),
+                ));
+            }
+            Err(error) => return Err(error),
+        };
+        for (offset, result) in created.into_iter().enumerate() {
+            let i = start + offset;
+            match result {
+                Ok(created) => results.push((
+                    i,
+                    Ok(Outcome::Created {
+                        new_uid: created.uid,
+                        replaced: false,
+                    }),
+                )),
+                Err(status) if status.code == 409 && status.reason == "AlreadyExists" => {
+                    existing.push(i);
+                }
+                Err(status) => {
+                    let item = &batch[i];
+                    results.push((
+                        i,
+                        Err(Error::Restore(format!(
+                            "document {} (line {}), {}: {}",
+                            item.document,
+                            item.line,
+                            item.describe(),
+                            Error::from_kube(kube::Error::Api(status))
+                        ))),
+                    ));
+                }
+            }
+        }
+    }
+    results.extend(apply_each(target, batch, existing.into_iter(), options, uids).await);
+    Ok(Some(results))
+}
+
+/// Creates items tier by tier, each tier's objects concurrently: through
+/// ksim's bulk path while `bulk` (cleared when the cluster has none), else
+/// a request or two per object.
 async fn apply_tiers(
     target: &Target,
     items: Vec<Item>,
@@ -600,6 +742,7 @@ async fn apply_tiers(
     report: &mut Report,
     applied: &mut Vec<Applied>,
     uids: &mut HashMap<String, String>,
+    bulk: &mut bool,
 ) -> Result<(), Error> {
     let mut start = 0;
     while start < items.len() {
@@ -609,15 +752,19 @@ async fn apply_tiers(
             .position(|i| i.tier != tier)
             .map_or(items.len(), |p| start + p);
         let batch = &items[start..end];
-        let results: Vec<(usize, Result<Outcome, Error>)> =
-            futures::stream::iter(batch.iter().enumerate())
-                .map(|(i, item)| {
-                    let uids = (!options.controllers_running).then_some(&*uids);
-                    async move { (i, apply_one(target, item, options.conflicts, uids).await) }
-                })
-                .buffer_unordered(options.concurrency.max(1))
-                .collect()
-                .await;
+        let remap = (!options.controllers_running).then_some(&*uids);
+        let bulk_results = if *bulk {
+            apply_bulk(target, batch, options, remap).await?
+        } else {
+            None
+        };
+        let results: Vec<(usize, Result<Outcome, Error>)> = match bulk_results {
+            Some(results) => results,
+            None => {
+                *bulk = false;
+                apply_each(target, batch, 0..batch.len(), options, remap).await
+            }
+        };
         let mut first_error: Option<(usize, Error)> = None;
         for (i, result) in results {
             let item = &batch[i];

@@ -94,8 +94,9 @@ pub struct ListPage {
     pub revision: u64,
     /// The key of the last item when more items remain.
     pub continue_after: Option<ObjectKey>,
-    /// How many matching items remain after this page (when paging).
-    pub remaining: usize,
+    /// How many items remain after this page, when paging a list that
+    /// [`Store::list_counted`] counted.
+    pub remaining: Option<usize>,
 }
 
 /// A watch's position in a collection's history.
@@ -371,7 +372,9 @@ impl Store {
 
     /// Lists objects in key order: all of them, or those of one namespace,
     /// starting after `continue_after`, keeping those `filter` accepts, at
-    /// most `limit` of them.
+    /// most `limit` of them. A page says whether more items follow but not
+    /// how many (with a filter the count would be a guess, and kube-apiserver
+    /// leaves it out then); [`Store::list_counted`] counts them.
     pub fn list(
         &self,
         collection: &str,
@@ -380,6 +383,31 @@ impl Store {
         limit: Option<usize>,
         filter: impl Fn(&StoredObject) -> bool,
     ) -> ListPage {
+        self.list_page(collection, namespace, continue_after, limit, filter, false)
+    }
+
+    /// Lists objects as [`Store::list`] does with no filter, and counts the
+    /// items after the page (`remainingItemCount`): a walk over the keys
+    /// that follow, no object read.
+    pub fn list_counted(
+        &self,
+        collection: &str,
+        namespace: Option<&str>,
+        continue_after: Option<&ObjectKey>,
+        limit: Option<usize>,
+    ) -> ListPage {
+        self.list_page(collection, namespace, continue_after, limit, |_| true, true)
+    }
+
+    fn list_page(
+        &self,
+        collection: &str,
+        namespace: Option<&str>,
+        continue_after: Option<&ObjectKey>,
+        limit: Option<usize>,
+        filter: impl Fn(&StoredObject) -> bool,
+        count: bool,
+    ) -> ListPage {
         let inner = self.lock();
         let revision = inner.revision;
         let Some(target) = inner.collections.get(collection) else {
@@ -387,7 +415,7 @@ impl Store {
                 items: Vec::new(),
                 revision,
                 continue_after: None,
-                remaining: 0,
+                remaining: None,
             };
         };
         let lower = match (continue_after, namespace) {
@@ -395,23 +423,31 @@ impl Store {
             (None, Some(ns)) => Bound::Included((ns.to_string(), String::new())),
             (None, None) => Bound::Unbounded,
         };
-        let candidates = target
+        let mut candidates = target
             .objects
             .range((lower, Bound::Unbounded))
             .take_while(|(key, _)| namespace.is_none_or(|ns| key.0 == ns))
-            .map(|(_, object)| object)
-            .filter(|object| filter(object));
+            .map(|(_, object)| object);
         let limit = limit.filter(|l| *l > 0);
-        let mut items = Vec::new();
-        let mut remaining = 0;
-        for object in candidates {
+        let mut items = Vec::with_capacity(limit.unwrap_or(0).min(10_000));
+        for object in candidates.by_ref() {
+            if !filter(object) {
+                continue;
+            }
+            items.push(object.clone());
             if limit.is_some_and(|l| items.len() >= l) {
-                remaining += 1;
-            } else {
-                items.push(object.clone());
+                break;
             }
         }
-        let continue_after = if remaining > 0 {
+        // Items after a full page: counted (keys only), or the first one
+        // the filter accepts looked for.
+        let (more, remaining) = if count {
+            let rest = candidates.count();
+            (rest > 0, Some(rest))
+        } else {
+            (candidates.any(|object| filter(object)), None)
+        };
+        let continue_after = if more {
             items.last().map(|o| o.key.clone())
         } else {
             None
@@ -420,7 +456,7 @@ impl Store {
             items,
             revision,
             continue_after,
-            remaining,
+            remaining: remaining.filter(|_| more),
         }
     }
 
@@ -723,7 +759,8 @@ mod tests {
         let first = store.list("/pods", Some("default"), None, Some(2), |_| true);
         let names: Vec<&str> = first.items.iter().map(|o| o.name()).collect();
         assert_eq!(names, ["a", "b"]);
-        assert_eq!(first.remaining, 1);
+        assert_eq!(first.remaining, None, "a filtered list does not count");
+        assert!(first.continue_after.is_some());
         let second = store.list(
             "/pods",
             Some("default"),
@@ -738,6 +775,42 @@ mod tests {
             store.list("/pods", None, None, None, |_| true).items.len(),
             4
         );
+    }
+
+    #[test]
+    fn counted_pages_say_how_many_items_follow_in_scope() {
+        let store = Store::default();
+        for i in 0..7 {
+            store
+                .create("/pods", pod(&format!("p{i}")))
+                .expect("create");
+        }
+        let mut other = pod("z");
+        other["metadata"]["namespace"] = json!("other");
+        store.create("/pods", other).expect("create");
+        let mut after = None;
+        let mut seen = Vec::new();
+        loop {
+            let page = store.list_counted("/pods", Some("default"), after.as_ref(), Some(3));
+            seen.extend(page.items.iter().map(|o| o.name().to_string()));
+            match page.continue_after {
+                Some(key) => {
+                    assert_eq!(page.remaining, Some(7 - seen.len()));
+                    after = Some(key);
+                }
+                None => {
+                    assert_eq!(page.remaining, None);
+                    break;
+                }
+            }
+        }
+        assert_eq!(seen.len(), 7);
+        // Everywhere: the other namespace's pod counts too.
+        let first = store.list_counted("/pods", None, None, Some(3));
+        assert_eq!(first.remaining, Some(5));
+        // A page that ends at the last item has no continuation.
+        let all = store.list_counted("/pods", None, None, Some(8));
+        assert!(all.continue_after.is_none());
     }
 
     #[test]

@@ -206,6 +206,7 @@ impl ApiServer {
             .route(clock::ADVANCE_PATH, any(clock::advance))
             .route(evictions::PATH, any(evictions::serve))
             .route(evictions::TIMELINE_PATH, any(evictions::serve_timeline))
+            .route(handlers::bulk::OBJECTS_PATH, any(handlers::bulk::create))
             .route("/api", any(handlers::handle))
             .route("/api/{*rest}", any(handlers::handle))
             .route("/apis", any(handlers::handle))

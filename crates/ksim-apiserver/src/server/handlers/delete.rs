@@ -112,7 +112,7 @@ impl ResourceRequest {
             items: deleted,
             revision: self.state.store.revision(),
             continue_after: None,
-            remaining: 0,
+            remaining: None,
         };
         Ok(self.respond_list(output, &result))
     }

@@ -34,6 +34,7 @@ use super::path::{self, ResourcePath, Target};
 use super::registry::{Registry, collection_of, crd_scale_paths};
 use super::strategy;
 
+pub(crate) mod bulk;
 mod delete;
 mod eviction;
 mod patch;
@@ -546,6 +547,11 @@ pub(crate) struct ObjectFilter {
 }
 
 impl ObjectFilter {
+    /// Whether neither a label nor a field selector was given.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.fields.requirements.is_empty()
+    }
+
     pub(crate) fn matches(&self, object: &StoredObject) -> bool {
         if !self.labels.is_empty() {
             let matched = match object.labels() {

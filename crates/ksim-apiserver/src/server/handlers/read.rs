@@ -41,13 +41,24 @@ impl ResourceRequest {
             }
             None => (None, None),
         };
-        let mut page = self.state.store.list(
-            &self.collection(),
-            self.target.namespace.as_deref(),
-            continue_after.as_ref(),
-            limit,
-            |object| filter.matches(object),
-        );
+        // kube-apiserver counts the items after a page only when no
+        // selector narrows the list.
+        let mut page = if filter.is_empty() {
+            self.state.store.list_counted(
+                &self.collection(),
+                self.target.namespace.as_deref(),
+                continue_after.as_ref(),
+                limit,
+            )
+        } else {
+            self.state.store.list(
+                &self.collection(),
+                self.target.namespace.as_deref(),
+                continue_after.as_ref(),
+                limit,
+                |object| filter.matches(object),
+            )
+        };
         // Every page is read from the current state but carries the first
         // page's revision (kept in the continue token), so a client that
         // watches from the list's resourceVersion sees every change made
@@ -63,7 +74,9 @@ impl ResourceRequest {
         let mut metadata = json!({"resourceVersion": page.revision.to_string()});
         if let Some(key) = &page.continue_after {
             metadata["continue"] = json!(encode_continue(key, page.revision));
-            metadata["remainingItemCount"] = json!(page.remaining);
+            if let Some(remaining) = page.remaining {
+                metadata["remainingItemCount"] = json!(remaining);
+            }
         }
         metadata
     }

@@ -288,12 +288,7 @@ pub(crate) fn create_object_tracked(
             .to_string();
         match state.store.create(&collection, prepared) {
             Ok(stored) => {
-                if resource.group == "apiextensions.k8s.io" {
-                    state.reload_custom_resources();
-                }
-                if resource.group.is_empty() && resource.plural == "namespaces" {
-                    create_default_service_account(state, &name);
-                }
+                after_create(state, resource, &name);
                 return Ok(stored);
             }
             Err(StoreError::AlreadyExists) if generate => continue,
@@ -301,6 +296,58 @@ pub(crate) fn create_object_tracked(
         }
     }
     Err(ApiError::internal("could not generate a unique name"))
+}
+
+/// Creates an object as a POST by `manager` does, then merges `status`
+/// into it as a merge patch of its status subresource by the same manager
+/// would, in one write to the store: the object appears with its status
+/// at once (a snapshot restored in bulk). Kinds without a status
+/// subresource keep what the create made of the object.
+pub(crate) fn create_object_with_status(
+    state: &State,
+    resource: &ResourceInfo,
+    object: Value,
+    status: Option<&Value>,
+    manager: &str,
+) -> Result<Arc<StoredObject>, ApiError> {
+    let mut prepared = prepare_new_object(state, resource, object, Some(manager))?;
+    if let Some(status) = status.filter(|s| s.as_object().is_some_and(|m| !m.is_empty()))
+        && resource.has_subresource("status")
+    {
+        let mut new = prepared.clone();
+        json_patch::merge(&mut new["status"], status);
+        ksim_core::apply::track_subresource_update(
+            definition_of(resource).as_deref(),
+            Some(&prepared),
+            &mut new,
+            manager,
+            "status",
+            &resource.api_version(),
+            &state.now(),
+        );
+        prepared = new;
+    }
+    let name = prepared["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let stored = state
+        .store
+        .create(&collection_of(resource), prepared)
+        .map_err(|error| store_error(resource, &name, error))?;
+    after_create(state, resource, &name);
+    Ok(stored)
+}
+
+/// What creating an object sets off: the registry follows CRDs, a new
+/// namespace gets its `default` ServiceAccount.
+fn after_create(state: &State, resource: &ResourceInfo, name: &str) {
+    if resource.group == "apiextensions.k8s.io" {
+        state.reload_custom_resources();
+    }
+    if resource.group.is_empty() && resource.plural == "namespaces" {
+        create_default_service_account(state, name);
+    }
 }
 
 /// ClusterIPs and NodePorts of Services, the status of new CRDs.
