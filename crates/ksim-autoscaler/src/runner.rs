@@ -195,14 +195,7 @@ impl std::fmt::Debug for Autoscaler {
     }
 }
 
-fn is_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "True")
-}
+use ksim_core::status::is_node_ready as is_ready;
 
 fn has_taint(node: &Node, key: &str) -> bool {
     node.spec
@@ -560,7 +553,7 @@ impl Autoscaler {
                     let mut node = node.clone();
                     if let Some(taints) = node.spec.as_mut().and_then(|s| s.taints.as_mut()) {
                         taints.retain(|t| {
-                            t.key != NOT_READY_TAINT && t.key != "node.kubernetes.io/unreachable"
+                            t.key != NOT_READY_TAINT && t.key != crate::simulator::UNREACHABLE_TAINT
                         });
                     }
                     node
