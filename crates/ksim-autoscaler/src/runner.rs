@@ -270,14 +270,7 @@ impl std::fmt::Debug for Autoscaler {
     }
 }
 
-fn is_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "True")
-}
+use ksim_core::status::is_node_ready as is_ready;
 
 /// The status of the node's Ready condition.
 fn ready_status(node: &Node) -> Option<&str> {
@@ -305,8 +298,9 @@ fn with_upcoming_ready<R>(
     for node in &originals {
         let mut ready = Node::clone(node);
         if let Some(taints) = ready.spec.as_mut().and_then(|s| s.taints.as_mut()) {
-            taints
-                .retain(|t| t.key != NOT_READY_TAINT && t.key != "node.kubernetes.io/unreachable");
+            taints.retain(|t| {
+                t.key != NOT_READY_TAINT && t.key != crate::simulator::UNREACHABLE_TAINT
+            });
         }
         state.snapshot_mut().upsert_node(ready);
     }

@@ -22,8 +22,9 @@ pub const BACKOFF: &str = "in backoff after failed scale-up";
 /// The taint cluster-autoscaler puts on nodes it deletes.
 pub const TO_BE_DELETED_TAINT: &str = "ToBeDeletedByClusterAutoscaler";
 /// The taint a booting node carries.
-pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
-const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
+pub use ksim_core::status::TAINT_NODE_NOT_READY as NOT_READY_TAINT;
+/// The taint of a node whose kubelet stopped reporting.
+pub use ksim_core::status::TAINT_NODE_UNREACHABLE as UNREACHABLE_TAINT;
 const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 
 /// A node group as the simulation sees it.

@@ -21,9 +21,32 @@ fn a_cluster_without_controllers_only_stores_a_deployment() {
             "--replicas=2",
         ])
         .success();
-    std::thread::sleep(std::time::Duration::from_secs(1));
+    // The scheduler has judged a pod created after the Deployment (the
+    // cluster's components had time to act since); no controller made a
+    // ReplicaSet or observed the Deployment.
+    cluster
+        .kubectl(&["run", "later", "--image=nginx"])
+        .success();
+    cluster.wait_for(
+        &[
+            "get",
+            "pod",
+            "later",
+            "-o",
+            r#"jsonpath={.status.conditions[?(@.type=="PodScheduled")].status}"#,
+        ],
+        |out| !out.is_empty(),
+    );
     let replica_sets = cluster.kubectl(&["get", "replicasets", "-o", "name"]);
     assert_eq!(replica_sets.success().stdout, "");
+    let observed = cluster.kubectl(&[
+        "get",
+        "deployment",
+        "web",
+        "-o",
+        "jsonpath={.status.observedGeneration}",
+    ]);
+    assert_eq!(observed.success().stdout, "");
 }
 
 #[test]

@@ -91,9 +91,16 @@ fn wait_for_delete_returns_when_the_finalizer_goes() {
         .success();
     let wait = BackgroundKubectl::spawn(
         cluster.env(),
-        &["wait", "--for=delete", "configmap/held", "--timeout=30s"],
+        &[
+            "wait",
+            "--for=delete",
+            "configmap/held",
+            "--timeout=30s",
+            "-v=6",
+        ],
     );
-    std::thread::sleep(Duration::from_millis(500));
+    // kubectl found the object and watches it (its watch request is logged).
+    wait.wait_for_stderr(Duration::from_secs(20), |err| err.contains("watch=true"));
     assert_eq!(wait.stdout(), "", "wait returned while the object exists");
     cluster
         .kubectl(&[

@@ -13,6 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use ksim_core::selector::LabelSelectorRequirements;
+use ksim_core::status::is_pod_terminal;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde::Serialize;
@@ -63,7 +64,7 @@ pub(crate) fn pod_phase(pod: &Pod) -> &str {
 
 /// Not terminal and not being deleted (`controller.IsPodActive`).
 pub(crate) fn is_pod_active(pod: &Pod) -> bool {
-    !matches!(pod_phase(pod), "Succeeded" | "Failed") && pod.metadata.deletion_timestamp.is_none()
+    !is_pod_terminal(pod) && pod.metadata.deletion_timestamp.is_none()
 }
 
 /// The owner reference with `controller: true`, if any.

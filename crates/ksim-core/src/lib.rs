@@ -18,5 +18,6 @@ pub mod schema;
 pub mod selector;
 pub mod status;
 pub mod toleration;
+pub mod topology_spread;
 
 pub use error::Error;

@@ -6,14 +6,28 @@
 //! there is no `namespaceSelector`; a pod in a namespace whose labels the
 //! `namespaceSelector` matches is also in scope (an empty selector matches
 //! every namespace, an absent one none). A missing `labelSelector` selects
-//! no pod.
+//! no pod. A pod without a namespace is in `default`, as the API server
+//! would have put it.
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::PodAffinityTerm;
+use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm};
 
 use crate::Error;
-use crate::selector::{LabelSelectorRequirements, Labels};
+use crate::selector::{LabelSelectorRequirements, Labels, NoLabels};
+
+/// The namespace of a pod (`default` when unset).
+pub fn pod_namespace(pod: &Pod) -> &str {
+    pod.metadata.namespace.as_deref().unwrap_or("default")
+}
+
+/// The labels of a pod (none when unset).
+pub fn pod_labels(pod: &Pod) -> &dyn Labels {
+    match pod.metadata.labels.as_ref() {
+        Some(labels) => labels,
+        None => &NoLabels,
+    }
+}
 
 /// A parsed pod (anti-)affinity term.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +67,27 @@ impl ParsedPodAffinityTerm {
             selector,
             namespace_selector,
             topology_key: term.topology_key.clone(),
+        })
+    }
+
+    /// Parses a term of `pod` (its namespace `default` when unset).
+    pub fn for_pod(term: &PodAffinityTerm, pod: &Pod) -> Result<Self, Error> {
+        Self::parse(term, pod_namespace(pod))
+    }
+
+    /// Whether the namespace selector selects every namespace (an empty
+    /// selector; upstream keeps such a term's selector as it is when it
+    /// resolves selectors into namespace lists).
+    pub fn selects_every_namespace(&self) -> bool {
+        self.namespace_selector
+            .as_ref()
+            .is_some_and(LabelSelectorRequirements::is_empty)
+    }
+
+    /// Whether `pod` (in a namespace with `namespace_labels`) is selected.
+    pub fn matches_pod(&self, pod: &Pod, namespace_labels: &dyn Labels) -> bool {
+        self.matches(pod_namespace(pod), pod_labels(pod), || {
+            Some(namespace_labels)
         })
     }
 
@@ -148,6 +183,24 @@ mod tests {
         assert!(listed.matches("a", &pod, || Some(&y as &dyn Labels)));
         assert!(listed.matches("b", &pod, || Some(&x as &dyn Labels)));
         assert!(!listed.matches("home", &pod, || Some(&y as &dyn Labels)));
+    }
+
+    #[test]
+    fn a_pod_without_a_namespace_is_in_default() {
+        // The descheduler's copy put such a pod in "" and so found no
+        // neighbour in `default` for the term.
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "labels": {"app": "a"}}
+        }))
+        .expect("pod");
+        let parsed = ParsedPodAffinityTerm::for_pod(
+            &term(serde_json::json!({"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "a"}}})),
+            &pod,
+        )
+        .expect("parses");
+        assert_eq!(parsed.namespaces, BTreeSet::from(["default".to_string()]));
+        assert!(parsed.matches_pod(&pod, &NoLabels));
+        assert!(!parsed.matches("", &labels(&[("app", "a")]), || None));
     }
 
     #[test]

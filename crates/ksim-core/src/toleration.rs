@@ -12,7 +12,7 @@ pub const EFFECT_PREFER_NO_SCHEDULE: &str = "PreferNoSchedule";
 pub const EFFECT_NO_EXECUTE: &str = "NoExecute";
 
 /// The taint the node lifecycle controller puts on cordoned nodes.
-pub const TAINT_NODE_UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
+pub use crate::status::TAINT_NODE_UNSCHEDULABLE;
 
 /// Whether `toleration` tolerates `taint` (upstream `Toleration.ToleratesTaint`):
 /// an empty effect matches every effect, an empty key (with `Exists`) every

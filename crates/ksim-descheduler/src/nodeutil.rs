@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use ksim_core::node_affinity::RequiredNodeAffinity;
-use ksim_core::pod_affinity::ParsedPodAffinityTerm;
+use ksim_core::pod_affinity::{ParsedPodAffinityTerm, pod_namespace};
 pub use ksim_core::qos::{QosClass, pod_qos};
 use ksim_core::quantity::{Quantity, parse_or_zero};
 use ksim_core::resources::{RESOURCE_CPU, RESOURCE_PODS, ResourceList};
@@ -193,7 +193,6 @@ struct PreparedPod<'p> {
 
 impl<'p> PreparedPod<'p> {
     fn new(snapshot: &'p ClusterSnapshot, pod: &'p Pod) -> Self {
-        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let anti_affinity = pod
             .spec
             .as_ref()
@@ -203,7 +202,7 @@ impl<'p> PreparedPod<'p> {
                 anti.required_during_scheduling_ignored_during_execution
                     .iter()
                     .flatten()
-                    .filter_map(|term| ParsedPodAffinityTerm::parse(term, &namespace).ok())
+                    .filter_map(|term| ParsedPodAffinityTerm::for_pod(term, pod).ok())
                     .collect()
             })
             .unwrap_or_default();
@@ -328,7 +327,7 @@ impl<'a> NodeFitChecker<'a> {
             if other.metadata.name.as_deref() == name {
                 return false;
             }
-            let namespace = other.metadata.namespace.as_deref().unwrap_or_default();
+            let namespace = pod_namespace(other);
             let labels = other.metadata.labels.as_ref().unwrap_or(&empty);
             pod.anti_affinity.iter().any(|term| {
                 term.matches(namespace, labels, || {

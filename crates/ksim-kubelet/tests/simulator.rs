@@ -321,7 +321,12 @@ async fn terminating_pod_waits_for_a_foreign_finalizer() {
     pods.delete("kept", &DeleteParams::default())
         .await
         .expect("deleted");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A pod created after the deletion runs: the simulator has seen the
+    // deletion too (one pod watch, in order).
+    pods.create(&PostParams::default(), &pod("later", "node-c", &[]))
+        .await
+        .expect("pod created");
+    running_pod(&pods, "later").await;
     let terminating = pods.get("kept").await.expect("still there");
     assert!(terminating.metadata.deletion_timestamp.is_some());
     assert_eq!(
@@ -453,7 +458,12 @@ async fn stand_alone_over_http_manages_only_selected_nodes() {
         .await
         .expect("pod created");
     running_pod(&pods, "on-fake").await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A pod created after on-other runs: the simulator has seen on-other too
+    // (one pod watch, in order).
+    pods.create(&PostParams::default(), &pod("later", "fake-0", &[]))
+        .await
+        .expect("pod created");
+    running_pod(&pods, "later").await;
     let other = Api::<Node>::all(client.clone())
         .get("other")
         .await

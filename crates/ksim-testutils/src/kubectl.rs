@@ -134,6 +134,25 @@ impl BackgroundKubectl {
         }
     }
 
+    /// Waits (up to `timeout`) until stderr satisfies `ready` (with `-v=6`
+    /// kubectl logs its requests there: a sign it got so far).
+    #[track_caller]
+    pub fn wait_for_stderr(&self, timeout: Duration, ready: impl Fn(&str) -> bool) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if ready(&self.stderr()) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "kubectl did not log what was awaited within {timeout:?}\nstdout:\n{}\nstderr:\n{}",
+                self.stdout(),
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Kills kubectl and returns everything it printed.
     pub fn stop(mut self) -> KubectlOutput {
         let _ = self.child.kill();

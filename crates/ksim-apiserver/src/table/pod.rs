@@ -162,7 +162,7 @@ pub fn summarize(pod: &Value) -> PodSummary {
 
     if is_deleting(pod) && str_at(pod, &["status", "reason"]) == Some("NodeLost") {
         reason = "Unknown".to_string();
-    } else if is_deleting(pod) && phase != "Succeeded" && phase != "Failed" {
+    } else if is_deleting(pod) && !ksim_core::status::is_terminal_phase(phase) {
         reason = "Terminating".to_string();
     }
 

@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::{
     PodSpec, Taint, Toleration,
 };
 use ksim_core::node_affinity::RequiredNodeAffinity;
+use ksim_core::status;
 use ksim_core::toleration::find_matching_untolerated_taint;
 
 /// Whether a node should run, or may keep running, the daemon pod.
@@ -28,16 +29,16 @@ fn daemon_tolerations(host_network: bool) -> Vec<Toleration> {
         toleration_seconds: None,
     };
     let mut tolerations = vec![
-        toleration("node.kubernetes.io/not-ready", "NoExecute"),
-        toleration("node.kubernetes.io/unreachable", "NoExecute"),
-        toleration("node.kubernetes.io/disk-pressure", "NoSchedule"),
-        toleration("node.kubernetes.io/memory-pressure", "NoSchedule"),
-        toleration("node.kubernetes.io/pid-pressure", "NoSchedule"),
-        toleration("node.kubernetes.io/unschedulable", "NoSchedule"),
+        toleration(status::TAINT_NODE_NOT_READY, "NoExecute"),
+        toleration(status::TAINT_NODE_UNREACHABLE, "NoExecute"),
+        toleration(status::TAINT_NODE_DISK_PRESSURE, "NoSchedule"),
+        toleration(status::TAINT_NODE_MEMORY_PRESSURE, "NoSchedule"),
+        toleration(status::TAINT_NODE_PID_PRESSURE, "NoSchedule"),
+        toleration(status::TAINT_NODE_UNSCHEDULABLE, "NoSchedule"),
     ];
     if host_network {
         tolerations.push(toleration(
-            "node.kubernetes.io/network-unavailable",
+            status::TAINT_NODE_NETWORK_UNAVAILABLE,
             "NoSchedule",
         ));
     }

@@ -820,7 +820,7 @@ impl Sync<'_> {
             .filter(|p| {
                 controller_of(&p.metadata).is_some_and(|r| old_uids.contains(&r.uid.as_str()))
             })
-            .any(|p| !matches!(crate::common::pod_phase(p), "Failed" | "Succeeded"));
+            .any(|p| !ksim_core::status::is_pod_terminal(p));
         Ok(running)
     }
 

@@ -498,7 +498,7 @@ pub fn stale_disruption_wait(pod: &Pod, now: Timestamp) -> Option<Duration> {
         return None;
     }
     let status = pod.status.as_ref()?;
-    if matches!(status.phase.as_deref(), Some("Succeeded" | "Failed")) {
+    if ksim_core::status::is_pod_terminal(pod) {
         return None;
     }
     let condition = status

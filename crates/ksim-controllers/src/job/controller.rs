@@ -13,6 +13,7 @@ use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus, Uncount
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use ksim_core::status::is_pod_terminal;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{self};
 use kube::{Client, Resource, ResourceExt};
@@ -262,7 +263,7 @@ fn uid_of(pod: &Pod) -> &str {
 
 /// Being deleted and not finished (`controller.CountTerminatingPods`).
 fn is_terminating(pod: &Pod) -> bool {
-    pod.metadata.deletion_timestamp.is_some() && !matches!(pod_phase(pod), "Succeeded" | "Failed")
+    pod.metadata.deletion_timestamp.is_some() && !is_pod_terminal(pod)
 }
 
 /// How the Job is finishing: its interim condition (FailureTarget or

@@ -283,7 +283,7 @@ impl Lifecycle {
                     .unwrap_or_default();
                 let gone = node.is_empty()
                     || pod.metadata.deletion_timestamp.is_some()
-                    || matches!(phase, "Succeeded" | "Failed");
+                    || ksim_core::status::is_terminal_phase(phase);
                 // A pod update keeps its pending eviction (re-judged below).
                 let pending = self.scheduled.get(&key).copied();
                 self.forget_pod(&key);

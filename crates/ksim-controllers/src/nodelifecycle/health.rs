@@ -7,12 +7,14 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-/// Taint of a node whose Ready condition is False.
-pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
-/// Taint of a node whose Ready condition is Unknown.
-pub const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
-/// Taint of a cordoned node.
-pub const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
+use ksim_core::status::{
+    TAINT_NODE_DISK_PRESSURE, TAINT_NODE_MEMORY_PRESSURE, TAINT_NODE_NETWORK_UNAVAILABLE,
+    TAINT_NODE_PID_PRESSURE,
+};
+pub use ksim_core::status::{
+    TAINT_NODE_NOT_READY as NOT_READY_TAINT, TAINT_NODE_UNREACHABLE as UNREACHABLE_TAINT,
+    TAINT_NODE_UNSCHEDULABLE as UNSCHEDULABLE_TAINT,
+};
 
 /// The conditions the controller sets to Unknown on a silent node.
 const WATCHED_CONDITIONS: [&str; 4] = ["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"];
@@ -21,18 +23,10 @@ const WATCHED_CONDITIONS: [&str; 4] = ["Ready", "MemoryPressure", "DiskPressure"
 const CONDITION_TAINTS: [(&str, &str, &str); 6] = [
     ("Ready", "False", NOT_READY_TAINT),
     ("Ready", "Unknown", UNREACHABLE_TAINT),
-    (
-        "MemoryPressure",
-        "True",
-        "node.kubernetes.io/memory-pressure",
-    ),
-    ("DiskPressure", "True", "node.kubernetes.io/disk-pressure"),
-    (
-        "NetworkUnavailable",
-        "True",
-        "node.kubernetes.io/network-unavailable",
-    ),
-    ("PIDPressure", "True", "node.kubernetes.io/pid-pressure"),
+    ("MemoryPressure", "True", TAINT_NODE_MEMORY_PRESSURE),
+    ("DiskPressure", "True", TAINT_NODE_DISK_PRESSURE),
+    ("NetworkUnavailable", "True", TAINT_NODE_NETWORK_UNAVAILABLE),
+    ("PIDPressure", "True", TAINT_NODE_PID_PRESSURE),
 ];
 
 fn condition<'a>(node: &'a Node, type_: &str) -> Option<&'a NodeCondition> {

@@ -100,7 +100,7 @@ fn ordinal_of(set: &str, pod: &str) -> Option<i32> {
 fn state_of(pod: &Pod) -> PodState {
     if pod.metadata.deletion_timestamp.is_some() {
         PodState::Terminating
-    } else if matches!(pod_phase(pod), "Succeeded" | "Failed") {
+    } else if ksim_core::status::is_pod_terminal(pod) {
         PodState::Finished
     } else if pod_phase(pod) == "Running" && is_pod_ready(pod) {
         PodState::Healthy

@@ -758,8 +758,7 @@ impl Snapshot {
     /// does); false when the pod names no known node. Terminal pods
     /// (Succeeded/Failed) are not accounted.
     pub fn add_pod(&mut self, pod: Pod) -> bool {
-        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-        if matches!(phase, Some("Succeeded" | "Failed")) {
+        if ksim_core::status::is_pod_terminal(&pod) {
             return false;
         }
         let Some(node_name) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
@@ -877,7 +876,10 @@ impl Snapshot {
     }
 
     /// Names of namespaces whose labels the selector matches.
-    pub fn namespaces_matching(&self, selector: &super::pod_info::Selector) -> HashSet<String> {
+    pub fn namespaces_matching(
+        &self,
+        selector: &ksim_core::selector::LabelSelectorRequirements,
+    ) -> HashSet<String> {
         self.namespaces
             .iter()
             .filter(|(_, labels)| selector.matches(*labels))

@@ -1,7 +1,7 @@
 //! `PodInfo`: a pod with what the scheduler derives from it once (parsed
 //! affinity terms, requests, host ports), and the `Resource` accounting type.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, WeightedPodAffinityTerm};
@@ -10,7 +10,7 @@ use ksim_core::resources::{
     PodResourcesOptions, RESOURCE_CPU, RESOURCE_EPHEMERAL_STORAGE, RESOURCE_MEMORY, RESOURCE_PODS,
     ResourceList, is_scalar_resource, pod_requests,
 };
-use ksim_core::selector::{LabelSelectorRequirements, Labels, NoLabels};
+use ksim_core::selector::{LabelSelectorRequirements, Labels};
 
 /// Resource amounts as the scheduler accounts them (upstream `framework.Resource`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -124,57 +124,11 @@ impl Selector {
     }
 }
 
-/// The labels of a pod (none when unset).
-pub fn pod_labels(pod: &Pod) -> &dyn Labels {
-    match pod.metadata.labels.as_ref() {
-        Some(labels) => labels,
-        None => &NoLabels,
-    }
-}
+pub use ksim_core::pod_affinity::{pod_labels, pod_namespace};
 
-/// The namespace of a pod (`default` when unset).
-pub fn pod_namespace(pod: &Pod) -> &str {
-    pod.metadata.namespace.as_deref().unwrap_or("default")
-}
-
-/// A parsed pod (anti-)affinity term (upstream `framework.AffinityTerm`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AffinityTerm {
-    /// Namespaces named by the term (or the pod's own namespace).
-    pub namespaces: BTreeSet<String>,
-    /// Selects pods by label.
-    pub selector: Selector,
-    pub topology_key: String,
-    /// Selects namespaces by label.
-    pub namespace_selector: Selector,
-}
-
-impl AffinityTerm {
-    /// Parses a term of `pod`.
-    pub fn new(pod: &Pod, term: &PodAffinityTerm) -> Result<Self, String> {
-        let selector = Selector::from_label_selector(term.label_selector.as_ref())?;
-        let namespace_selector = Selector::from_label_selector(term.namespace_selector.as_ref())?;
-        let listed = term.namespaces.as_deref().unwrap_or_default();
-        let namespaces = if listed.is_empty() && term.namespace_selector.is_none() {
-            BTreeSet::from([pod_namespace(pod).to_string()])
-        } else {
-            listed.iter().cloned().collect()
-        };
-        Ok(AffinityTerm {
-            namespaces,
-            selector,
-            topology_key: term.topology_key.clone(),
-            namespace_selector,
-        })
-    }
-
-    /// Whether `pod` (in a namespace with `namespace_labels`) is selected.
-    pub fn matches(&self, pod: &Pod, namespace_labels: &dyn Labels) -> bool {
-        (self.namespaces.contains(pod_namespace(pod))
-            || self.namespace_selector.matches(namespace_labels))
-            && self.selector.matches(pod_labels(pod))
-    }
-}
+/// A parsed pod (anti-)affinity term (upstream `framework.AffinityTerm`),
+/// the one ksim-core parses for every component.
+pub use ksim_core::pod_affinity::ParsedPodAffinityTerm as AffinityTerm;
 
 /// A weighted affinity term.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -217,7 +171,7 @@ fn parse_terms(
     terms
         .into_iter()
         .flatten()
-        .map(|term| AffinityTerm::new(pod, term))
+        .map(|term| AffinityTerm::for_pod(term, pod).map_err(|e| e.to_string()))
         .collect()
 }
 
@@ -229,10 +183,12 @@ fn parse_weighted(
         .into_iter()
         .flatten()
         .map(|weighted| {
-            AffinityTerm::new(pod, &weighted.pod_affinity_term).map(|term| WeightedAffinityTerm {
-                term,
-                weight: weighted.weight,
-            })
+            AffinityTerm::for_pod(&weighted.pod_affinity_term, pod)
+                .map(|term| WeightedAffinityTerm {
+                    term,
+                    weight: weighted.weight,
+                })
+                .map_err(|e| e.to_string())
         })
         .collect()
 }

@@ -130,10 +130,7 @@ impl Scheduler {
                 .and_then(|s| s.scheduler_name.as_deref())
                 .unwrap_or(crate::framework::DEFAULT_SCHEDULER_NAME),
         );
-        let finished = matches!(
-            pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-            Some("Succeeded" | "Failed")
-        );
+        let finished = ksim_core::status::is_pod_terminal(&pod);
         if !responsible || finished || pod.metadata.deletion_timestamp.is_some() {
             self.queue.delete(&key.0, &key.1);
             self.cache.snapshot.clear_nomination(&key.0, &key.1);

@@ -232,8 +232,8 @@ fn admit_default_toleration_seconds(spec: &mut Map<String, Value>) {
     };
     let mut added = Vec::new();
     for taint in [
-        "node.kubernetes.io/not-ready",
-        "node.kubernetes.io/unreachable",
+        ksim_core::status::TAINT_NODE_NOT_READY,
+        ksim_core::status::TAINT_NODE_UNREACHABLE,
     ] {
         if !tolerates(taint) {
             added.push(json!({

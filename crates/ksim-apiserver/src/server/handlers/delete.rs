@@ -236,10 +236,9 @@ pub(crate) fn pod_grace_period(resource: &ResourceInfo, pod: &Value, options: &V
     let bound = pod["spec"]["nodeName"]
         .as_str()
         .is_some_and(|n| !n.is_empty());
-    let finished = matches!(
-        pod["status"]["phase"].as_str(),
-        Some("Succeeded" | "Failed")
-    );
+    let finished = pod["status"]["phase"]
+        .as_str()
+        .is_some_and(ksim_core::status::is_terminal_phase);
     if !bound || finished { 0 } else { requested }
 }
 

@@ -19,6 +19,7 @@
 use super::subresources::set_condition;
 use super::*;
 use crate::server::evictions::{self, Outcome};
+use ksim_core::status::is_terminal_phase;
 
 /// The refusal kube-apiserver answers when a budget forbids the eviction.
 pub(crate) const REFUSAL: &str =
@@ -55,8 +56,8 @@ impl PodState {
             .flatten()
             .any(|c| c["type"] == "Ready" && c["status"] == "True");
         PodState {
-            pending_or_terminal: matches!(phase, "Pending" | "Succeeded" | "Failed"),
-            terminal: matches!(phase, "Succeeded" | "Failed"),
+            pending_or_terminal: phase == "Pending" || is_terminal_phase(phase),
+            terminal: is_terminal_phase(phase),
             terminating: pod["metadata"]["deletionTimestamp"].is_string(),
             ready,
         }

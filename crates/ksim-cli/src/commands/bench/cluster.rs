@@ -106,12 +106,7 @@ impl Drop for Cluster {
     }
 }
 
-fn node_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
+use ksim_core::status::is_node_ready as node_ready;
 
 /// The CPU time this process used since `before`.
 pub fn cpu_spent(pid: u32, before: Option<Duration>) -> Option<Duration> {

@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::{Node, Pod, PodAffinityTerm};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use ksim_core::pod_affinity::ParsedPodAffinityTerm;
+use ksim_core::pod_affinity::{ParsedPodAffinityTerm, pod_namespace};
 use ksim_core::selector::{LabelSelectorRequirements, Labels, Requirement};
 use ksim_core::status::is_terminal_phase;
 use serde::Deserialize;
@@ -95,7 +95,7 @@ impl<'a> PodIndex<'a> {
             by_label: HashMap::new(),
         };
         for pod in pods {
-            let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+            let namespace = pod_namespace(pod);
             index.by_namespace.entry(namespace).or_default().push(pod);
             for (key, value) in podutil::labels(pod) {
                 index
@@ -147,14 +147,13 @@ fn violates(
     let Some(candidate_node) = nodes.get(podutil::node_name(candidate)) else {
         return false;
     };
-    let own_namespace = candidate.metadata.namespace.as_deref().unwrap_or_default();
     let namespace_labels = |namespace: &str| {
         snapshot
             .namespace_labels(namespace)
             .map(|l| l as &dyn Labels)
     };
     for term in anti_affinity_terms(candidate) {
-        let Ok(term) = ParsedPodAffinityTerm::parse(term, own_namespace) else {
+        let Ok(term) = ParsedPodAffinityTerm::for_pod(term, candidate) else {
             return false;
         };
         // A nil selector matches nothing.
@@ -298,6 +297,24 @@ mod tests {
         let mut evictor = FakeEvictor::default();
         plugin.deschedule(&snapshot, &nodes, &mut evictor);
         assert_eq!(evictor.evicted, ["low"]);
+    }
+
+    #[test]
+    fn a_term_of_a_pod_without_a_namespace_selects_pods_in_default() {
+        // The old copy put the pod in "" and found no clash with `default`.
+        let plugin = factory(None).expect("valid");
+        let mut bare = web("bare", "a", 1);
+        bare.metadata.namespace = None;
+        let snapshot = ClusterSnapshot::new(
+            vec![node("a", &[])],
+            vec![bare, web("high", "a", 10)],
+            vec![],
+            Timestamp::UNIX_EPOCH,
+        );
+        let nodes: Vec<&Node> = snapshot.nodes().iter().collect();
+        let mut evictor = FakeEvictor::default();
+        plugin.deschedule(&snapshot, &nodes, &mut evictor);
+        assert_eq!(evictor.evicted, ["bare"]);
     }
 
     #[test]

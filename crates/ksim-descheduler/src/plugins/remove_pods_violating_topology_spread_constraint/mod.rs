@@ -21,14 +21,14 @@ use k8s_openapi::api::core::v1::{Node, Pod, Toleration, TopologySpreadConstraint
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use ksim_core::node_affinity::RequiredNodeAffinity;
 use ksim_core::selector::{LabelSelectorRequirements, Requirement};
-use ksim_core::toleration::{find_matching_untolerated_taint, is_do_not_schedule_taint};
+use ksim_core::topology_spread::{NodeInclusionPolicies, SpreadConstraint};
 use serde::Deserialize;
 
 use crate::framework::{
     ArgsError, BalancePlugin, ClusterSnapshot, EvictionError, EvictionRequest, PluginStatus,
     PodEvictor, decode_args,
 };
-use crate::nodeutil::{NodeFitChecker, active_pods_on_node, node_taints};
+use crate::nodeutil::{NodeFitChecker, active_pods_on_node};
 use crate::podutil::{self, Namespaces, pod_key};
 
 /// The plugin's name in the policy.
@@ -36,8 +36,6 @@ pub const PLUGIN_NAME: &str = "RemovePodsViolatingTopologySpreadConstraint";
 
 const DO_NOT_SCHEDULE: &str = "DoNotSchedule";
 const SCHEDULE_ANYWAY: &str = "ScheduleAnyway";
-const POLICY_HONOR: &str = "Honor";
-const POLICY_IGNORE: &str = "Ignore";
 
 /// Upstream `RemovePodsViolatingTopologySpreadConstraintArgs`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -139,59 +137,26 @@ struct Constraint {
     topology_key: String,
     /// None: a constraint without labelSelector, which selects nothing.
     selector: Option<LabelSelectorRequirements>,
-    honor_node_affinity: bool,
-    honor_node_taints: bool,
+    policies: NodeInclusionPolicies,
     pod_node_affinity: RequiredNodeAffinity,
     pod_tolerations: Vec<Toleration>,
 }
 
 impl Constraint {
     fn new(constraint: &TopologySpreadConstraint, pod: &Pod) -> Result<Self, ksim_core::Error> {
-        let mut selector = constraint
-            .label_selector
-            .as_ref()
-            .map(LabelSelectorRequirements::from_label_selector)
-            .transpose()?;
-        if let (Some(selector), Some(keys), Some(labels)) = (
-            selector.as_mut(),
-            constraint.match_label_keys.as_ref(),
-            pod.metadata.labels.as_ref(),
-        ) {
-            let mut merged: Vec<Requirement> = keys
-                .iter()
-                .filter_map(|key| {
-                    labels
-                        .get(key)
-                        .map(|value| Requirement::In(key.clone(), vec![value.clone()]))
-                })
-                .collect();
-            if !merged.is_empty() {
-                merged.append(&mut selector.requirements);
-                selector.requirements = merged;
-            }
-        }
-        let honor_node_affinity = constraint
-            .node_affinity_policy
-            .as_deref()
-            .unwrap_or(POLICY_HONOR)
-            == POLICY_HONOR;
-        let honor_node_taints = constraint
-            .node_taints_policy
-            .as_deref()
-            .unwrap_or(POLICY_IGNORE)
-            == POLICY_HONOR;
+        let parsed = SpreadConstraint::parse(constraint, pod.metadata.labels.as_ref())?;
+        let policies = parsed.policies;
         Ok(Constraint {
-            max_skew: constraint.max_skew,
-            topology_key: constraint.topology_key.clone(),
-            selector,
-            honor_node_affinity,
-            honor_node_taints,
-            pod_node_affinity: if honor_node_affinity {
+            max_skew: parsed.max_skew,
+            topology_key: parsed.topology_key,
+            selector: parsed.selector,
+            policies,
+            pod_node_affinity: if policies.honor_node_affinity {
                 RequiredNodeAffinity::from_pod(pod)
             } else {
                 RequiredNodeAffinity::default()
             },
-            pod_tolerations: if honor_node_taints {
+            pod_tolerations: if policies.honor_node_taints {
                 pod.spec
                     .as_ref()
                     .and_then(|spec| spec.tolerations.clone())
@@ -211,22 +176,14 @@ impl Constraint {
 
     /// Upstream `matchNodeInclusionPolicies`.
     fn includes_node(&self, node: &Node) -> bool {
-        if self.honor_node_affinity && !self.pod_node_affinity.matches(node) {
-            return false;
-        }
-        !(self.honor_node_taints
-            && find_matching_untolerated_taint(
-                node_taints(node),
-                &self.pod_tolerations,
-                is_do_not_schedule_taint,
-            )
-            .is_some())
+        self.policies
+            .includes_node(node, &self.pod_node_affinity, &self.pod_tolerations)
     }
 
     /// Whether every node with the key is included whatever its labels
     /// or taints (so eligible nodes can be shared per topology key).
     fn includes_every_node(&self) -> bool {
-        self.pod_node_affinity.is_empty() && !self.honor_node_taints
+        self.policies.includes_every_node(&self.pod_node_affinity)
     }
 }
 

@@ -14,7 +14,7 @@ use ksim_core::selector::{Labels, NoLabels};
 
 use crate::framework::{
     AffinityTerm, CycleState, FilterPlugin, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo,
-    PreFilterPlugin, PreFilterResult, PreScorePlugin, ScorePlugin, Selector, Snapshot, Status,
+    PreFilterPlugin, PreFilterResult, PreScorePlugin, ScorePlugin, Snapshot, Status,
     WeightedAffinityTerm, pod_namespace,
 };
 
@@ -103,19 +103,20 @@ impl TopologyCounts {
 
 /// Whether `pod` matches every term (false for no terms).
 fn pod_matches_all_terms(terms: &[AffinityTerm], pod: &Pod) -> bool {
-    !terms.is_empty() && terms.iter().all(|t| t.matches(pod, &NoLabels))
+    !terms.is_empty() && terms.iter().all(|t| t.matches_pod(pod, &NoLabels))
 }
 
 /// Resolves a term's namespaceSelector into its namespace list, as upstream
 /// `mergeAffinityTermNamespacesIfNotEmpty` (an empty selector, matching all
 /// namespaces, stays a selector).
 fn merge_term_namespaces(term: &mut AffinityTerm, snapshot: &Snapshot) {
-    if term.namespace_selector.is_everything() {
+    if term.selects_every_namespace() {
         return;
     }
-    term.namespaces
-        .extend(snapshot.namespaces_matching(&term.namespace_selector));
-    term.namespace_selector = Selector::Nothing;
+    if let Some(selector) = term.namespace_selector.take() {
+        term.namespaces
+            .extend(snapshot.namespaces_matching(&selector));
+    }
 }
 
 #[derive(Clone)]
@@ -165,7 +166,7 @@ impl PreFilterPlugin for InterPodAffinity {
         for node in snapshot.nodes_with_required_anti_affinity_pods() {
             for existing in &node.pods_with_required_anti_affinity {
                 for term in &existing.required_anti_affinity_terms {
-                    if term.matches(pod, namespace_labels) {
+                    if term.matches_pod(pod, namespace_labels) {
                         existing_anti_affinity_counts.update(node, &term.topology_key, 1);
                     }
                 }
@@ -199,7 +200,7 @@ impl PreFilterPlugin for InterPodAffinity {
                         }
                     }
                     for term in &pod_info.required_anti_affinity_terms {
-                        if term.matches(&existing.pod, &NoLabels) {
+                        if term.matches_pod(&existing.pod, &NoLabels) {
                             anti_affinity_counts.update(node, &term.topology_key, 1);
                         }
                     }
@@ -256,7 +257,7 @@ impl PreFilterState {
     /// Accounts `multiplier` times the pod `updated` on `node` (upstream `updateWithPod`).
     fn update_with_pod(&mut self, updated: &PodInfo, node: &NodeInfo, multiplier: i64) {
         for term in &updated.required_anti_affinity_terms {
-            if term.matches(&self.pod_info.pod, &self.namespace_labels) {
+            if term.matches_pod(&self.pod_info.pod, &self.namespace_labels) {
                 self.existing_anti_affinity_counts
                     .update(node, &term.topology_key, multiplier);
             }
@@ -268,7 +269,7 @@ impl PreFilterState {
             }
         }
         for term in &self.pod_info.required_anti_affinity_terms {
-            if term.matches(&updated.pod, &NoLabels) {
+            if term.matches_pod(&updated.pod, &NoLabels) {
                 self.anti_affinity_counts
                     .update(node, &term.topology_key, multiplier);
             }
@@ -352,7 +353,7 @@ fn process_term(
     node: &NodeInfo,
     multiplier: i64,
 ) {
-    if term.matches(pod, namespace_labels)
+    if term.matches_pod(pod, namespace_labels)
         && let Some(value) = node.labels().get(&term.topology_key)
     {
         *scores

@@ -7,13 +7,14 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Pod, TopologySpreadConstraint};
 use ksim_core::node_affinity::RequiredNodeAffinity;
 use ksim_core::selector::{LabelSelectorRequirements, Requirement};
-use ksim_core::toleration::{find_matching_untolerated_taint, is_do_not_schedule_taint};
+use ksim_core::topology_spread::{NodeInclusionPolicies, SpreadConstraint};
 
 use crate::framework::{
     NodeInfo, PodInfo, Selector, Snapshot, WorkloadKind, pod_labels, pod_namespace,
 };
 
-/// A constraint ready to evaluate.
+/// A constraint ready to evaluate: ksim-core's parse, with the selector
+/// the scheduler counts by (the workload selector for default constraints).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Constraint {
     pub max_skew: i32,
@@ -21,10 +22,8 @@ pub struct Constraint {
     pub selector: Selector,
     /// 1 when unset.
     pub min_domains: i32,
-    /// nodeAffinityPolicy Honor (the default).
-    pub honor_node_affinity: bool,
-    /// nodeTaintsPolicy Honor (default Ignore).
-    pub honor_node_taints: bool,
+    /// nodeAffinityPolicy and nodeTaintsPolicy.
+    pub policies: NodeInclusionPolicies,
 }
 
 impl Constraint {
@@ -35,28 +34,13 @@ impl Constraint {
         node: &NodeInfo,
         required: &RequiredNodeAffinity,
     ) -> bool {
-        if self.honor_node_affinity && !required.matches_labels(node.labels(), node.name()) {
-            return false;
-        }
-        if self.honor_node_taints {
-            let taints = node
-                .node
-                .spec
-                .as_ref()
-                .and_then(|s| s.taints.as_deref())
-                .unwrap_or_default();
-            let tolerations = pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.tolerations.as_deref())
-                .unwrap_or_default();
-            if find_matching_untolerated_taint(taints, tolerations, is_do_not_schedule_taint)
-                .is_some()
-            {
-                return false;
-            }
-        }
-        true
+        let tolerations = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.tolerations.as_deref())
+            .unwrap_or_default();
+        self.policies
+            .includes_node(&node.node, required, tolerations)
     }
 }
 
@@ -67,33 +51,22 @@ pub fn filter_constraints(
     pod_labels_map: Option<&BTreeMap<String, String>>,
     when_unsatisfiable: &str,
 ) -> Result<Vec<Constraint>, String> {
-    let mut result = Vec::new();
-    for c in constraints {
-        if c.when_unsatisfiable != when_unsatisfiable {
-            continue;
-        }
-        let mut selector = Selector::from_label_selector(c.label_selector.as_ref())?;
-        if let (Some(keys), Some(labels), Selector::Requirements(requirements)) =
-            (c.match_label_keys.as_ref(), pod_labels_map, &mut selector)
-        {
-            for key in keys {
-                if let Some(value) = labels.get(key) {
-                    requirements
-                        .requirements
-                        .push(Requirement::In(key.clone(), vec![value.clone()]));
-                }
-            }
-        }
-        result.push(Constraint {
-            max_skew: c.max_skew,
-            topology_key: c.topology_key.clone(),
-            selector,
-            min_domains: c.min_domains.unwrap_or(1),
-            honor_node_affinity: c.node_affinity_policy.as_deref() != Some("Ignore"),
-            honor_node_taints: c.node_taints_policy.as_deref() == Some("Honor"),
-        });
-    }
-    Ok(result)
+    constraints
+        .iter()
+        .filter(|c| c.when_unsatisfiable == when_unsatisfiable)
+        .map(|c| {
+            let parsed = SpreadConstraint::parse(c, pod_labels_map).map_err(|e| e.to_string())?;
+            Ok(Constraint {
+                max_skew: parsed.max_skew,
+                topology_key: parsed.topology_key,
+                selector: parsed
+                    .selector
+                    .map_or(Selector::Nothing, Selector::Requirements),
+                min_domains: parsed.min_domains,
+                policies: parsed.policies,
+            })
+        })
+        .collect()
 }
 
 /// The selector made of the Services selecting the pod and its controlling

@@ -248,7 +248,7 @@ impl Plugin for PodTopologySpread {
 /// affinity honoured only matters when the pod has a required one; taints
 /// only when the policy says Honor).
 fn policies_include_every_node(c: &Constraint, required: &RequiredNodeAffinity) -> bool {
-    !c.honor_node_taints && (!c.honor_node_affinity || required.is_empty())
+    c.policies.includes_every_node(required)
 }
 
 /// Whether a scan that skips every node lacking any of `constraints`'
