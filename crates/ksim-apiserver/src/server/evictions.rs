@@ -2,10 +2,12 @@
 //! ksim-only, non-resource path (no discovery, no kind in any group; kubectl
 //! reaches it with `--raw`):
 //!
-//! - `GET /ksim/v1alpha1/evictions[?namespace=NS]`: every eviction and
-//!   every refusal (429) so far, as `{"kind": "EvictionRecordList",
-//!   "apiVersion": "ksim.io/v1alpha1", "metadata": {"resourceVersion":
-//!   "42"}, "items": [...]}`, oldest first;
+//! - `GET /ksim/v1alpha1/evictions[?namespace=NS][&limit=N]`: every
+//!   eviction and every refusal (429) so far, as `{"kind":
+//!   "EvictionRecordList", "apiVersion": "ksim.io/v1alpha1", "metadata":
+//!   {"resourceVersion": "42"}, "items": [...]}`, oldest first (`limit`:
+//!   at most N items, with no continuation: a client that only wants the
+//!   resourceVersion to watch from asks for 1);
 //! - `?watch=true` (or `1`): newline-delimited watch events as for any
 //!   resource (`ADDED` for each record; `BOOKMARK` with
 //!   `allowWatchBookmarks=true`; an `ERROR` Status with code 410 past the
@@ -152,33 +154,50 @@ fn respond(
     let result = if query.flag("watch") {
         watch(state, &query, namespace, collections)
     } else {
-        Ok(list(&state, namespace.as_deref(), collections, list_kind))
+        let limit = query.get("limit").and_then(|l| l.parse::<usize>().ok());
+        Ok(list(
+            &state,
+            namespace.as_deref(),
+            collections,
+            list_kind,
+            limit,
+        ))
     };
     result.unwrap_or_else(IntoResponse::into_response)
 }
 
-/// The objects of `collections` (of `namespace`), oldest first, and the
-/// store's revision.
+/// The objects of `collections` (of `namespace`; at most `limit` of each,
+/// then of all), oldest first, and the store's revision.
 fn list_objects(
     state: &State,
     namespace: Option<&str>,
     collections: &[&str],
+    limit: Option<usize>,
 ) -> (Vec<Arc<StoredObject>>, u64) {
     let mut items = Vec::new();
     let mut revision = 0;
     for collection in collections {
         let page = state
             .store
-            .list(collection, namespace, None, None, |_| true);
+            .list(collection, namespace, None, limit, |_| true);
         revision = revision.max(page.revision);
         items.extend(page.items);
     }
     items.sort_by_key(|o| o.revision);
+    if let Some(limit) = limit.filter(|l| *l > 0) {
+        items.truncate(limit);
+    }
     (items, revision)
 }
 
-fn list(state: &State, namespace: Option<&str>, collections: &[&str], kind: &str) -> Response {
-    let (items, revision) = list_objects(state, namespace, collections);
+fn list(
+    state: &State,
+    namespace: Option<&str>,
+    collections: &[&str],
+    kind: &str,
+    limit: Option<usize>,
+) -> Response {
+    let (items, revision) = list_objects(state, namespace, collections, limit);
     let items: Vec<&Value> = items.iter().map(|o| &o.value).collect();
     let body = json!({
         "kind": kind, "apiVersion": API_VERSION,
@@ -242,7 +261,7 @@ async fn stream(
     let mut start = spec.requested;
     if start.is_none() {
         // The existing objects first, as ADDED, oldest first.
-        let (items, revision) = list_objects(&state, namespace, spec.collections);
+        let (items, revision) = list_objects(&state, namespace, spec.collections, None);
         let mut batch = BytesMut::new();
         for object in items {
             batch.put_slice(&line("ADDED", &object.json));

@@ -360,4 +360,18 @@ async fn the_timeline_watches_events_and_records_in_one_stream_in_order() {
         .map(|o| o["kind"].as_str().unwrap_or_default())
         .collect();
     assert_eq!(kinds, ["Event", "EvictionRecord"]);
+    // `limit` bounds the list (the page asks for one item, for the version).
+    let (_, one) = call(
+        &router,
+        Method::GET,
+        "/ksim/v1alpha1/timeline?limit=1",
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(one["items"].as_array().map(Vec::len), Some(1), "{one}");
+    assert_eq!(
+        one["metadata"]["resourceVersion"],
+        list["metadata"]["resourceVersion"]
+    );
 }
