@@ -280,8 +280,8 @@ pub fn place_pods(
     let mut moved: Vec<&Arc<Pod>> = Vec::new();
     for pod in pods {
         match find_place(profile, snapshot, pod, excluded) {
-            Some(node) => {
-                snapshot.bind_pod(Pod::clone(pod), &node);
+            Some((node, unbound)) => {
+                snapshot.bind_pod(unbound, &node);
                 moved.push(pod);
             }
             None => {
@@ -295,12 +295,14 @@ pub fn place_pods(
     Ok(())
 }
 
+/// The first node `pod` fits (as a new pod: without its node name), and
+/// the pod so, to bind there.
 fn find_place(
     profile: &Profile,
     snapshot: &Snapshot,
     pod: &Pod,
     excluded: &HashSet<String>,
-) -> Option<String> {
+) -> Option<(String, Pod)> {
     let mut unbound = pod.clone();
     if let Some(spec) = unbound.spec.as_mut() {
         spec.node_name = None;
@@ -309,7 +311,7 @@ fn find_place(
     if !status.is_success() {
         return None;
     }
-    snapshot
+    let node = snapshot
         .nodes()
         .iter()
         .filter(|n| !excluded.contains(n.name()))
@@ -319,8 +321,8 @@ fn find_place(
                 .as_ref()
                 .is_none_or(|names| names.contains(n.name()))
         })
-        .find(|n| run_filter_plugins(profile, &state, &unbound, n).is_success())
-        .map(|n| n.name().to_string())
+        .find(|n| run_filter_plugins(profile, &state, &unbound, n).is_success())?;
+    Some((node.name().to_string(), unbound))
 }
 
 #[cfg(test)]
