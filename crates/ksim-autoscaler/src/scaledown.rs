@@ -313,7 +313,7 @@ fn place_pods_from(
 
 /// The first node `pod` fits (as a new pod: without its node name), and
 /// the pod so, to bind there.
-fn find_place(
+pub(crate) fn find_place(
     profile: &Profile,
     snapshot: &Snapshot,
     pod: &Pod,
