@@ -681,6 +681,8 @@ impl Autoscaler {
             }
             let booting = members.iter().any(|m| m.group == index && m.upcoming);
             if !booting && self.scale_ups.remove(&spec.name).is_some() {
+                // A scale-up that finished ends the group's backoff (upstream).
+                self.backoffs.remove(&spec.name);
                 tracing::debug!(group = %spec.name, "scale-up finished");
             }
         }
