@@ -136,7 +136,7 @@ fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0
 }
 
-const PROVIDER: &str = "apiVersion: v1alpha1\nreadNodesFrom: configmap\nnodegroups:\n  fromNodeLabelKey: kwok-nodegroup\n";
+const PROVIDER: &str = "apiVersion: v1alpha1\nreadNodesFrom: configmap\nnodegroups:\n  fromNodeLabelKey: kwok-nodegroup\nconfigmap:\n  name: kwok-provider-templates\n  key: templates\n";
 
 /// One loop of the autoscaler over 5,000 nodes and 50,000 pods with no
 /// pod pending: what every scan interval costs. The cluster is the state

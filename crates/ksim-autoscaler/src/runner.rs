@@ -556,6 +556,29 @@ impl Autoscaler {
             upcoming: upcoming.len(),
             members: Vec::new(),
         };
+        let pending = if pending.is_empty() {
+            pending
+        } else {
+            // As upstream's filter-out-schedulable: a pod that fits a Ready
+            // node now (one that just became Ready, before the scheduler
+            // retried the pod) needs no scale-up.
+            let mut not_ready: HashSet<String> = state
+                .nodes()
+                .filter(|n| !is_ready(n) || has_taint(n, TO_BE_DELETED_TAINT))
+                .filter_map(|n| n.metadata.name.clone())
+                .collect();
+            not_ready.extend(upcoming.iter().cloned());
+            let mut cursor = 0;
+            let snapshot = &state.cache.snapshot;
+            pending
+                .into_iter()
+                .filter(|pod| {
+                    scaledown::find_place(&self.profile, snapshot, pod, &not_ready, &mut cursor)
+                        .is_none()
+                })
+                .collect()
+        };
+        decision.pending = pending.len();
         if !pending.is_empty() && !specs.is_empty() {
             let plan = with_upcoming_ready(state, &upcoming, |snapshot| {
                 simulator::plan_scale_up(&self.profile, snapshot, &upcoming, &views, &pending)
@@ -653,6 +676,8 @@ impl Autoscaler {
             }
             let booting = members.iter().any(|m| m.group == index && m.upcoming);
             if !booting && self.scale_ups.remove(&spec.name).is_some() {
+                // A scale-up that finished ends the group's backoff (upstream).
+                self.backoffs.remove(&spec.name);
                 tracing::debug!(group = %spec.name, "scale-up finished");
             }
         }

@@ -227,6 +227,10 @@ pub fn find_unneeded(
     let mut unneeded = Vec::new();
     let mut reasons = BTreeMap::new();
     let mut non_empty = 0;
+    // Where the last pod fit: the next search starts there (upstream's
+    // predicate checker keeps this index across a scan), so pods fill
+    // nodes in turn instead of each search walking the full ones again.
+    let mut cursor = 0;
     for candidate in candidates {
         let name = &candidate.name;
         if candidate.scale_down_disabled {
@@ -252,7 +256,7 @@ pub fn find_unneeded(
             continue;
         }
         excluded.insert(name.clone());
-        match place_pods(profile, snapshot, &pods, excluded) {
+        match place_pods_from(profile, snapshot, &pods, excluded, &mut cursor) {
             Ok(()) => {
                 budgets = remaining;
                 non_empty += usize::from(!pods.is_empty());
@@ -277,11 +281,23 @@ pub fn place_pods(
     pods: &[Arc<Pod>],
     excluded: &HashSet<String>,
 ) -> Result<(), Unremovable> {
+    place_pods_from(profile, snapshot, pods, excluded, &mut 0)
+}
+
+/// [`place_pods`], searching the nodes from index `cursor` on (wrapping
+/// around), and leaving it at the node the last pod fit.
+fn place_pods_from(
+    profile: &Profile,
+    snapshot: &mut Snapshot,
+    pods: &[Arc<Pod>],
+    excluded: &HashSet<String>,
+    cursor: &mut usize,
+) -> Result<(), Unremovable> {
     let mut moved: Vec<&Arc<Pod>> = Vec::new();
     for pod in pods {
-        match find_place(profile, snapshot, pod, excluded) {
-            Some(node) => {
-                snapshot.bind_pod(Pod::clone(pod), &node);
+        match find_place(profile, snapshot, pod, excluded, cursor) {
+            Some((node, unbound)) => {
+                snapshot.bind_pod(unbound, &node);
                 moved.push(pod);
             }
             None => {
@@ -295,12 +311,15 @@ pub fn place_pods(
     Ok(())
 }
 
-fn find_place(
+/// The first node `pod` fits (as a new pod: without its node name), and
+/// the pod so, to bind there.
+pub(crate) fn find_place(
     profile: &Profile,
     snapshot: &Snapshot,
     pod: &Pod,
     excluded: &HashSet<String>,
-) -> Option<String> {
+    cursor: &mut usize,
+) -> Option<(String, Pod)> {
     let mut unbound = pod.clone();
     if let Some(spec) = unbound.spec.as_mut() {
         spec.node_name = None;
@@ -309,18 +328,25 @@ fn find_place(
     if !status.is_success() {
         return None;
     }
-    snapshot
-        .nodes()
-        .iter()
-        .filter(|n| !excluded.contains(n.name()))
-        .filter(|n| {
-            narrowed
+    let nodes = snapshot.nodes();
+    let count = nodes.len();
+    for step in 0..count {
+        let index = (*cursor + step) % count;
+        let node = &nodes[index];
+        if excluded.contains(node.name())
+            || narrowed
                 .node_names
                 .as_ref()
-                .is_none_or(|names| names.contains(n.name()))
-        })
-        .find(|n| run_filter_plugins(profile, &state, &unbound, n).is_success())
-        .map(|n| n.name().to_string())
+                .is_some_and(|names| !names.contains(node.name()))
+        {
+            continue;
+        }
+        if run_filter_plugins(profile, &state, &unbound, node).is_success() {
+            *cursor = index;
+            return Some((node.name().to_string(), unbound));
+        }
+    }
+    None
 }
 
 #[cfg(test)]
