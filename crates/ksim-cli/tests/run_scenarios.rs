@@ -380,7 +380,7 @@ spec:
         .lines()
         .find(|line| line.contains("5. ksim clock"))
         .expect("the clock step's line");
-    assert!(clock_step.starts_with("10m0s"), "{stdout}");
+    assert!(clock_step.trim_start().starts_with("10m0s"), "{stdout}");
     assert!(
         stdout.ends_with("PASS named: 6 passed, 0 failed, 0 skipped\n"),
         "{stdout}"
