@@ -2,7 +2,8 @@
 //! their own (kubectl, ksim, apply, waitFor, assert steps), prints the
 //! timeline or JSON, writes JUnit XML, fails with a readable account of what
 //! was expected and seen, and refuses bad files in one line before anything
-//! runs; and against an existing cluster with `--kubeconfig`.
+//! runs; and against an existing cluster with `--kubeconfig`, or a running
+//! ksim cluster with `--name` (moving its virtual clock through its API).
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -313,6 +314,128 @@ spec:
     // The object is in the cluster the kubeconfig names.
     let marker = cluster.kubectl(&["get", "configmap", "marker", "-o", "jsonpath={.data.from}"]);
     assert_eq!(marker.success().stdout, "scenario");
+}
+
+/// Deletes a second cluster of a test's environment when the test ends.
+struct Delete<'a>(&'a KsimEnv, &'a str);
+
+impl Drop for Delete<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.ksim(&["delete", "cluster", "--name", self.1]);
+    }
+}
+
+#[test]
+fn runs_against_a_named_cluster_on_its_virtual_clock() {
+    let cluster = TestCluster::start_with(
+        ksim_binary(),
+        "lab",
+        &[
+            "--clock",
+            "virtual",
+            "--clock-start",
+            "2026-01-01T00:00:00Z",
+            "--seed",
+            "3",
+        ],
+    );
+    // A second cluster, named as ksim's default and now the current
+    // context: neither kubectl nor ksim steps may reach it.
+    let env = cluster.env();
+    let decoy = env.ksim(&["create", "cluster"]);
+    assert!(
+        decoy.status.success(),
+        "{}",
+        String::from_utf8_lossy(&decoy.stderr)
+    );
+    let _decoy = Delete(env, "ksim");
+    let scenario = write(
+        env,
+        "named.yaml",
+        r#"apiVersion: ksim.io/v1alpha1
+kind: Scenario
+metadata: {name: named}
+spec:
+  steps:
+  - ksim: scale node --replicas 2
+  - kubectl: get nodes -o name
+    expect: {outputContains: node/node-000001}
+  - name: the nodes' leases, renewed on the cluster's clock
+    waitFor: {get: leases -n kube-node-lease, jq: '.items | length == 2', timeout: 1m}
+  - advance: 10m
+  - ksim: clock
+    expect: {outputContains: "2026-01-01T00:10:00Z (virtual clock, seed 3"}
+  - assert: {get: lease node-000000 -n kube-node-lease, jq: '.spec.renewTime >= "2026-01-01T00:09:50"'}
+"#,
+    );
+    let output = env.ksim(&["run", scenario.to_str().expect("utf-8"), "--name", "lab"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("clock virtual"), "{stdout}");
+    let clock_step = stdout
+        .lines()
+        .find(|line| line.contains("5. ksim clock"))
+        .expect("the clock step's line");
+    assert!(clock_step.trim_start().starts_with("10m0s"), "{stdout}");
+    assert!(
+        stdout.ends_with("PASS named: 6 passed, 0 failed, 0 skipped\n"),
+        "{stdout}"
+    );
+    // The steps reached cluster lab, whose clock moved; the decoy has no nodes.
+    let clock = env.ksim(&["clock", "--name", "lab"]);
+    assert!(
+        String::from_utf8_lossy(&clock.stdout).starts_with("2026-01-01T00:10:00Z"),
+        "{}",
+        String::from_utf8_lossy(&clock.stdout)
+    );
+    let lab = env.kubectl(&["--context", "ksim-lab", "get", "nodes", "-o", "name"]);
+    assert_eq!(lab.success().stdout, "node/node-000000\nnode/node-000001\n");
+    let other = env.kubectl(&["--context", "ksim-ksim", "get", "nodes", "-o", "name"]);
+    assert_eq!(other.success().stdout, "");
+}
+
+#[test]
+fn a_named_cluster_on_the_real_clock_refuses_advance_before_anything_runs() {
+    let cluster = TestCluster::start_api_only(ksim_binary());
+    let scenario = write(
+        cluster.env(),
+        "advance.yaml",
+        r#"apiVersion: ksim.io/v1alpha1
+kind: Scenario
+metadata: {name: advance}
+spec:
+  steps:
+  - apply: |
+      apiVersion: v1
+      kind: ConfigMap
+      metadata: {name: marker}
+  - advance: 10m
+"#,
+    );
+    let output = cluster.ksim(&["run", scenario.to_str().expect("utf-8"), "--name", "ksim"]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        stderr.lines().collect::<Vec<_>>(),
+        [format!(
+            "error: {}: step 2: advance: cluster \"ksim\" runs on the real clock; only a virtual clock can be advanced",
+            scenario.display()
+        )],
+        "{stderr}"
+    );
+    // Nothing ran.
+    let marker = cluster.kubectl(&["get", "configmap", "marker"]);
+    assert!(marker.failure().stderr.contains("not found"));
+    // A cluster that is not running is named as missing.
+    let output = cluster.ksim(&["run", scenario.to_str().expect("utf-8"), "--name", "nope"]);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        "error: cluster \"nope\" does not exist\n"
+    );
 }
 
 /// Two runs of a scenario with a seed print the same report, byte for byte.

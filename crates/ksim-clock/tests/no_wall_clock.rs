@@ -1,5 +1,6 @@
 //! Keeps direct wall-clock reads, tokio timers and unseeded randomness out of
-//! the cluster's code: they would break virtual time and repeatable runs.
+//! the cluster's code (kube's watcher back-off included): they would break
+//! virtual time and repeatable runs.
 //! Time comes from the cluster's `Clock` (this crate); randomness from
 //! `clock.random()`. A genuine wall-time need (a timeout talking to another
 //! process, a progress display) says so on the same line with a
@@ -24,6 +25,10 @@ const FORBIDDEN: &[&str] = &[
     "thread_rng()",
     "rand::rng()",
     "Uuid::new_v4()",
+    // kube's watcher back-off sleeps on tokio's clock; back off with
+    // `ksim_runtime::informer::backoff_on` instead.
+    ".default_backoff()",
+    "WatchStreamExt::backoff(",
 ];
 
 /// Where the wall clock belongs.

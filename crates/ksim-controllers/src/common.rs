@@ -237,62 +237,7 @@ pub(crate) async fn delete_pod(
     }
 }
 
-/// A watch (or any stream of results) that waits on `clock` after each
-/// error before it is polled again, as kube's default back-off: 800 ms,
-/// doubling to 30 s, reset once it has gone 2 minutes without failing. On
-/// a virtual clock the retry is a timer like any other.
-pub(crate) fn backoff_on<S, T, E>(
-    stream: S,
-    clock: &ksim_runtime::clock::Clock,
-) -> impl futures::Stream<Item = Result<T, E>> + Send + use<S, T, E>
-where
-    S: futures::Stream<Item = Result<T, E>> + Send + 'static,
-    T: Send + 'static,
-    E: Send + 'static,
-{
-    use futures::StreamExt;
-    const FIRST: std::time::Duration = std::time::Duration::from_millis(800);
-    const LONGEST: std::time::Duration = std::time::Duration::from_secs(30);
-    // A watch that fails again within this long of its last failure keeps
-    // backing off (a failing list starts with a successful `Init`).
-    const RESET_AFTER: std::time::Duration = std::time::Duration::from_secs(120);
-    struct State<S> {
-        stream: std::pin::Pin<Box<S>>,
-        clock: ksim_runtime::clock::Clock,
-        delay: std::time::Duration,
-        failed_at: Option<ksim_runtime::clock::Instant>,
-        wait: Option<std::time::Duration>,
-    }
-    let state = State {
-        stream: Box::pin(stream),
-        clock: clock.clone(),
-        delay: std::time::Duration::ZERO,
-        failed_at: None,
-        wait: None,
-    };
-    futures::stream::unfold(state, |mut state| async move {
-        if let Some(wait) = state.wait.take() {
-            state.clock.sleep(wait).await;
-        }
-        let item = state.stream.next().await?;
-        match item {
-            Ok(_) => {
-                let quiet = state
-                    .failed_at
-                    .is_none_or(|at| state.clock.elapsed_since(at) >= RESET_AFTER);
-                if quiet {
-                    state.delay = std::time::Duration::ZERO;
-                }
-            }
-            Err(_) => {
-                state.delay = (state.delay * 2).clamp(FIRST, LONGEST);
-                state.failed_at = Some(state.clock.instant());
-                state.wait = Some(state.delay);
-            }
-        }
-        Some((item, state))
-    })
-}
+pub(crate) use ksim_runtime::informer::backoff_on;
 
 /// A watch of every object of a kind (an informer's event stream),
 /// restarted with back-off on `clock` after errors. Objects are decoded

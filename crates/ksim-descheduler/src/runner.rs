@@ -185,25 +185,34 @@ impl Descheduler {
             namespaces.items,
             self.clock.timestamp(),
         );
+        let (api, calls) = if self.dry_run {
+            (None, None)
+        } else {
+            let (api, calls) = KubeEvictionApi::with_clock(
+                self.client.clone(),
+                self.policy.grace_period_seconds,
+                self.clock.clone(),
+                Arc::clone(&self.events),
+            );
+            (Some(api), Some(calls))
+        };
         let cycle = Cycle {
             profiles: Arc::clone(&self.profiles),
             node_selector: self.node_selector.clone(),
-            api: (!self.dry_run).then(|| {
-                KubeEvictionApi::with_clock(
-                    self.client.clone(),
-                    tokio::runtime::Handle::current(),
-                    self.policy.grace_period_seconds,
-                    self.clock.clone(),
-                    Arc::clone(&self.events),
-                )
-            }),
+            api,
             limits: self.policy.limits(),
             failure_events: self
                 .policy
                 .eviction_failure_event_notification
                 .unwrap_or(false),
         };
-        tokio::task::spawn_blocking(move || cycle.run(&snapshot, &pdbs, &pvcs))
+        // The cycle (and its API with it) is dropped on its thread when it
+        // ends, which ends the calls it makes here.
+        let worker = tokio::task::spawn_blocking(move || cycle.run(&snapshot, &pdbs, &pvcs));
+        if let Some(calls) = calls {
+            calls.serve().await;
+        }
+        worker
             .await
             .map_err(|error| Error::Policy(format!("the descheduling cycle panicked: {error}")))
     }

@@ -10,6 +10,7 @@
 
 mod args;
 mod checks;
+mod clock;
 mod duration;
 mod error;
 mod get;
@@ -19,6 +20,7 @@ mod runner;
 
 pub use args::split_args;
 pub use checks::{Check, Events, Evictions, JqCheck, Pending, Placement, Spread};
+pub use clock::{ClockReading, ClusterClock, read_clock};
 pub use duration::{format_duration, parse_duration};
 pub use error::ScenarioError;
 pub use get::{GetArgs, Resolver};

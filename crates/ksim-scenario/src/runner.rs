@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use ksim_runtime::Clock;
+
+use crate::clock::ClusterClock;
 use serde_json::Value;
 
 use crate::checks::{Check, Verdict};
@@ -42,8 +44,8 @@ pub struct Target {
     /// The kubectl `kubectl:` steps run.
     pub kubectl: PathBuf,
     /// The cluster's clock (real, or virtual: `advance` and `waitFor`
-    /// move it).
-    pub clock: Clock,
+    /// move it, in process or through a ksim cluster's API).
+    pub clock: ClusterClock,
 }
 
 /// How a step ended: passed with what was seen, or failed.
@@ -61,20 +63,23 @@ fn failed(expected: impl Into<String>, seen: impl Into<String>) -> Verdict {
 pub async fn run(scenario: &Scenario, target: &Target) -> Report {
     let resolver = Resolver::new(target.client.clone());
     let clock = &target.clock;
-    let start = clock.now();
     // Wall-clock timings (JUnit's time attributes only).
     let wall = Clock::real();
     let wall_start = wall.now();
+    // A cluster whose clock cannot be read counts from where it was last seen.
+    let start = clock.now().await.unwrap_or(wall_start);
+    let mut last = start;
     let mut steps = Vec::with_capacity(scenario.steps.len());
     let mut stopped = false;
     let real = !clock.is_virtual();
     for step in &scenario.steps {
         let description = step.describe();
+        last = clock.now().await.unwrap_or(last);
         if stopped {
             steps.push(StepReport {
                 number: step.number,
                 description,
-                at: offset(start, clock.now(), real),
+                at: offset(start, last, real),
                 outcome: Outcome::Skipped,
                 expected: None,
                 seen: None,
@@ -86,11 +91,12 @@ pub async fn run(scenario: &Scenario, target: &Target) -> Report {
         tracing::debug!(step = step.number, %description, "step");
         let result = run_step(step, target, &resolver).await;
         let wall_seconds = seconds_since(&wall, began);
+        last = clock.now().await.unwrap_or(last);
         let report = match result {
             Ok(seen) => StepReport {
                 number: step.number,
                 description,
-                at: offset(start, clock.now(), real),
+                at: offset(start, last, real),
                 outcome: Outcome::Passed,
                 expected: None,
                 seen,
@@ -103,7 +109,7 @@ pub async fn run(scenario: &Scenario, target: &Target) -> Report {
                 StepReport {
                     number: step.number,
                     description,
-                    at: offset(start, clock.now(), real),
+                    at: offset(start, last, real),
                     outcome: Outcome::Failed,
                     expected: Some(verdict.expected),
                     seen: Some(verdict.seen),
@@ -229,14 +235,14 @@ async fn run_step(step: &Step, target: &Target, resolver: &Resolver) -> StepResu
             return match always {
                 None => match clock.advance(*by).await {
                     Ok(_) => Ok(None),
-                    Err(error) => Err(failed(expected, error.to_string())),
+                    Err(error) => Err(failed(expected, error)),
                 },
                 Some(check) => advance_while(*by, check, clock, resolver).await,
             };
         }
         Action::Assert(check) => {
             if let Err(error) = clock.settle().await {
-                return Err(failed("the cluster to settle", error.to_string()));
+                return Err(failed("the cluster to settle", error));
             }
             let verdict = check.evaluate(resolver).await;
             return if verdict.holds {
@@ -248,7 +254,7 @@ async fn run_step(step: &Step, target: &Target, resolver: &Resolver) -> StepResu
     };
     // What a command or a change set off runs to rest before the next step.
     if let Err(error) = clock.settle().await {
-        return Err(failed("the cluster to settle", error.to_string()));
+        return Err(failed("the cluster to settle", error));
     }
     result
 }
@@ -430,11 +436,14 @@ async fn delete(resolver: &Resolver, what: &GetArgs, ignore_not_found: bool) -> 
 async fn wait_for(
     check: &Check,
     timeout: Duration,
-    clock: &Clock,
+    clock: &ClusterClock,
     resolver: &Resolver,
 ) -> StepResult {
-    let deadline =
-        clock.now() + chrono::Duration::from_std(timeout).unwrap_or(chrono::TimeDelta::MAX);
+    let now = clock
+        .now()
+        .await
+        .map_err(|error| failed("to read the cluster's clock", error))?;
+    let deadline = now + chrono::Duration::from_std(timeout).unwrap_or(chrono::TimeDelta::MAX);
     let within = |verdict: Verdict, why: String| Verdict {
         holds: false,
         expected: format!("{} within {}", verdict.expected, format_duration(timeout)),
@@ -442,7 +451,7 @@ async fn wait_for(
     };
     loop {
         if let Err(error) = clock.settle().await {
-            return Err(failed("the cluster to settle", error.to_string()));
+            return Err(failed("the cluster to settle", error));
         }
         let verdict = check.evaluate(resolver).await;
         if verdict.holds {
@@ -460,10 +469,11 @@ async fn wait_for(
                         ),
                     ));
                 }
-                Err(error) => return Err(within(verdict, error.to_string())),
+                Err(error) => return Err(within(verdict, error)),
             }
         } else {
-            if clock.now() >= deadline {
+            let now = clock.now().await.unwrap_or(deadline);
+            if now >= deadline {
                 return Err(within(verdict, "timed out".to_string()));
             }
             clock.sleep(POLL).await;
@@ -476,42 +486,42 @@ async fn wait_for(
 async fn advance_while(
     by: Duration,
     check: &Check,
-    clock: &Clock,
+    clock: &ClusterClock,
     resolver: &Resolver,
 ) -> StepResult {
-    let from = clock.now();
+    let settle_error = |error: String| failed("the cluster to settle", error);
+    let from = clock.now().await.map_err(settle_error)?;
     let to = from + chrono::Duration::from_std(by).unwrap_or(chrono::TimeDelta::MAX);
-    let throughout = |verdict: Verdict| Verdict {
+    let throughout = |verdict: Verdict, now: DateTime<Utc>| Verdict {
         holds: false,
         expected: format!("{} throughout {}", verdict.expected, format_duration(by)),
         seen: format!(
             "after {}: {}",
-            format_duration((clock.now() - from).to_std().unwrap_or_default()),
+            format_duration((now - from).to_std().unwrap_or_default()),
             verdict.seen
         ),
     };
-    let settle_error =
-        |error: ksim_runtime::clock::Error| failed("the cluster to settle", error.to_string());
     clock.settle().await.map_err(settle_error)?;
+    let mut now = from;
     let mut checks = 0usize;
     loop {
         let verdict = check.evaluate(resolver).await;
         checks += 1;
         if !verdict.holds {
-            return Err(throughout(verdict));
+            return Err(throughout(verdict, now));
         }
         match clock.fire_next(to).await {
-            Ok(Some(_)) => {}
+            Ok(Some(at)) => now = at,
             Ok(None) => break,
             Err(error) => return Err(settle_error(error)),
         }
     }
-    if clock.now() < to {
-        clock.advance_to(to).await.map_err(settle_error)?;
+    if now < to {
+        now = clock.advance_to(to).await.map_err(settle_error)?;
         let verdict = check.evaluate(resolver).await;
         checks += 1;
         if !verdict.holds {
-            return Err(throughout(verdict));
+            return Err(throughout(verdict, now));
         }
     }
     // How many timers fired is not part of the report: an idle wake-up

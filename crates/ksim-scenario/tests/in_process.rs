@@ -32,7 +32,7 @@ impl Cluster {
             env: Vec::new(),
             ksim: PathBuf::from("/nonexistent/ksim"),
             kubectl: PathBuf::from("/nonexistent/kubectl"),
-            clock: ksim_runtime::Clock::real(),
+            clock: ksim_runtime::Clock::real().into(),
         }
     }
 
@@ -350,7 +350,7 @@ async fn run_virtual(steps: &str) -> Report {
     );
     let scenario = Scenario::parse(Path::new("v.yaml"), &text).expect("valid scenario");
     let target = Target {
-        clock,
+        clock: clock.into(),
         ..cluster.target()
     };
     ksim_scenario::run(&scenario, &target).await

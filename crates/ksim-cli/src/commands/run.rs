@@ -4,8 +4,12 @@
 //! assembly on the scenario's clock, a loopback port and a kubeconfig in a
 //! temporary directory, so kubectl steps work; nothing left behind), prints
 //! the timeline (or JSON), writes JUnit XML when asked, and fails if any
-//! step failed. With `--kubeconfig` the scenarios run
-//! against that cluster instead, on the real clock.
+//! step failed. With `--name N` (a running ksim cluster) or `--kubeconfig`
+//! (its current context, any cluster) the scenarios run against that
+//! cluster instead: `kubectl:` and `ksim:` steps reach it, and on a ksim
+//! cluster with a virtual clock `advance` and `waitFor` move that clock
+//! through its API; a cluster on the real clock refuses `advance` before
+//! anything runs.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -13,7 +17,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Parser;
 use ksim_runtime::Clock;
-use ksim_scenario::{ClockMode, ClusterSpec, Report, Scenario, Target};
+use ksim_scenario::{ClockMode, ClusterClock, ClusterSpec, Report, Scenario, Target};
 
 use super::autoscaler::AutoscalerFlags;
 use super::serve::Component;
@@ -44,9 +48,13 @@ pub struct RunCommand {
     #[arg(short = 'o', long, value_enum, default_value = "text")]
     pub output: RunOutput,
     /// Run against the current context of this kubeconfig (an existing
-    /// cluster, real clock) instead of a cluster of the scenario's own.
+    /// cluster) instead of a cluster of the scenario's own.
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
+    /// Run against this running ksim cluster (`ksim create cluster --name
+    /// N`) instead of a cluster of the scenario's own.
+    #[arg(long, conflicts_with = "kubeconfig")]
+    pub name: Option<String>,
 }
 
 /// What a scenario's cluster is started with, checked before any run.
@@ -221,7 +229,7 @@ pub async fn start_cluster(
             env: child_env(root, home.root()),
             ksim: std::env::current_exe().context("cannot find the ksim binary")?,
             kubectl: PathBuf::from("kubectl"),
-            clock,
+            clock: clock.into(),
         },
         _cluster: cluster,
         server,
@@ -261,51 +269,21 @@ pub fn run(flags: &RunCommand) -> anyhow::Result<()> {
             }
         }
     }
-    let options = match &flags.kubeconfig {
-        Some(_) => {
-            for scenario in &scenarios {
-                if let Some(step) = scenario
-                    .steps
-                    .iter()
-                    .find(|s| matches!(s.action, ksim_scenario::Action::Advance { .. }))
-                {
-                    bail!(
-                        "{}: step {}: advance: a cluster given by --kubeconfig runs on the real clock; only a virtual clock can be advanced",
-                        scenario.file.display(),
-                        step.number
-                    );
-                }
-                let spec = &scenario.cluster;
-                if !spec.disable.is_empty()
-                    || spec.scheduler_config.is_some()
-                    || spec.descheduler_policy.is_some()
-                    || spec.autoscaler.is_some()
-                    || spec.snapshot.is_some()
-                {
-                    tracing::warn!(
-                        scenario = %scenario.name,
-                        "spec.cluster is not used: the scenario runs against the cluster --kubeconfig gives"
-                    );
-                }
-            }
-            Vec::new()
-        }
-        None => scenarios
+    let reports = if flags.name.is_some() || flags.kubeconfig.is_some() {
+        run_on_existing(flags, &scenarios)?
+    } else {
+        let options = scenarios
             .iter()
             .map(cluster_options)
-            .collect::<anyhow::Result<Vec<_>>>()?,
-    };
-    let mut reports = Vec::with_capacity(scenarios.len());
-    for (index, scenario) in scenarios.iter().enumerate() {
-        let report = match &flags.kubeconfig {
-            Some(kubeconfig) => run_on_existing(scenario, kubeconfig)?,
-            None => run_on_own_cluster(scenario, &options[index])?,
-        };
-        if flags.output == RunOutput::Text {
-            super::print_line(report.timeline().trim_end())?;
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let mut reports = Vec::with_capacity(scenarios.len());
+        for (scenario, options) in scenarios.iter().zip(&options) {
+            let report = run_on_own_cluster(scenario, options)?;
+            print_report(flags, &report)?;
+            reports.push(report);
         }
-        reports.push(report);
-    }
+        reports
+    };
     if flags.output == RunOutput::Json {
         super::print_line(ksim_scenario::reports_json(&reports))?;
     }
@@ -353,20 +331,207 @@ fn run_on_own_cluster(scenario: &Scenario, options: &ClusterOptions) -> anyhow::
     report
 }
 
-fn run_on_existing(scenario: &Scenario, kubeconfig: &Path) -> anyhow::Result<Report> {
+fn print_report(flags: &RunCommand, report: &Report) -> anyhow::Result<()> {
+    if flags.output == RunOutput::Text {
+        super::print_line(report.timeline().trim_end())?;
+    }
+    Ok(())
+}
+
+/// An existing cluster the scenarios run against.
+struct Existing {
+    client: kube::Client,
+    /// What child processes use: the kubeconfig given, or one of cluster
+    /// `--name`'s own (in `_dir`).
+    kubeconfig: PathBuf,
+    env: Vec<(String, String)>,
+    clock: ClusterClock,
+    /// Says which cluster, in errors.
+    described: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// Connects to the cluster `--name` or `--kubeconfig` gives and reads its
+/// clock: a ksim cluster's virtual clock is moved through its API; any
+/// other cluster runs on the wall clock.
+async fn connect_existing(flags: &RunCommand) -> anyhow::Result<Existing> {
+    let (client, kubeconfig, env, described, dir) = match &flags.name {
+        Some(name) => {
+            crate::cluster::validate_cluster_name(name)?;
+            let home = KsimHome::from_env()?;
+            let cluster = home.cluster(name);
+            let Some(port) = cluster.running_pid().and_then(|_| cluster.port()) else {
+                bail!("cluster {name:?} does not exist");
+            };
+            let client = super::connect::cluster_client(&home, name, None).await?;
+            let dir = tempfile::Builder::new()
+                .prefix("ksim-run-")
+                .tempdir()
+                .context("cannot create a temporary directory")?;
+            // kubectl steps see this cluster alone, as their current context.
+            let kubeconfig = dir.path().join("kubeconfig");
+            crate::kubeconfig::Kubeconfig::for_cluster(name, &crate::kubeconfig::server_url(port))
+                .save(&kubeconfig)?;
+            let env = vec![(
+                "KUBECACHEDIR".to_string(),
+                dir.path().join("kube-cache").display().to_string(),
+            )];
+            (
+                client,
+                kubeconfig,
+                env,
+                format!("cluster {name:?}"),
+                Some(dir),
+            )
+        }
+        None => {
+            let path = crate::kubeconfig::resolve_path(flags.kubeconfig.as_deref())?;
+            let client = super::connect::kubeconfig_client(Some(&path)).await?;
+            let described = format!("the cluster of {}", path.display());
+            (client, path, Vec::new(), described, None)
+        }
+    };
+    let reading = ksim_scenario::read_clock(&client)
+        .await
+        .map_err(|error| anyhow::anyhow!("{described}: {error}"))?;
+    let clock = match reading {
+        Some(reading) if reading.mode == "virtual" => ClusterClock::Remote(client.clone()),
+        _ => ClusterClock::Local(Clock::real()),
+    };
+    Ok(Existing {
+        client,
+        kubeconfig,
+        env,
+        clock,
+        described,
+        _dir: dir,
+    })
+}
+
+/// `args` of a `ksim:` step with `--name name` added after the subcommand
+/// when the subcommand takes `--name` and the step gives none, so that it
+/// reaches the run's cluster.
+fn with_cluster_name(args: &[String], name: &str) -> Vec<String> {
+    use clap::CommandFactory;
+    let mut command = crate::Cli::command();
+    command.build();
+    let mut depth = 0;
+    let mut current = &command;
+    for arg in args {
+        match current.find_subcommand(arg) {
+            Some(sub) => {
+                current = sub;
+                depth += 1;
+            }
+            None => break,
+        }
+    }
+    let takes_name = current
+        .get_arguments()
+        .any(|a| a.get_long() == Some("name"));
+    let gives_name = args
+        .iter()
+        .any(|a| a == "--name" || a.starts_with("--name="));
+    let mut out = args.to_vec();
+    if depth > 0 && takes_name && !gives_name {
+        out.splice(depth..depth, ["--name".to_string(), name.to_string()]);
+    }
+    out
+}
+
+fn run_on_existing(flags: &RunCommand, scenarios: &[Scenario]) -> anyhow::Result<Vec<Report>> {
     let runtime = runtime()?;
-    let report = runtime.block_on(async {
-        let client = super::connect::kubeconfig_client(Some(kubeconfig)).await?;
+    let reports = runtime.block_on(async {
+        let existing = connect_existing(flags).await?;
+        for scenario in scenarios {
+            if !existing.clock.is_virtual()
+                && let Some(step) = scenario
+                    .steps
+                    .iter()
+                    .find(|s| matches!(s.action, ksim_scenario::Action::Advance { .. }))
+            {
+                bail!(
+                    "{}: step {}: advance: {} runs on the real clock; only a virtual clock can be advanced",
+                    scenario.file.display(),
+                    step.number,
+                    existing.described
+                );
+            }
+            let spec = &scenario.cluster;
+            if !spec.disable.is_empty()
+                || spec.scheduler_config.is_some()
+                || spec.descheduler_policy.is_some()
+                || spec.autoscaler.is_some()
+                || spec.snapshot.is_some()
+            {
+                tracing::warn!(
+                    scenario = %scenario.name,
+                    "spec.cluster is not used: the scenario runs against {}",
+                    existing.described
+                );
+            }
+        }
         let target = Target {
-            client,
-            kubeconfig: kubeconfig.to_path_buf(),
-            env: Vec::new(),
+            client: existing.client.clone(),
+            kubeconfig: existing.kubeconfig.clone(),
+            env: existing.env.clone(),
             ksim: std::env::current_exe().context("cannot find the ksim binary")?,
             kubectl: PathBuf::from("kubectl"),
-            clock: Clock::real(),
+            clock: existing.clock.clone(),
         };
-        anyhow::Ok(ksim_scenario::run(scenario, &target).await)
+        let mut reports = Vec::with_capacity(scenarios.len());
+        for scenario in scenarios {
+            let report = match &flags.name {
+                Some(name) => {
+                    let mut scenario = scenario.clone();
+                    for step in &mut scenario.steps {
+                        if let ksim_scenario::Action::Ksim { args, .. } = &mut step.action {
+                            *args = with_cluster_name(args, name);
+                        }
+                    }
+                    ksim_scenario::run(&scenario, &target).await
+                }
+                None => ksim_scenario::run(scenario, &target).await,
+            };
+            print_report(flags, &report)?;
+            reports.push(report);
+        }
+        anyhow::Ok(reports)
     });
     runtime.shutdown_timeout(Duration::from_millis(200));
-    report
+    reports
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(text: &str) -> Vec<String> {
+        text.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn ksim_steps_are_pointed_at_the_named_cluster() {
+        assert_eq!(
+            with_cluster_name(&args("scale node --replicas 3"), "n"),
+            args("scale node --name n --replicas 3")
+        );
+        assert_eq!(
+            with_cluster_name(&args("node stop node-000000"), "n"),
+            args("node stop --name n node-000000")
+        );
+        assert_eq!(
+            with_cluster_name(&args("clock advance 1m"), "n"),
+            args("clock advance --name n 1m")
+        );
+        // Given already, or not taken: unchanged.
+        assert_eq!(
+            with_cluster_name(&args("scale node --name=m --replicas 3"), "n"),
+            args("scale node --name=m --replicas 3")
+        );
+        assert_eq!(
+            with_cluster_name(&args("get clusters"), "n"),
+            args("get clusters")
+        );
+    }
 }

@@ -1,9 +1,16 @@
 //! The eviction API as the evictor calls it: a policy/v1 Eviction posted
-//! to `pods/<name>/eviction` with the policy's gracePeriodSeconds, made
-//! synchronously from a blocking thread (`Handle::block_on`), and the
+//! to `pods/<name>/eviction` with the policy's gracePeriodSeconds, and the
 //! events.k8s.io events upstream records on evicted pods (at the cluster
 //! clock's time; a repeat within 6 minutes counts in the first event's
 //! series, as client-go's recorder does).
+//!
+//! The cycle's plugins run on a blocking thread and call the API
+//! synchronously; each call goes to the cluster's runtime ([`EvictionCalls`])
+//! and is made there, as any component's request. The two take turns: the
+//! runtime waits while the cycle decides, the cycle waits while its request
+//! is in flight. On a virtual cluster's one thread, the cycle's evictions
+//! therefore come at the same points among the other components' reactions
+//! every run, whatever the threads' timing.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -17,7 +24,7 @@ use ksim_runtime::clock::{Clock, Instant};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
 use serde_json::json;
-use tokio::runtime::Handle;
+use std::sync::mpsc;
 
 use super::podevictor::EvictionApi;
 use crate::framework::EvictionRequest;
@@ -40,45 +47,54 @@ pub struct EventLog {
     last_nanos: u64,
 }
 
-/// The eviction API of a cluster. Must be used from a thread outside the
-/// runtime (`spawn_blocking`), since it blocks on the requests.
+/// What the cycle's thread asks the runtime to do.
+enum Call {
+    /// Post `eviction` for pod `namespace/name`; the outcome goes back.
+    Evict {
+        namespace: String,
+        name: String,
+        eviction: Box<Eviction>,
+        reply: mpsc::Sender<Result<(), kube::Error>>,
+    },
+    /// Write an event (the cluster stays busy until it is written).
+    Event(EventWrite, ksim_runtime::clock::Busy),
+}
+
+/// The eviction API of a cluster, used from the cycle's blocking thread;
+/// its requests are made by [`EvictionCalls::serve`] on the runtime.
 pub struct KubeEvictionApi {
-    client: Client,
-    handle: Handle,
+    calls: mpsc::Sender<Call>,
     grace_period_seconds: Option<i64>,
     clock: Clock,
     events: Arc<Mutex<EventLog>>,
 }
 
-impl KubeEvictionApi {
-    /// An API over `client`, running its requests on `handle`, on a real
-    /// clock.
-    pub fn new(client: Client, handle: Handle, grace_period_seconds: Option<i64>) -> Self {
-        Self::with_clock(
-            client,
-            handle,
-            grace_period_seconds,
-            Clock::real(),
-            Arc::default(),
-        )
-    }
+/// The runtime's side of a [`KubeEvictionApi`]: makes its calls.
+pub struct EvictionCalls {
+    client: Client,
+    inbox: mpsc::Receiver<Call>,
+}
 
-    /// An API whose events carry `clock`'s time and keep it busy until
-    /// written; `events` remembers them across cycles (for series).
+impl KubeEvictionApi {
+    /// An API whose requests go through `client` once [`EvictionCalls::serve`]
+    /// runs; its events carry `clock`'s time and keep it busy until written;
+    /// `events` remembers them across cycles (for series).
     pub fn with_clock(
         client: Client,
-        handle: Handle,
         grace_period_seconds: Option<i64>,
         clock: Clock,
         events: Arc<Mutex<EventLog>>,
-    ) -> Self {
-        KubeEvictionApi {
-            client,
-            handle,
-            grace_period_seconds,
-            clock,
-            events,
-        }
+    ) -> (Self, EvictionCalls) {
+        let (calls, inbox) = mpsc::channel();
+        (
+            KubeEvictionApi {
+                calls,
+                grace_period_seconds,
+                clock,
+                events,
+            },
+            EvictionCalls { client, inbox },
+        )
     }
 
     /// What to write for an event about `pod` now: a new Event, or a
@@ -197,15 +213,17 @@ impl EvictionApi for KubeEvictionApi {
                 ..Default::default()
             }),
         };
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
-        let result = self
-            .handle
-            .block_on(api.create_subresource::<_, serde_json::Value>(
-                "eviction",
-                &name,
-                &PostParams::default(),
-                &eviction,
-            ));
+        let (reply, outcome) = mpsc::channel();
+        let sent = self.calls.send(Call::Evict {
+            namespace,
+            name: name.clone(),
+            eviction: Box::new(eviction),
+            reply,
+        });
+        let result = match sent.ok().and_then(|()| outcome.recv().ok()) {
+            Some(result) => result,
+            None => return Err("the descheduler is stopping".to_string()),
+        };
         match result {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(status)) if status.code == 429 => Err(format!(
@@ -224,15 +242,66 @@ impl EvictionApi for KubeEvictionApi {
     fn event(&self, pod: &Pod, warning: bool, reason: &str, note: String) {
         let type_ = if warning { "Warning" } else { "Normal" };
         let write = self.event_write(pod, type_, reason, note);
-        let client = self.client.clone();
         // Recording never slows the cycle down; the cluster stays busy
         // until the event is written.
         let busy = self.clock.busy();
-        self.handle.spawn(async move {
-            if let Err(error) = send_event(client, write).await {
-                tracing::debug!(%error, "cannot record the event");
+        if self.calls.send(Call::Event(write, busy)).is_err() {
+            tracing::debug!("cannot record the event: the descheduler is stopping");
+        }
+    }
+}
+
+impl EvictionCalls {
+    /// Makes the calls of the cycle's thread until it drops its API (the
+    /// cycle is over). Between calls the runtime waits for the cycle's
+    /// next one (see the module's doc).
+    pub async fn serve(self) {
+        while let Some(call) = self.next_call() {
+            match call {
+                Call::Evict {
+                    namespace,
+                    name,
+                    eviction,
+                    reply,
+                } => {
+                    let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+                    let result = api
+                        .create_subresource::<_, serde_json::Value>(
+                            "eviction",
+                            &name,
+                            &PostParams::default(),
+                            &*eviction,
+                        )
+                        .await
+                        .map(drop);
+                    // The cycle waits for it (it is gone only if it panicked).
+                    let _ = reply.send(result);
+                }
+                Call::Event(write, busy) => {
+                    let client = self.client.clone();
+                    tokio::spawn(async move {
+                        if let Err(error) = send_event(client, write).await {
+                            tracing::debug!(%error, "cannot record the event");
+                        }
+                        drop(busy);
+                    });
+                }
             }
-            drop(busy);
+        }
+    }
+
+    /// Blocks until the cycle's next call, `None` once it is over. On a
+    /// multi-threaded runtime the worker hands its other tasks on while it
+    /// waits; on one thread the whole runtime waits (the cycle's decisions
+    /// between its calls take no cluster time).
+    fn next_call(&self) -> Option<Call> {
+        let multi_thread = tokio::runtime::Handle::try_current().is_ok_and(|handle| {
+            handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
         });
+        if multi_thread {
+            tokio::task::block_in_place(|| self.inbox.recv().ok())
+        } else {
+            self.inbox.recv().ok()
+        }
     }
 }

@@ -27,8 +27,10 @@ const RETRY: Duration = Duration::from_secs(1);
 /// leases due in one tick are renewed in one batch, not one timer wake-up each.
 const RENEW_TICK: Duration = Duration::from_millis(100);
 /// The tick on a virtual clock: every distinct deadline is a step the clock settles
-/// after, so renewals are batched by the second (a renewal comes at most a second
-/// late, well within the lease's 40 s).
+/// after, so renewals are batched by the second. There the jitter is left out (10 to
+/// 10.4 s would always round up to 11 s): a renewal comes on the first whole second
+/// at least a quarter of the lease's duration after the last one, so every 10 s once
+/// on whole seconds, as upstream's renewals without their jitter.
 const VIRTUAL_RENEW_TICK: Duration = Duration::from_secs(1);
 
 /// `delay` stretched (by less than one `tick`) so that it ends on a tick of a clock
@@ -42,8 +44,33 @@ pub fn on_tick(delay: Duration, elapsed: Duration, tick: Duration) -> Duration {
 
 /// The renew interval of a lease of `duration_seconds`: a quarter of it, plus up to 4 %.
 pub fn renew_interval(duration_seconds: i32, rng: &mut impl Rng) -> Duration {
-    let base = Duration::from_secs_f64(f64::from(duration_seconds.max(1)) / 4.0);
-    base.mul_f64(1.0 + rng.random_range(0.0..JITTER_FACTOR))
+    base_renew_interval(duration_seconds).mul_f64(1.0 + rng.random_range(0.0..JITTER_FACTOR))
+}
+
+/// A quarter of a lease's duration (upstream's renew interval before jitter).
+fn base_renew_interval(duration_seconds: i32) -> Duration {
+    Duration::from_secs_f64(f64::from(duration_seconds.max(1)) / 4.0)
+}
+
+/// When a lease renewed `elapsed` after the clock's start is renewed next: on the
+/// real clock after the jittered interval, stretched to the next 100 ms tick; on a
+/// virtual clock on the first whole second a quarter of the duration later (see
+/// [`VIRTUAL_RENEW_TICK`]).
+fn next_renewal(
+    duration_seconds: i32,
+    elapsed: Duration,
+    virtual_clock: bool,
+    rng: &mut impl Rng,
+) -> Duration {
+    if virtual_clock {
+        on_tick(
+            base_renew_interval(duration_seconds),
+            elapsed,
+            VIRTUAL_RENEW_TICK,
+        )
+    } else {
+        on_tick(renew_interval(duration_seconds, rng), elapsed, RENEW_TICK)
+    }
 }
 
 /// The path of node `name`'s lease.
@@ -188,11 +215,6 @@ async fn renew_existing(
 /// Renews leases of managed nodes as they fall due, until the queue shuts down.
 pub async fn renew_leases(engine: Arc<Engine>) {
     let clock = engine.options.clock.clone();
-    let tick = if clock.is_virtual() {
-        VIRTUAL_RENEW_TICK
-    } else {
-        RENEW_TICK
-    };
     while let Some(name) = engine.leases.get().await {
         // A stopped node's lease is left to expire.
         let uid = engine
@@ -206,15 +228,13 @@ pub async fn renew_leases(engine: Arc<Engine>) {
         let next = match uid {
             None => None,
             Some(uid) => match renew(&engine, &name, &uid).await {
-                Ok(()) => Some(on_tick(
-                    renew_interval(
-                        engine.options.lease_duration_seconds,
-                        &mut ClockRng(&clock.random().keyed(&format!("lease:{name}"))),
-                    ),
+                Ok(()) => Some(next_renewal(
+                    engine.options.lease_duration_seconds,
                     clock
                         .instant()
                         .saturating_duration_since(ksim_runtime::clock::Instant::default()),
-                    tick,
+                    clock.is_virtual(),
+                    &mut ClockRng(&clock.random().keyed(&format!("lease:{name}"))),
                 )),
                 Err(error) => {
                     tracing::warn!(node = %name, %error, "lease not renewed; retrying");
@@ -268,6 +288,22 @@ mod tests {
         let s = Duration::from_secs;
         assert_eq!(on_tick(ms(10_200), ms(0), s(1)), s(11));
         assert_eq!(on_tick(ms(10_000), ms(3_000), s(1)), s(10));
+    }
+
+    #[test]
+    fn virtual_renewals_come_every_ten_seconds_on_whole_seconds() {
+        let mut rng = StdRng::seed_from_u64(7);
+        let ms = Duration::from_millis;
+        let s = Duration::from_secs;
+        // Renewed on a whole second: exactly a quarter of 40 s later.
+        for at in [0, 11, 3_600] {
+            assert_eq!(next_renewal(40, s(at), true, &mut rng), s(10));
+        }
+        // Renewed between seconds: on the first whole second 10 s later.
+        assert_eq!(next_renewal(40, ms(2_300), true, &mut rng), ms(10_700));
+        // The real clock keeps the jitter.
+        let real = next_renewal(40, s(0), false, &mut rng);
+        assert!(real >= s(10) && real <= ms(10_400), "{real:?}");
     }
 
     #[test]

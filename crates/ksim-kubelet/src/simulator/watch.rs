@@ -188,7 +188,7 @@ pub async fn watch_objects(engine: Arc<Engine>, kind: SimulatedKind) -> Result<(
         // not sent here at all.
         SimulatedKind::Pod => informer_config().fields("spec.nodeName!="),
     };
-    let mut stream = std::pin::pin!(changes(api, config));
+    let mut stream = std::pin::pin!(changes(api, config, &engine.options.clock));
     while let Some(change) = stream.next().await {
         match change {
             Change::Listed(object) | Change::Applied(object) => match kind {
@@ -227,7 +227,7 @@ fn decode_stage(object: &RawObject) -> Option<Stage> {
 pub async fn watch_stages(engine: Arc<Engine>) -> Result<(), KubeletError> {
     let resource = resource("kwok.x-k8s.io", "v1alpha1", "Stage", "stages");
     let api: Api<RawObject> = Api::all_with(engine.client.clone(), &resource);
-    let mut stream = std::pin::pin!(changes(api, informer_config()));
+    let mut stream = std::pin::pin!(changes(api, informer_config(), &engine.options.clock));
     let mut stages: HashMap<String, Stage> = HashMap::new();
     let publish = |stages: &HashMap<String, Stage>| {
         let mut all: Vec<Stage> = stages.values().cloned().collect();

@@ -17,7 +17,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use ksim_runtime::WithoutManagedFields;
 use ksim_runtime::clock::{Busy, Clock};
 use kube::api::Api;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
@@ -101,9 +101,11 @@ where
     let api: Api<WithoutManagedFields<K>> = Api::all(client.clone());
     let clock = clock.clone();
     tokio::spawn(async move {
-        let mut stream = watcher(api, watcher::Config::default())
-            .default_backoff()
-            .boxed();
+        // Retries back off on the cluster's clock (kube's own back-off
+        // sleeps on tokio's timers, which a virtual clock cannot see).
+        let mut stream =
+            ksim_runtime::informer::backoff_on(watcher(api, watcher::Config::default()), &clock)
+                .boxed();
         let mut listed: Vec<K> = Vec::new();
         while let Some(event) = stream.next().await {
             let change = match event {
