@@ -24,7 +24,9 @@ fn a_cluster_without_controllers_only_stores_a_deployment() {
     // The scheduler has judged a pod created after the Deployment (the
     // cluster's components had time to act since); no controller made a
     // ReplicaSet or observed the Deployment.
-    cluster.kubectl(&["run", "later", "--image=nginx"]).success();
+    cluster
+        .kubectl(&["run", "later", "--image=nginx"])
+        .success();
     cluster.wait_for(
         &[
             "get",

@@ -4,8 +4,11 @@
 //! and `HOME`) in which to run the `ksim` binary and the real `kubectl`;
 //! [`TestCluster`] is a cluster created in such an environment and deleted on
 //! drop. [`webdriver::Browser`] drives headless Chromium for the web view.
+//! [`in_process::InProcessCluster`] is the crates' in-process cluster (API
+//! server, client, clock, spawned components).
 
 mod cluster;
+pub mod in_process;
 pub mod kubectl;
 pub mod webdriver;
 
