@@ -90,6 +90,28 @@ impl InProcessCluster {
     }
 }
 
+/// Polls `check` until it returns `Some` and returns that; fails the test
+/// after 60 s (generous: CI runs many clusters at once on two cores; this
+/// bounds a hang, it does not time anything).
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    // wall-clock: a test's bound on a hang, not cluster time.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline, // wall-clock: as above
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await; // wall-clock: polling
+    }
+}
+
 impl Default for InProcessCluster {
     fn default() -> Self {
         Self::new()
