@@ -51,19 +51,6 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-/// `ksim <args>`, which must succeed; its stdout.
-#[track_caller]
-fn ksim_ok(cluster: &TestCluster, args: &[&str]) -> String {
-    let output = cluster.ksim(args);
-    assert!(
-        output.status.success(),
-        "ksim {args:?} failed\nstdout:\n{}\nstderr:\n{}",
-        stdout(&output),
-        stderr(&output)
-    );
-    stdout(&output)
-}
-
 /// `ksim <args>`, which must fail with one `error: ...` line; that line.
 #[track_caller]
 fn ksim_refused(cluster: &TestCluster, args: &[&str]) -> String {
@@ -94,12 +81,12 @@ fn objects_are_created_and_aged_on_the_virtual_clock() {
     ]);
     assert_eq!(created.success().stdout, START);
 
-    let shown = ksim_ok(&cluster, &["clock", "--name", "ksim"]);
+    let shown = cluster.ksim_ok(&["clock", "--name", "ksim"]);
     assert!(
         shown.starts_with("2026-01-01T00:00:00Z (virtual clock, seed 7"),
         "{shown}"
     );
-    let advanced = ksim_ok(&cluster, &["clock", "advance", "10m"]);
+    let advanced = cluster.ksim_ok(&["clock", "advance", "10m"]);
     assert!(
         advanced.starts_with("2026-01-01T00:10:00Z (virtual clock"),
         "{advanced}"
@@ -125,10 +112,13 @@ fn objects_are_created_and_aged_on_the_virtual_clock() {
     // The same clock through the kubeconfig's current context, as JSON, and
     // as kubectl reaches the raw path.
     let kubeconfig = cluster.kubeconfig().display().to_string();
-    let shown: serde_json::Value = serde_json::from_str(&ksim_ok(
-        &cluster,
-        &["clock", "--kubeconfig", &kubeconfig, "-o", "json"],
-    ))
+    let shown: serde_json::Value = serde_json::from_str(&cluster.ksim_ok(&[
+        "clock",
+        "--kubeconfig",
+        &kubeconfig,
+        "-o",
+        "json",
+    ]))
     .expect("ksim clock -o json prints JSON");
     assert_eq!(shown["mode"], "virtual");
     assert_eq!(shown["now"], "2026-01-01T00:10:00Z");
@@ -170,7 +160,7 @@ fn a_bad_duration_is_refused_and_the_clock_stays() {
     let error = ksim_refused(&cluster, &["clock", "advance", "10"]);
     assert!(error.contains("missing unit"), "{error}");
     assert!(
-        ksim_ok(&cluster, &["clock"]).starts_with(START),
+        cluster.ksim_ok(&["clock"]).starts_with(START),
         "the clock moved"
     );
 }
@@ -178,7 +168,7 @@ fn a_bad_duration_is_refused_and_the_clock_stays() {
 #[test]
 fn a_real_clock_is_shown_but_not_advanced() {
     let cluster = TestCluster::start_api_only(ksim_binary());
-    let shown = ksim_ok(&cluster, &["clock"]);
+    let shown = cluster.ksim_ok(&["clock"]);
     assert!(shown.trim_end().ends_with("(real clock)"), "{shown}");
     let error = ksim_refused(&cluster, &["clock", "advance", "10m"]);
     assert_eq!(
@@ -257,7 +247,7 @@ fn the_same_seed_gives_the_same_deployment_pod_names() {
         names.sort();
         // The whole cluster (controllers, scheduler, kubelet) settles
         // through an advance.
-        let advanced = ksim_ok(&cluster, &["clock", "advance", "5m"]);
+        let advanced = cluster.ksim_ok(&["clock", "advance", "5m"]);
         assert!(advanced.starts_with("2026-01-01T00:05:00Z"), "{advanced}");
         names
     };

@@ -6,8 +6,7 @@
 //! rebalanced to 2/2; `--dry-run -o json` lists without evicting; a bad
 //! policy is one line and exit 1.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ksim_testutils::TestCluster;
@@ -25,13 +24,6 @@ profiles:
     deschedule:
       enabled: [RemovePodsViolatingNodeTaints]
 "#;
-
-fn write_policy(cluster: &TestCluster, text: &str) -> PathBuf {
-    let path = cluster.env().root().join("policy.yaml");
-    let mut file = std::fs::File::create(&path).expect("create policy");
-    file.write_all(text.as_bytes()).expect("write policy");
-    path
-}
 
 /// `kubectl get pods -o wide` rows as (name, status, node), polled until
 /// `done` holds (60 s: loaded machines).
@@ -72,8 +64,7 @@ fn all_running(rows: &[(String, String, String)], count: usize) -> bool {
 #[test]
 fn pods_on_a_node_tainted_after_they_started_are_moved_by_ksim_deschedule() {
     let cluster = TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")));
-    let scaled = cluster.ksim(&["scale", "node", "--replicas", "2", "--name", cluster.name()]);
-    assert!(scaled.status.success(), "{scaled:?}");
+    cluster.scale_nodes(2);
     cluster
         .kubectl(&[
             "create",
@@ -103,7 +94,7 @@ fn pods_on_a_node_tainted_after_they_started_are_moved_by_ksim_deschedule() {
     cluster
         .kubectl(&["taint", "node", tainted, "maintenance=true:NoSchedule"])
         .success();
-    let policy = write_policy(&cluster, TAINTS_POLICY);
+    let policy = cluster.write_file("policy.yaml", TAINTS_POLICY);
     let policy = policy.to_str().expect("utf-8 path");
 
     // Dry run: the pods on the tainted node are listed, nothing is evicted.
@@ -226,8 +217,7 @@ spec:
 #[test]
 fn a_deployment_skewed_3_to_1_with_schedule_anyway_spread_is_rebalanced_to_2_to_2() {
     let cluster = TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")));
-    let scaled = cluster.ksim(&["scale", "node", "--replicas", "2", "--name", cluster.name()]);
-    assert!(scaled.status.success(), "{scaled:?}");
+    cluster.scale_nodes(2);
     let on = |rows: &[(String, String, String)], node: &str| {
         rows.iter().filter(|(_, _, n)| n == node).count()
     };
@@ -251,7 +241,7 @@ fn a_deployment_skewed_3_to_1_with_schedule_anyway_spread_is_rebalanced_to_2_to_
         "{skewed:?}"
     );
 
-    let policy = write_policy(&cluster, SPREAD_POLICY);
+    let policy = cluster.write_file("policy.yaml", SPREAD_POLICY);
     let run = cluster.ksim(&["deschedule", "--policy", policy.to_str().expect("utf-8")]);
     assert!(run.status.success(), "{run:?}");
     let logs = String::from_utf8_lossy(&run.stderr).to_string();
@@ -276,9 +266,7 @@ fn a_deployment_skewed_3_to_1_with_schedule_anyway_spread_is_rebalanced_to_2_to_
 #[test]
 fn a_bad_policy_is_one_line_and_exit_1() {
     let cluster = TestCluster::start_api_only(Path::new(env!("CARGO_BIN_EXE_ksim")));
-    let policy = write_policy(
-        &cluster,
-        "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles:\n- name: p\n  plugins:\n    balance:\n      enabled: [Nope]\n",
+    let policy = cluster.write_file("policy.yaml", "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles:\n- name: p\n  plugins:\n    balance:\n      enabled: [Nope]\n",
     );
     let output = cluster.ksim(&["deschedule", "--policy", policy.to_str().expect("utf-8")]);
     assert_eq!(output.status.code(), Some(1));
@@ -305,8 +293,7 @@ fn a_cluster_created_with_a_policy_deschedules_on_its_own() {
             "1s",
         ],
     );
-    let scaled = cluster.ksim(&["scale", "node", "--replicas", "2", "--name", cluster.name()]);
-    assert!(scaled.status.success(), "{scaled:?}");
+    cluster.scale_nodes(2);
     // Pods can only start on node-000000 until it is tainted.
     cluster.kubectl(&["cordon", "node-000001"]).success();
     cluster
@@ -415,8 +402,7 @@ items:
 #[test]
 fn inter_pod_anti_affinity_honours_the_namespace_selector() {
     let cluster = TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")));
-    let scaled = cluster.ksim(&["scale", "node", "--replicas", "2", "--name", cluster.name()]);
-    assert!(scaled.status.success(), "{scaled:?}");
+    cluster.scale_nodes(2);
     cluster
         .kubectl_stdin(&["create", "-f", "-"], ANTI_AFFINITY_OBJECTS)
         .success();
@@ -433,7 +419,7 @@ fn inter_pod_anti_affinity_honours_the_namespace_selector() {
         ],
         |phase| phase == "Running",
     );
-    let policy = write_policy(&cluster, ANTI_AFFINITY_POLICY);
+    let policy = cluster.write_file("policy.yaml", ANTI_AFFINITY_POLICY);
     let policy = policy.to_str().expect("utf-8 path");
     let dry = cluster.ksim(&["deschedule", "--policy", policy, "--dry-run", "-o", "json"]);
     assert!(dry.status.success(), "{dry:?}");

@@ -23,22 +23,12 @@ fn env() -> KsimEnv {
     KsimEnv::new(Path::new(env!("CARGO_BIN_EXE_ksim")))
 }
 
-#[track_caller]
-fn ksim_ok(env: &KsimEnv, args: &[&str]) {
-    let output = env.ksim(args);
-    assert!(
-        output.status.success(),
-        "ksim {args:?} failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
 /// Creates cluster `name` with one Ready node.
 fn create(env: &KsimEnv, name: &str, extra: &[&str]) {
     let mut args = vec!["create", "cluster", "--name", name];
     args.extend_from_slice(extra);
-    ksim_ok(env, &args);
-    ksim_ok(env, &["scale", "node", "--replicas", "1", "--name", name]);
+    env.ksim_ok(&args);
+    env.ksim_ok(&["scale", "node", "--replicas", "1", "--name", name]);
 }
 
 fn context(cluster: &str) -> String {
@@ -285,7 +275,7 @@ fn a_deleted_member_cluster_closes_the_budget_and_a_new_one_reopens_it() {
         )
     };
     allowed_of("red", "1");
-    ksim_ok(&env, &["delete", "cluster", "--name", "blue"]);
+    env.ksim_ok(&["delete", "cluster", "--name", "blue"]);
     allowed_of("red", "0");
     let status =
         stdout_json(&env.kubectl(&["--context", "ksim-red", "get", "dpdb", "db-a", "-o", "json"]));
@@ -519,10 +509,7 @@ fn concurrent_evictions_in_the_window(coordination: &str) -> (KsimEnv, usize, Ve
             "{}",
             String::from_utf8_lossy(&output.stderr)
         );
-        ksim_ok(
-            &env,
-            &["scale", "node", "--replicas", "1", "--name", cluster],
-        );
+        env.ksim_ok(&["scale", "node", "--replicas", "1", "--name", cluster]);
     }
     for (cluster, own, other, other_cluster) in
         [("red", "a", "b", "blue"), ("blue", "b", "a", "red")]

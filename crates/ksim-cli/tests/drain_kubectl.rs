@@ -14,12 +14,7 @@ use ksim_testutils::kubectl::{stdout_json, table_rows};
 
 fn cluster_with_nodes(nodes: usize) -> TestCluster {
     let cluster = TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")));
-    let output = cluster.ksim(&["scale", "node", "--replicas", &nodes.to_string()]);
-    assert!(
-        output.status.success(),
-        "ksim scale node failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    cluster.scale_nodes(nodes);
     cluster.wait_for(&["get", "nodes", "--no-headers"], |out| {
         out.lines().filter(|l| l.contains(" Ready")).count() == nodes
     });

@@ -10,12 +10,7 @@ use ksim_testutils::kubectl::table_rows;
 /// A full cluster with one simulated node.
 fn cluster_with_a_node() -> TestCluster {
     let cluster = TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")));
-    let scaled = cluster.ksim(&["scale", "node", "--replicas", "1"]);
-    assert!(
-        scaled.status.success(),
-        "ksim scale node failed: {}",
-        String::from_utf8_lossy(&scaled.stderr)
-    );
+    cluster.scale_nodes(1);
     cluster
 }
 

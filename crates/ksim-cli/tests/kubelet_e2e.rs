@@ -11,18 +11,6 @@ fn ksim_binary() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_ksim"))
 }
 
-#[track_caller]
-fn ksim_ok(cluster: &TestCluster, args: &[&str]) -> String {
-    let output = cluster.ksim(args);
-    assert!(
-        output.status.success(),
-        "ksim {args:?} failed\nstdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
 fn rows(table: &str) -> Vec<Vec<String>> {
     table
         .lines()
@@ -34,7 +22,7 @@ fn rows(table: &str) -> Vec<Vec<String>> {
 #[test]
 fn scale_node_makes_ready_agent_nodes_and_scales_down_declaratively() {
     let cluster = TestCluster::start(ksim_binary());
-    let summary = ksim_ok(&cluster, &["scale", "node", "--replicas", "10"]);
+    let summary = cluster.ksim_ok(&["scale", "node", "--replicas", "10"]);
     assert_eq!(summary.trim(), "nodes scaled to 10: 10 created, 0 deleted");
     let table = cluster.wait_for(&["get", "nodes"], |out| {
         let rows = rows(out);
@@ -68,7 +56,7 @@ fn scale_node_makes_ready_agent_nodes_and_scales_down_declaratively() {
         "{leases}"
     );
 
-    let summary = ksim_ok(&cluster, &["scale", "node", "--replicas", "3"]);
+    let summary = cluster.ksim_ok(&["scale", "node", "--replicas", "3"]);
     assert_eq!(summary.trim(), "nodes scaled to 3: 0 created, 7 deleted");
     let names = cluster
         .kubectl(&["get", "nodes", "-o", "name"])
@@ -101,11 +89,11 @@ fn renew_time(cluster: &TestCluster, node: &str) -> String {
 #[test]
 fn leases_of_deleted_nodes_go_and_are_not_recreated() {
     let cluster = TestCluster::start(ksim_binary());
-    ksim_ok(&cluster, &["scale", "node", "--replicas", "3"]);
+    cluster.ksim_ok(&["scale", "node", "--replicas", "3"]);
     let lease_names = ["get", "leases", "-n", "kube-node-lease", "-o", "name"];
     cluster.wait_for(&lease_names, |out| out.lines().count() == 3);
 
-    ksim_ok(&cluster, &["scale", "node", "--replicas", "1"]);
+    cluster.ksim_ok(&["scale", "node", "--replicas", "1"]);
     // The garbage collector removes the leases of the deleted nodes (their owner).
     cluster.wait_for(&lease_names, |out| {
         out == "lease.coordination.k8s.io/node-000000\n"
@@ -127,19 +115,16 @@ fn leases_of_deleted_nodes_go_and_are_not_recreated() {
 #[test]
 fn scale_node_params_override_the_template() {
     let cluster = TestCluster::start(ksim_binary());
-    ksim_ok(
-        &cluster,
-        &[
-            "scale",
-            "node",
-            "--replicas",
-            "1",
-            "--param",
-            ".allocatable.cpu=\"4\"",
-            "--param",
-            ".labels.zone=a",
-        ],
-    );
+    cluster.ksim_ok(&[
+        "scale",
+        "node",
+        "--replicas",
+        "1",
+        "--param",
+        ".allocatable.cpu=\"4\"",
+        "--param",
+        ".labels.zone=a",
+    ]);
     let out = cluster.wait_for(&[
             "get",
             "node",
@@ -264,7 +249,7 @@ spec:
 #[test]
 fn stage_applied_with_kubectl_takes_effect() {
     let cluster = TestCluster::start(ksim_binary());
-    ksim_ok(&cluster, &["scale", "node", "--replicas", "1"]);
+    cluster.ksim_ok(&["scale", "node", "--replicas", "1"]);
     cluster
         .kubectl_stdin(&["apply", "-f", "-"], FAIL_STAGE)
         .success();

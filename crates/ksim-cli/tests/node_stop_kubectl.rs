@@ -78,18 +78,6 @@ fn wait_for_node(cluster: &TestCluster, name: &str, what: &str, done: impl Fn(&V
     }
 }
 
-#[track_caller]
-fn ksim_ok(cluster: &TestCluster, args: &[&str]) -> String {
-    let output = cluster.ksim(args);
-    assert!(
-        output.status.success(),
-        "ksim {args:?} failed\nstdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
 #[test]
 fn stop_and_start_round_trip_and_unknown_nodes_are_one_line_errors() {
     let cluster = TestCluster::start_api_only(ksim_binary());
@@ -100,9 +88,9 @@ fn stop_and_start_round_trip_and_unknown_nodes_are_one_line_errors() {
         )
         .success();
 
-    let out = ksim_ok(&cluster, &["node", "stop", "n1", "--name", "ksim"]);
+    let out = cluster.ksim_ok(&["node", "stop", "n1", "--name", "ksim"]);
     assert_eq!(out.trim(), "node/n1 kubelet stopped");
-    let out = ksim_ok(&cluster, &["node", "resume", "n1", "--name", "ksim"]);
+    let out = cluster.ksim_ok(&["node", "resume", "n1", "--name", "ksim"]);
     assert_eq!(out.trim(), "node/n1 kubelet started");
     let annotations = cluster
         .kubectl(&[
@@ -136,7 +124,7 @@ fn stop_and_start_round_trip_and_unknown_nodes_are_one_line_errors() {
 
 #[track_caller]
 fn advance(cluster: &TestCluster, by: &str) {
-    ksim_ok(cluster, &["clock", "advance", by, "--name", "ksim"]);
+    cluster.ksim_ok(&["clock", "advance", by, "--name", "ksim"]);
 }
 
 #[test]
@@ -151,7 +139,7 @@ fn on_a_virtual_clock_a_stopped_node_is_not_ready_one_minute_later() {
             "2030-01-01T00:00:00Z",
         ],
     );
-    ksim_ok(&cluster, &["scale", "node", "--replicas", "2"]);
+    cluster.ksim_ok(&["scale", "node", "--replicas", "2"]);
     for name in ["node-000000", "node-000001"] {
         wait_for_node(&cluster, name, "node Ready", |n| {
             ready_status(n).as_deref() == Some("True")
@@ -160,10 +148,7 @@ fn on_a_virtual_clock_a_stopped_node_is_not_ready_one_minute_later() {
     advance(&cluster, "15s");
     let before = renew_time(&cluster, "node-000000");
     let kubeconfig = cluster.kubeconfig().to_str().expect("UTF-8 path");
-    let out = ksim_ok(
-        &cluster,
-        &["node", "stop", "node-000000", "--kubeconfig", kubeconfig],
-    );
+    let out = cluster.ksim_ok(&["node", "stop", "node-000000", "--kubeconfig", kubeconfig]);
     assert_eq!(out.trim(), "node/node-000000 kubelet stopped");
     let annotation = cluster
         .kubectl(&[
@@ -177,7 +162,7 @@ fn on_a_virtual_clock_a_stopped_node_is_not_ready_one_minute_later() {
         .stdout
         .clone();
     assert_eq!(annotation, "stopped");
-    let again = ksim_ok(&cluster, &["node", "stop", "node-000000", "--name", "ksim"]);
+    let again = cluster.ksim_ok(&["node", "stop", "node-000000", "--name", "ksim"]);
     assert_eq!(again.trim(), "node/node-000000 kubelet already stopped");
 
     // Past the node-monitor grace period (40 s).
@@ -217,9 +202,6 @@ fn on_a_virtual_clock_a_stopped_node_is_not_ready_one_minute_later() {
         "{back:#}"
     );
     assert!(renew_time(&cluster, "node-000000") > before);
-    let started = ksim_ok(
-        &cluster,
-        &["node", "start", "node-000000", "--name", "ksim"],
-    );
+    let started = cluster.ksim_ok(&["node", "start", "node-000000", "--name", "ksim"]);
     assert_eq!(started.trim(), "node/node-000000 kubelet already running");
 }

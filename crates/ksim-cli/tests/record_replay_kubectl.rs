@@ -14,17 +14,6 @@ fn ksim_binary() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_ksim"))
 }
 
-fn ksim_ok(env: &KsimEnv, args: &[&str]) -> String {
-    let output = env.ksim(args);
-    assert!(
-        output.status.success(),
-        "ksim {args:?} failed\nstdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
 const PODS: &[&str] = &[
     "get",
     "pods",
@@ -64,10 +53,7 @@ fn signal(pid: u32, name: &str) {
 fn a_recording_replays_into_a_fresh_cluster() {
     let source = TestCluster::start_named(ksim_binary(), "source");
     let env = source.env();
-    ksim_ok(
-        env,
-        &["scale", "node", "--replicas", "2", "--name", "source"],
-    );
+    env.ksim_ok(&["scale", "node", "--replicas", "2", "--name", "source"]);
     let path = env.root().join("changes.jsonl");
     let path_str = path.to_str().expect("utf-8 path");
     let mut recorder = env
@@ -117,23 +103,17 @@ fn a_recording_replays_into_a_fresh_cluster() {
         "a versioned header"
     );
 
-    ksim_ok(
-        env,
-        &[
-            "create",
-            "cluster",
-            "--name",
-            "replica",
-            "--disable",
-            "kubelet,controllers,scheduler",
-        ],
-    );
-    let replayed = ksim_ok(
-        env,
-        &[
-            "replay", "--name", "replica", "--path", path_str, "--speed", "max",
-        ],
-    );
+    env.ksim_ok(&[
+        "create",
+        "cluster",
+        "--name",
+        "replica",
+        "--disable",
+        "kubelet,controllers,scheduler",
+    ]);
+    let replayed = env.ksim_ok(&[
+        "replay", "--name", "replica", "--path", path_str, "--speed", "max",
+    ]);
     assert!(replayed.starts_with("Replayed "), "{replayed}");
     assert_eq!(pods(env, "replica"), expected);
     let replicas = env.kubectl(&[
@@ -183,23 +163,17 @@ fn a_killed_recorder_leaves_a_file_that_replays_to_its_last_complete_line() {
     text.push_str("{\"t\":99,\"type\":\"ADDED\",\"object\":{\"apiVersion\":\"v1\",\"ki");
     std::fs::write(&path, text).expect("written");
 
-    ksim_ok(
-        env,
-        &[
-            "create",
-            "cluster",
-            "--name",
-            "replica",
-            "--disable",
-            "kubelet,controllers,scheduler",
-        ],
-    );
-    ksim_ok(
-        env,
-        &[
-            "replay", "--name", "replica", "--path", path_str, "--speed", "100",
-        ],
-    );
+    env.ksim_ok(&[
+        "create",
+        "cluster",
+        "--name",
+        "replica",
+        "--disable",
+        "kubelet,controllers,scheduler",
+    ]);
+    env.ksim_ok(&[
+        "replay", "--name", "replica", "--path", path_str, "--speed", "100",
+    ]);
     let data = env.kubectl(&[
         "--context=ksim-replica",
         "get",

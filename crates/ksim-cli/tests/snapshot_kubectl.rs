@@ -50,27 +50,6 @@ stringData:
   password: hunter2
 ";
 
-fn ksim_ok(env: &KsimEnv, args: &[&str]) -> String {
-    let output = env.ksim(args);
-    assert!(
-        output.status.success(),
-        "ksim {args:?} failed\nstdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn ksim_err(env: &KsimEnv, args: &[&str]) -> String {
-    let output = env.ksim(args);
-    assert!(
-        !output.status.success(),
-        "ksim {args:?} succeeded\nstdout:\n{}",
-        String::from_utf8_lossy(&output.stdout)
-    );
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
 /// `kubectl --context ksim-<cluster> <args>`, which must succeed.
 fn kubectl(env: &KsimEnv, cluster: &str, args: &[&str]) -> String {
     let context = format!("--context=ksim-{cluster}");
@@ -81,25 +60,13 @@ fn kubectl(env: &KsimEnv, cluster: &str, args: &[&str]) -> String {
     output.stdout
 }
 
-/// Polls kubectl until `done` accepts its output (60 s at most).
+/// Polls `kubectl --context ksim-<cluster> <args>` until `done` accepts
+/// its output (60 s at most).
 fn wait_for(env: &KsimEnv, cluster: &str, args: &[&str], done: impl Fn(&str) -> bool) -> String {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let context = format!("--context=ksim-{cluster}");
-        let mut all = vec![context.as_str()];
-        all.extend_from_slice(args);
-        let output = env.kubectl(&all);
-        if output.status == 0 && done(&output.stdout) {
-            return output.stdout;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out: kubectl {args:?}\n{}\n{}",
-            output.stdout,
-            output.stderr
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    let context = format!("--context=ksim-{cluster}");
+    let mut all = vec![context.as_str()];
+    all.extend_from_slice(args);
+    env.wait_for(&all, done)
 }
 
 /// name node podIP phase, one pod a line, sorted.
@@ -128,10 +95,9 @@ const PDB_NUMBERS: &[&str] = &[
 /// budget and a secret; returns its pods, ReplicaSet name and budget numbers.
 fn source_cluster() -> (TestCluster, Vec<String>, String, String) {
     let cluster = TestCluster::start_named(ksim_binary(), "source");
-    ksim_ok(
-        cluster.env(),
-        &["scale", "node", "--replicas", "3", "--name", "source"],
-    );
+    cluster
+        .env()
+        .ksim_ok(&["scale", "node", "--replicas", "3", "--name", "source"]);
     cluster
         .kubectl_stdin(&["apply", "-f", "-"], WORKLOAD)
         .success();
@@ -236,26 +202,20 @@ fn a_saved_cluster_is_created_again_with_its_pods_owners_and_budgets() {
     let env = source.env();
     let path = env.root().join("snapshot.yaml");
     let path_str = path.to_str().expect("utf-8 path");
-    let saved = ksim_ok(
-        env,
-        &["snapshot", "save", "--name", "source", "--path", path_str],
-    );
+    let saved = env.ksim_ok(&["snapshot", "save", "--name", "source", "--path", path_str]);
     assert!(saved.starts_with("Saved "), "{saved}");
     let text = std::fs::read_to_string(&path).expect("the snapshot");
     assert!(!text.contains("\"resourceVersion\""), "no resourceVersion");
     assert!(!text.contains("managedFields"), "no managedFields");
 
-    ksim_ok(
-        env,
-        &[
-            "create",
-            "cluster",
-            "--name",
-            "copy",
-            "--snapshot",
-            path_str,
-        ],
-    );
+    env.ksim_ok(&[
+        "create",
+        "cluster",
+        "--name",
+        "copy",
+        "--snapshot",
+        path_str,
+    ]);
     check_copy(env, "copy", &pods, &rs, &numbers);
 }
 
@@ -265,42 +225,30 @@ fn a_restore_into_a_running_cluster_keeps_pods_and_refuses_a_second_time() {
     let env = source.env();
     let path = env.root().join("snapshot.yaml");
     let path_str = path.to_str().expect("utf-8 path");
-    ksim_ok(
-        env,
-        &[
-            "snapshot", "save", "--name", "source", "--path", path_str, "--format", "block",
-        ],
-    );
+    env.ksim_ok(&[
+        "snapshot", "save", "--name", "source", "--path", path_str, "--format", "block",
+    ]);
     let text = std::fs::read_to_string(&path).expect("the snapshot");
     assert!(text.contains("\nkind: Deployment\n"), "block-style YAML");
-    ksim_ok(env, &["create", "cluster", "--name", "target"]);
-    let restored = ksim_ok(
-        env,
-        &[
-            "snapshot", "restore", "--name", "target", "--path", path_str,
-        ],
-    );
+    env.ksim_ok(&["create", "cluster", "--name", "target"]);
+    let restored = env.ksim_ok(&[
+        "snapshot", "restore", "--name", "target", "--path", path_str,
+    ]);
     assert!(restored.starts_with("Restored "), "{restored}");
     assert!(restored.contains("Pod: 4"), "{restored}");
 
     // The cluster now holds objects: a second restore is refused, unless merging.
-    let refused = ksim_err(
-        env,
-        &[
-            "snapshot", "restore", "--name", "target", "--path", path_str,
-        ],
-    );
+    let refused = env.ksim_err(&[
+        "snapshot", "restore", "--name", "target", "--path", path_str,
+    ]);
     assert!(
         refused.starts_with("error: the cluster already holds objects"),
         "{refused}"
     );
     assert_eq!(refused.trim_end().lines().count(), 1, "{refused}");
-    let merged = ksim_ok(
-        env,
-        &[
-            "snapshot", "restore", "--name", "target", "--path", path_str, "--merge",
-        ],
-    );
+    let merged = env.ksim_ok(&[
+        "snapshot", "restore", "--name", "target", "--path", path_str, "--merge",
+    ]);
     assert!(merged.starts_with("Restored 0 objects."), "{merged}");
     assert!(merged.contains("already present, kept."), "{merged}");
     check_copy(env, "target", &pods, &rs, &numbers);
@@ -315,15 +263,12 @@ fn a_malformed_snapshot_fails_with_its_document_and_line() {
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: a\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: [p\n",
     )
     .expect("written");
-    let error = ksim_err(
-        &env,
-        &[
-            "create",
-            "cluster",
-            "--snapshot",
-            path.to_str().expect("utf-8"),
-        ],
-    );
+    let error = env.ksim_err(&[
+        "create",
+        "cluster",
+        "--snapshot",
+        path.to_str().expect("utf-8"),
+    ]);
     assert!(error.starts_with("error: "), "{error}");
     assert!(error.contains("document 2 (line "), "{error}");
     assert_eq!(error.trim_end().lines().count(), 1, "{error}");
@@ -342,7 +287,7 @@ fn kinds_the_cluster_does_not_serve_are_skipped_or_fail_under_strict() {
     )
     .expect("written");
     let path = path.to_str().expect("utf-8");
-    let error = ksim_err(env, &["snapshot", "restore", "--path", path, "--strict"]);
+    let error = env.ksim_err(&["snapshot", "restore", "--path", path, "--strict"]);
     assert_eq!(
         error.trim_end(),
         "error: document 2 (line 9): the cluster does not serve example.com/v1 Widget (1 such objects in the file; nothing was applied)"
@@ -372,15 +317,12 @@ fn a_failed_restore_deletes_what_it_created_and_says_so() {
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: team\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n  namespace: nowhere\n",
     )
     .expect("written");
-    let error = ksim_err(
-        env,
-        &[
-            "snapshot",
-            "restore",
-            "--path",
-            path.to_str().expect("utf-8"),
-        ],
-    );
+    let error = env.ksim_err(&[
+        "snapshot",
+        "restore",
+        "--path",
+        path.to_str().expect("utf-8"),
+    ]);
     assert!(
         error.starts_with("error: restore failed: document 3 (line 12), ConfigMap nowhere/b: "),
         "{error}"
@@ -405,15 +347,12 @@ fn a_kwokctl_k8s_snapshot_restores() {
     let env = KsimEnv::new(ksim_binary());
     let fixture =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kwokctl-snapshot.yaml");
-    ksim_ok(
-        &env,
-        &[
-            "create",
-            "cluster",
-            "--snapshot",
-            fixture.to_str().expect("utf-8"),
-        ],
-    );
+    env.ksim_ok(&[
+        "create",
+        "cluster",
+        "--snapshot",
+        fixture.to_str().expect("utf-8"),
+    ]);
     let pods = wait_for(&env, "ksim", PODS, |out| out.lines().count() == 2);
     assert_eq!(
         sorted_lines(&pods),
@@ -475,28 +414,25 @@ fn an_export_over_http_makes_fake_nodes_and_leaves_secrets_out() {
     let path_str = path.to_str().expect("utf-8 path");
     let kubeconfig = env.kubeconfig().to_str().expect("utf-8 path");
     // The source is reached like any cluster: its kubeconfig context, over HTTP.
-    let exported = ksim_ok(
-        env,
-        &[
-            "snapshot",
-            "export",
-            "--kubeconfig",
-            kubeconfig,
-            "--context",
-            "ksim-source",
-            "-A",
-            "--qps",
-            "20",
-            "--burst",
-            "5",
-            "--chunk-size",
-            "2",
-            "--format",
-            "block",
-            "--path",
-            path_str,
-        ],
-    );
+    let exported = env.ksim_ok(&[
+        "snapshot",
+        "export",
+        "--kubeconfig",
+        kubeconfig,
+        "--context",
+        "ksim-source",
+        "-A",
+        "--qps",
+        "20",
+        "--burst",
+        "5",
+        "--chunk-size",
+        "2",
+        "--format",
+        "block",
+        "--path",
+        path_str,
+    ]);
     assert!(exported.starts_with("Exported "), "{exported}");
     let text = std::fs::read_to_string(&path).expect("the export");
     assert!(!text.contains("managedFields"));
@@ -518,17 +454,14 @@ fn an_export_over_http_makes_fake_nodes_and_leaves_secrets_out() {
         "the simulator's own objects are left out"
     );
 
-    ksim_ok(
-        env,
-        &[
-            "create",
-            "cluster",
-            "--name",
-            "copy",
-            "--snapshot",
-            path_str,
-        ],
-    );
+    env.ksim_ok(&[
+        "create",
+        "cluster",
+        "--name",
+        "copy",
+        "--snapshot",
+        path_str,
+    ]);
     check_copy(env, "copy", &pods, &rs, &numbers);
 
     // An unreachable source fails with the transport's message, on one line.
@@ -538,17 +471,14 @@ fn an_export_over_http_makes_fake_nodes_and_leaves_secrets_out() {
         "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:1\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\nusers:\n- name: u\n  user: {}\ncurrent-context: c\n",
     )
     .expect("written");
-    let error = ksim_err(
-        env,
-        &[
-            "snapshot",
-            "export",
-            "--kubeconfig",
-            broken.to_str().expect("utf-8"),
-            "--path",
-            env.root().join("never.yaml").to_str().expect("utf-8"),
-        ],
-    );
+    let error = env.ksim_err(&[
+        "snapshot",
+        "export",
+        "--kubeconfig",
+        broken.to_str().expect("utf-8"),
+        "--path",
+        env.root().join("never.yaml").to_str().expect("utf-8"),
+    ]);
     assert!(
         error.starts_with("error: cannot export the cluster: "),
         "{error}"
@@ -576,18 +506,18 @@ fn replace_overwrites_the_objects_the_snapshot_names_and_merge_keeps_them() {
             .kubectl(&["get", "configmap", "settings", "-o", "jsonpath={.data.a}"])
             .stdout
     };
-    let refused = ksim_err(env, &["snapshot", "restore", "--path", path]);
+    let refused = env.ksim_err(&["snapshot", "restore", "--path", path]);
     assert!(
         refused.contains("ConfigMap default/settings"),
         "names an object it found: {refused}"
     );
-    let merged = ksim_ok(env, &["snapshot", "restore", "--path", path, "--merge"]);
+    let merged = env.ksim_ok(&["snapshot", "restore", "--path", path, "--merge"]);
     assert!(
         merged.starts_with("Restored 1 objects (ConfigMap: 1). 1 already present, kept."),
         "{merged}"
     );
     assert_eq!(value(), "old");
-    let replaced = ksim_ok(env, &["snapshot", "restore", "--path", path, "--replace"]);
+    let replaced = env.ksim_ok(&["snapshot", "restore", "--path", path, "--replace"]);
     assert!(replaced.contains("2 replaced."), "{replaced}");
     assert_eq!(value(), "new");
 }

@@ -102,15 +102,10 @@ fn wait_for(
     }
 }
 
-fn scale_nodes(cluster: &TestCluster, replicas: &str) {
-    let scaled = cluster.ksim(&["scale", "node", "--replicas", replicas]);
-    assert!(scaled.status.success(), "{scaled:?}");
-}
-
 #[test]
 fn the_standalone_scheduler_binds_a_pod_through_a_kubeconfig() {
     let cluster = TestCluster::start_with(ksim_binary(), "ksim", &["--disable", "scheduler"]);
-    scale_nodes(&cluster, "1");
+    cluster.scale_nodes(1);
     cluster
         .kubectl(&["run", "web", "--image=nginx", "--restart=Never"])
         .success();
@@ -215,7 +210,7 @@ profiles:
 /// pods out (the descheduler needs at least two nodes to run a cycle).
 fn tainted_deployment() -> (TestCluster, PathBuf) {
     let cluster = TestCluster::start(ksim_binary());
-    scale_nodes(&cluster, "2");
+    cluster.scale_nodes(2);
     cluster
         .kubectl(&[
             "create",

@@ -48,12 +48,7 @@ spec:
 #[test]
 fn kubectl_get_pvc_shows_the_claims_and_scaling_down_deletes_one() {
     let cluster = TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")));
-    let scaled = cluster.ksim(&["scale", "node", "--replicas", "2"]);
-    assert!(
-        scaled.status.success(),
-        "ksim scale node failed: {}",
-        String::from_utf8_lossy(&scaled.stderr)
-    );
+    cluster.scale_nodes(2);
     cluster
         .kubectl_stdin(&["apply", "-f", "-"], MANIFEST)
         .success();
@@ -112,8 +107,7 @@ fn kubectl_get_pvc_shows_the_claims_and_scaling_down_deletes_one() {
 #[test]
 fn kubectl_rollout_history_and_undo_read_a_daemon_sets_revisions() {
     let cluster = TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")));
-    let scaled = cluster.ksim(&["scale", "node", "--replicas", "2"]);
-    assert!(scaled.status.success());
+    cluster.scale_nodes(2);
     let manifest = "\
 apiVersion: apps/v1
 kind: DaemonSet

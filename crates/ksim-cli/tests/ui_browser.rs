@@ -26,8 +26,7 @@ fn screenshot_path(name: &str) -> PathBuf {
 /// label `number` is 1 for the even ones and 2 for the odd ones.
 fn cluster_with_zones() -> TestCluster {
     let cluster = TestCluster::start(ksim());
-    let scaled = cluster.ksim(&["scale", "node", "--replicas", "4"]);
-    assert!(scaled.status.success(), "{scaled:?}");
+    cluster.scale_nodes(4);
     for (node, zone, number) in [
         ("node-000000", "zone-a", "1"),
         ("node-000001", "zone-a", "2"),

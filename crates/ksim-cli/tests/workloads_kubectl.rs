@@ -8,20 +8,15 @@ use std::path::Path;
 use ksim_testutils::TestCluster;
 
 /// A full cluster with `nodes` simulated nodes.
-fn cluster_with_nodes(nodes: &str) -> TestCluster {
+fn cluster_with_nodes(nodes: usize) -> TestCluster {
     let cluster = TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")));
-    let scaled = cluster.ksim(&["scale", "node", "--replicas", nodes]);
-    assert!(
-        scaled.status.success(),
-        "ksim scale node failed: {}",
-        String::from_utf8_lossy(&scaled.stderr)
-    );
+    cluster.scale_nodes(nodes);
     cluster
 }
 
 #[test]
 fn a_stateful_set_of_three_runs_web_0_to_web_2_and_rolls_out() {
-    let cluster = cluster_with_nodes("2");
+    let cluster = cluster_with_nodes(2);
     let manifest = "\
 apiVersion: apps/v1
 kind: StatefulSet
@@ -90,7 +85,7 @@ spec:
 
 #[test]
 fn a_daemon_set_runs_one_pod_on_each_of_three_nodes() {
-    let cluster = cluster_with_nodes("3");
+    let cluster = cluster_with_nodes(3);
     let manifest = "\
 apiVersion: apps/v1
 kind: DaemonSet
@@ -154,7 +149,7 @@ spec:
 
 #[test]
 fn a_job_of_three_completions_ends_complete() {
-    let cluster = cluster_with_nodes("2");
+    let cluster = cluster_with_nodes(2);
     let manifest = "\
 apiVersion: batch/v1
 kind: Job
@@ -210,7 +205,7 @@ spec:
 
 #[test]
 fn deleting_a_namespace_removes_its_deployment_and_config_map() {
-    let cluster = cluster_with_nodes("1");
+    let cluster = cluster_with_nodes(1);
     cluster.kubectl(&["create", "namespace", "x"]).success();
     cluster
         .kubectl(&[

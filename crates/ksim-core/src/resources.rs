@@ -3,7 +3,9 @@
 //! raised to the largest init container (each init container counted with
 //! the sidecars — init containers with `restartPolicy: Always` — started
 //! before it, sidecars also adding to the running total), plus `overhead`.
-//! Also the resource-name classes (native, extended, hugepages, scalar).
+//! Also the resource-name classes (native, extended, hugepages, scalar),
+//! the [`Resource`] accounting type and whether a node has room for a pod
+//! ([`insufficient_resources`]).
 
 use std::collections::BTreeMap;
 
@@ -167,6 +169,161 @@ pub fn is_scalar_resource(name: &str) -> bool {
     is_extended_resource(name)
         || is_hugepages_resource(name)
         || is_attachable_volumes_resource(name)
+}
+
+/// Resource amounts as the scheduler and the descheduler account them
+/// (upstream `framework.Resource`): cpu in milli-cpu, the rest in units.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Resource {
+    pub milli_cpu: i64,
+    pub memory: i64,
+    pub ephemeral_storage: i64,
+    pub allowed_pod_number: i64,
+    /// Extended, hugepages and attachable-volumes resources.
+    pub scalar_resources: BTreeMap<String, i64>,
+}
+
+impl Resource {
+    /// From a resource list: cpu in milli-cpu, the rest in units; names that
+    /// are neither native nor scalar are ignored.
+    pub fn from_list(list: &ResourceList) -> Self {
+        let mut resource = Resource::default();
+        for (name, quantity) in list {
+            match name.as_str() {
+                RESOURCE_CPU => resource.milli_cpu = quantity.milli_value(),
+                RESOURCE_MEMORY => resource.memory = quantity.value(),
+                RESOURCE_EPHEMERAL_STORAGE => resource.ephemeral_storage = quantity.value(),
+                RESOURCE_PODS => resource.allowed_pod_number = quantity.value(),
+                other if is_scalar_resource(other) => {
+                    resource
+                        .scalar_resources
+                        .insert(other.to_string(), quantity.value());
+                }
+                _ => {}
+            }
+        }
+        resource
+    }
+
+    /// Adds `other` in.
+    pub fn add(&mut self, other: &Resource) {
+        self.milli_cpu = self.milli_cpu.saturating_add(other.milli_cpu);
+        self.memory = self.memory.saturating_add(other.memory);
+        self.ephemeral_storage = self
+            .ephemeral_storage
+            .saturating_add(other.ephemeral_storage);
+        self.allowed_pod_number = self
+            .allowed_pod_number
+            .saturating_add(other.allowed_pod_number);
+        for (name, value) in &other.scalar_resources {
+            let entry = self.scalar_resources.entry(name.clone()).or_default();
+            *entry = entry.saturating_add(*value);
+        }
+    }
+
+    /// Takes `other` out.
+    pub fn subtract(&mut self, other: &Resource) {
+        self.milli_cpu = self.milli_cpu.saturating_sub(other.milli_cpu);
+        self.memory = self.memory.saturating_sub(other.memory);
+        self.ephemeral_storage = self
+            .ephemeral_storage
+            .saturating_sub(other.ephemeral_storage);
+        self.allowed_pod_number = self
+            .allowed_pod_number
+            .saturating_sub(other.allowed_pod_number);
+        for (name, value) in &other.scalar_resources {
+            let entry = self.scalar_resources.entry(name.clone()).or_default();
+            *entry = entry.saturating_sub(*value);
+        }
+    }
+
+    /// The amount of a resource by name (cpu in milli-cpu).
+    pub fn get(&self, name: &str) -> i64 {
+        match name {
+            RESOURCE_CPU => self.milli_cpu,
+            RESOURCE_MEMORY => self.memory,
+            RESOURCE_EPHEMERAL_STORAGE => self.ephemeral_storage,
+            RESOURCE_PODS => self.allowed_pod_number,
+            other => self.scalar_resources.get(other).copied().unwrap_or(0),
+        }
+    }
+}
+
+/// Whether a node has room for a pod's requests (upstream noderesources
+/// `fitsRequest`, which the descheduler's `NodeFit` follows too): one more
+/// pod within the node's `pods`, and for cpu, memory, ephemeral-storage and
+/// each scalar resource the pod asks for (and `ignored` does not skip),
+/// the request within what the node's pods leave of its allocatable.
+/// Returns what the node lacks, pods first.
+pub fn insufficient_resources(
+    request: &Resource,
+    allocatable: &Resource,
+    requested: &Resource,
+    pods_on_node: i64,
+    ignored: impl Fn(&str) -> bool,
+) -> Vec<InsufficientResource> {
+    let mut insufficient = Vec::new();
+    if pods_on_node + 1 > allocatable.allowed_pod_number {
+        insufficient.push(InsufficientResource {
+            resource_name: RESOURCE_PODS.to_string(),
+            reason: "Too many pods".to_string(),
+            requested: 1,
+            used: pods_on_node,
+            capacity: allocatable.allowed_pod_number,
+            unresolvable: false,
+        });
+    }
+    if request.milli_cpu == 0
+        && request.memory == 0
+        && request.ephemeral_storage == 0
+        && request.scalar_resources.is_empty()
+    {
+        return insufficient;
+    }
+    let mut check = |name: &str| {
+        let (wanted, capacity, used) = (
+            request.get(name),
+            allocatable.get(name),
+            requested.get(name),
+        );
+        if wanted > 0 && wanted > capacity.saturating_sub(used) {
+            insufficient.push(InsufficientResource {
+                resource_name: name.to_string(),
+                reason: format!("Insufficient {name}"),
+                requested: wanted,
+                used,
+                capacity,
+                unresolvable: wanted > capacity,
+            });
+        }
+    };
+    for name in [RESOURCE_CPU, RESOURCE_MEMORY, RESOURCE_EPHEMERAL_STORAGE] {
+        check(name);
+    }
+    for name in request.scalar_resources.keys() {
+        if !ignored(name) {
+            check(name);
+        }
+    }
+    insufficient
+}
+
+/// One resource a node lacks for a pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InsufficientResource {
+    /// The resource's name (`pods` for the pod count).
+    pub resource_name: String,
+    /// `Insufficient cpu`, `Too many pods`.
+    pub reason: String,
+    /// What the pod asks for (cpu in milli-cpu).
+    pub requested: i64,
+    /// What the node's pods take.
+    pub used: i64,
+    /// The node's allocatable amount.
+    pub capacity: i64,
+    /// The request exceeds the node's whole allocatable: no eviction or
+    /// preemption can help.
+    pub unresolvable: bool,
 }
 
 #[cfg(test)]
@@ -341,5 +498,55 @@ mod tests {
             assert_eq!(is_extended_resource(name), extended, "{name} extended");
             assert_eq!(is_scalar_resource(name), scalar, "{name} scalar");
         }
+    }
+
+    #[test]
+    fn insufficient_resources_names_what_a_node_lacks_pods_first() {
+        let list = |pairs: &[(&str, &str)]| -> ResourceList {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), Quantity::parse(v).expect("a quantity")))
+                .collect()
+        };
+        let allocatable = Resource::from_list(&list(&[
+            ("cpu", "2"),
+            ("memory", "1Gi"),
+            ("pods", "2"),
+            ("example.com/gpu", "1"),
+        ]));
+        let requested = Resource::from_list(&list(&[("cpu", "1500m"), ("memory", "512Mi")]));
+        let names = |request: &[(&str, &str)], pods: i64, ignored: &[&str]| -> Vec<String> {
+            insufficient_resources(
+                &Resource::from_list(&list(request)),
+                &allocatable,
+                &requested,
+                pods,
+                |name| ignored.contains(&name),
+            )
+            .into_iter()
+            .map(|i| i.reason)
+            .collect()
+        };
+        assert!(names(&[("cpu", "500m"), ("memory", "512Mi")], 1, &[]).is_empty());
+        assert_eq!(names(&[("cpu", "501m")], 1, &[]), ["Insufficient cpu"]);
+        assert_eq!(
+            names(&[("cpu", "1"), ("example.com/gpu", "2")], 2, &[]),
+            [
+                "Too many pods",
+                "Insufficient cpu",
+                "Insufficient example.com/gpu"
+            ]
+        );
+        assert!(names(&[("example.com/gpu", "2")], 1, &["example.com/gpu"]).is_empty());
+        // A pod that asks for nothing needs a pod slot only.
+        assert_eq!(names(&[], 2, &[]), ["Too many pods"]);
+        let whole = insufficient_resources(
+            &Resource::from_list(&list(&[("cpu", "3")])),
+            &allocatable,
+            &requested,
+            0,
+            |_| false,
+        );
+        assert!(whole[0].unresolvable);
     }
 }

@@ -4,7 +4,6 @@
 //! `PodFitsAnyNode`, `NodeUtilization`), plus the pod facts the balance
 //! plugins order by (QoS class, priority, the soft no-eviction annotation).
 
-use std::borrow::Cow;
 use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
@@ -14,7 +13,9 @@ use ksim_core::node_affinity::RequiredNodeAffinity;
 use ksim_core::pod_affinity::{ParsedPodAffinityTerm, pod_namespace};
 pub use ksim_core::qos::{QosClass, pod_qos};
 use ksim_core::quantity::{Quantity, parse_or_zero};
-use ksim_core::resources::{RESOURCE_CPU, RESOURCE_PODS, ResourceList};
+use ksim_core::resources::{
+    RESOURCE_CPU, RESOURCE_PODS, Resource, ResourceList, insufficient_resources,
+};
 use ksim_core::selector::Labels;
 pub use ksim_core::status::is_node_ready;
 use ksim_core::toleration::{find_matching_untolerated_taint, is_do_not_schedule_taint};
@@ -185,7 +186,7 @@ pub enum NodeFitError {
 struct PreparedPod<'p> {
     pod: &'p Pod,
     affinity: RequiredNodeAffinity,
-    requests: Cow<'p, ResourceList>,
+    requests: Resource,
     anti_affinity: Vec<ParsedPodAffinityTerm>,
     /// Check resources even on the node the pod runs on.
     check_own_node_resources: bool,
@@ -209,19 +210,19 @@ impl<'p> PreparedPod<'p> {
         PreparedPod {
             pod,
             affinity: RequiredNodeAffinity::from_pod(pod),
-            requests: snapshot.pod_requests(pod),
+            requests: Resource::from_list(&snapshot.pod_requests(pod)),
             anti_affinity,
             check_own_node_resources: false,
         }
     }
 }
 
-/// Resources requested on a node by its non-terminal pods, in nano-units.
+/// Resources requested on a node by its non-terminal pods.
 #[derive(Debug, Default)]
 struct NodeRequested {
-    requests: HashMap<String, i128>,
+    requested: Resource,
     pods: i64,
-    allocatable: ResourceList,
+    allocatable: Resource,
 }
 
 /// Fit checks against one snapshot, with each node's requested resources
@@ -339,51 +340,44 @@ impl<'a> NodeFitChecker<'a> {
         })
     }
 
-    /// Upstream `fitsRequest`: every resource the pod requests, and one pod
-    /// slot, are left on the node after its pods' requests.
+    /// Upstream `fitsRequest` (ksim-core's, as the scheduler's): one pod
+    /// slot and every resource the pod requests are left on the node after
+    /// its pods' requests; the first resource lacking is the error.
     fn fits_request(&self, pod: &PreparedPod<'_>, node: &Node) -> Result<(), NodeFitError> {
         let mut cache = self.requested.borrow_mut();
         let requested = cache
             .entry(node as *const Node as usize)
             .or_insert_with(|| requested_on_node(self.snapshot, node));
-        let allocatable = &requested.allocatable;
-        let allocatable_pods = allocatable
-            .get(RESOURCE_PODS)
-            .map(|quantity| quantity.value())
-            .unwrap_or(0);
-        let free_pods = allocatable_pods - requested.pods;
-        for (name, quantity) in pod.requests.iter() {
-            let free = if name == RESOURCE_PODS {
-                i128::from(free_pods) * 1_000_000_000
-            } else {
-                let used = requested.requests.get(name).copied().unwrap_or(0);
-                match allocatable.get(name) {
-                    Some(total) => total.nanos() - used,
-                    None => 0,
-                }
-            };
-            if quantity.nanos() > free {
-                return Err(NodeFitError::Insufficient(name.clone()));
-            }
+        let insufficient = insufficient_resources(
+            &pod.requests,
+            &requested.allocatable,
+            &requested.requested,
+            requested.pods,
+            |_| false,
+        );
+        // Upstream's descheduler names a lacking resource before the pod count.
+        let lacking = insufficient
+            .iter()
+            .find(|i| i.resource_name != RESOURCE_PODS)
+            .or(insufficient.first());
+        match lacking {
+            Some(lacking) => Err(NodeFitError::Insufficient(lacking.resource_name.clone())),
+            None => Ok(()),
         }
-        if free_pods <= 0 {
-            return Err(NodeFitError::Insufficient(RESOURCE_PODS.to_string()));
-        }
-        Ok(())
     }
 }
 
 fn requested_on_node(snapshot: &ClusterSnapshot, node: &Node) -> NodeRequested {
     let node_name = node.metadata.name.as_deref().unwrap_or_default();
     let mut requested = NodeRequested {
-        allocatable: node_allocatable(node),
+        allocatable: Resource::from_list(&node_allocatable(node)),
         ..NodeRequested::default()
     };
     for pod in active_pods_on_node(snapshot, node_name) {
         requested.pods += 1;
-        for (name, quantity) in snapshot.pod_requests(pod).iter() {
-            *requested.requests.entry(name.clone()).or_default() += quantity.nanos();
-        }
+        requested
+            .requested
+            .add(&Resource::from_list(&snapshot.pod_requests(pod)));
     }
     requested
 }

@@ -2,7 +2,6 @@
 //! Ready and hold renewed leases, bound pods run with IPs from their node's
 //! CIDR and are removed when deleted, and Stages (custom, late) take effect.
 
-use std::future::Future;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -11,23 +10,13 @@ use ksim_apiserver::ApiServer;
 use ksim_kubelet::simulator::{create_stage, ensure_stage_crd};
 use ksim_kubelet::stages::{StageSet, parse_stage};
 use ksim_kubelet::{KubeletOptions, KubeletSimulator, NodeSelection};
+use ksim_testutils::in_process::{InProcessCluster, eventually};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::task::JoinHandle;
 
-const WAIT: Duration = Duration::from_secs(60);
-
-struct Cluster {
-    client: kube::Client,
-    simulator: JoinHandle<()>,
-    _server: ApiServer,
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        self.simulator.abort();
-    }
-}
+/// ksim-testutils' in-process cluster, with the simulator spawned on it.
+type Cluster = InProcessCluster;
 
 fn options() -> KubeletOptions {
     KubeletOptions {
@@ -48,8 +37,8 @@ fn spawn_simulator(client: kube::Client, options: KubeletOptions) -> JoinHandle<
 /// Starts a server and the simulator; `stages`, when given, are created before the
 /// simulator starts (so the default stages are not installed).
 async fn start(stages: Option<Vec<&str>>) -> Cluster {
-    let server = ApiServer::new();
-    let client = ksim_runtime::client::in_process(&server);
+    let mut cluster = InProcessCluster::new();
+    let client = cluster.client.clone();
     if let Some(stages) = stages {
         ensure_stage_crd(&client).await.expect("CRD installed");
         for text in stages {
@@ -57,12 +46,13 @@ async fn start(stages: Option<Vec<&str>>) -> Cluster {
             assert!(create_stage(&client, &stage).await.expect("stage created"));
         }
     }
-    let simulator = spawn_simulator(client.clone(), options());
-    Cluster {
-        client,
-        simulator,
-        _server: server,
-    }
+    let simulator = KubeletSimulator::new(client, options());
+    cluster.spawn(async move {
+        if let Err(error) = simulator.run().await {
+            panic!("simulator failed: {error}");
+        }
+    });
+    cluster
 }
 
 fn default_stage(name: &str) -> &'static str {
@@ -72,21 +62,6 @@ fn default_stage(name: &str) -> &'static str {
         .find(|(file, _)| file.strip_suffix(".yaml") == Some(name))
         .map(|(_, text)| *text)
         .expect("shipped stage")
-}
-
-async fn eventually<F, Fut, T>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 async fn create_node(client: &kube::Client, name: &str, cidr: &str, ip: &str) -> Node {

@@ -9,16 +9,15 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use ksim_apiserver::ApiServer;
 use ksim_kubelet::simulator::{
     KUBELET_ANNOTATION, KUBELET_STOPPED, create_stage, ensure_stage_crd,
 };
 use ksim_kubelet::stages::{StageSet, parse_stage};
 use ksim_kubelet::{KubeletOptions, KubeletSimulator};
-use ksim_runtime::clock::{Clock, Random};
+use ksim_runtime::clock::Random;
+use ksim_testutils::in_process::{InProcessCluster, start_time};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use tokio::task::JoinHandle;
 
 const RUN_LATER: &str = r#"
 apiVersion: kwok.x-k8s.io/v1alpha1
@@ -53,24 +52,8 @@ fn run_jittered() -> String {
     )
 }
 
-fn start_time() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("2030-01-01T00:00:00Z")
-        .expect("valid time")
-        .with_timezone(&Utc)
-}
-
-struct Cluster {
-    clock: Clock,
-    client: kube::Client,
-    simulator: JoinHandle<()>,
-    _server: ApiServer,
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        self.simulator.abort();
-    }
-}
+/// ksim-testutils' in-process cluster, with the simulator spawned on it.
+type Cluster = InProcessCluster;
 
 /// A server and a simulator on one virtual clock; `stages` are created first
 /// (none: the default stages), leases last `lease_seconds` (0: no leases).
@@ -79,9 +62,8 @@ async fn start(stages: &[&str], lease_seconds: i32) -> Cluster {
 }
 
 async fn start_seeded(stages: &[&str], lease_seconds: i32, seed: u64) -> Cluster {
-    let clock = Clock::virtual_with(start_time(), Random::seeded(seed));
-    let server = ApiServer::with_clock(clock.clone());
-    let client = ksim_runtime::client::in_process(&server);
+    let mut cluster = InProcessCluster::virtual_with(Random::seeded(seed));
+    let client = cluster.client.clone();
     ensure_stage_crd(&client).await.expect("CRD installed");
     let stages: Vec<&str> = if stages.is_empty() {
         StageSet::Default.files().iter().map(|(_, t)| *t).collect()
@@ -93,25 +75,20 @@ async fn start_seeded(stages: &[&str], lease_seconds: i32, seed: u64) -> Cluster
         assert!(create_stage(&client, &stage).await.expect("stage created"));
     }
     let simulator = KubeletSimulator::new(
-        client.clone(),
+        client,
         KubeletOptions {
             lease_duration_seconds: lease_seconds,
-            clock: clock.clone(),
+            clock: cluster.clock.clone(),
             ..Default::default()
         },
     );
-    let simulator = tokio::spawn(async move {
+    cluster.spawn(async move {
         if let Err(error) = simulator.run().await {
             panic!("simulator failed: {error}");
         }
     });
-    clock.settle().await.expect("settles");
-    Cluster {
-        clock,
-        client,
-        simulator,
-        _server: server,
-    }
+    cluster.settle().await;
+    cluster
 }
 
 async fn create_node(client: &kube::Client, name: &str) {

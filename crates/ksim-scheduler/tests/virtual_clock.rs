@@ -6,54 +6,30 @@
 //! ties the same way on every run.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
-use chrono::{DateTime, TimeZone, Utc};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
-use ksim_apiserver::ApiServer;
-use ksim_runtime::clock::{Clock, Random};
+use ksim_runtime::clock::Random;
 use ksim_scheduler::scheduler::{SchedulerOptions, run};
+use ksim_testutils::in_process::{InProcessCluster, at, start_time};
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
 
-fn start_time() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0)
-        .single()
-        .expect("valid")
-}
+/// The cluster (ksim-testutils' in-process one) with the scheduler's helpers.
+struct Cluster(InProcessCluster);
 
-fn at(seconds: i64) -> Timestamp {
-    Timestamp::from_second(start_time().timestamp() + seconds).expect("valid")
-}
-
-struct Cluster {
-    client: kube::Client,
-    clock: Clock,
-    server: ApiServer,
-    scheduler: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        if let Some(scheduler) = &self.scheduler {
-            scheduler.abort();
-        }
+impl std::ops::Deref for Cluster {
+    type Target = InProcessCluster;
+    fn deref(&self) -> &InProcessCluster {
+        &self.0
     }
 }
 
 impl Cluster {
     /// An API server on a virtual clock standing at [`start_time`].
     fn new(random: Random) -> Self {
-        let clock = Clock::virtual_with(start_time(), random);
-        let server = ApiServer::with_clock(clock.clone());
-        Cluster {
-            client: ksim_runtime::client::in_process(&server),
-            clock,
-            server,
-            scheduler: None,
-        }
+        Cluster(InProcessCluster::virtual_with(random))
     }
 
     /// Starts the scheduler on the cluster's clock and lets it settle.
@@ -62,22 +38,11 @@ impl Cluster {
             clock: self.clock.clone(),
             ..Default::default()
         };
-        let client = ksim_runtime::client::in_process(&self.server);
-        self.scheduler = Some(tokio::spawn(async move {
+        let client = self.new_client();
+        self.0.spawn(async move {
             let _ = run(client, options).await;
-        }));
+        });
         self.settle().await;
-    }
-
-    async fn settle(&self) {
-        self.clock.settle().await.expect("the cluster settles");
-    }
-
-    async fn advance(&self, seconds: u64) {
-        self.clock
-            .advance(Duration::from_secs(seconds))
-            .await
-            .expect("advances");
     }
 
     /// Creates a node with its status (as a kubelet registers it: one

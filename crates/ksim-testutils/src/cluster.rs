@@ -150,6 +150,59 @@ impl KsimEnv {
         self.ksim_command(args).output().expect("cannot run ksim")
     }
 
+    /// Runs `ksim <args>`, which must succeed, and returns its stdout.
+    #[track_caller]
+    pub fn ksim_ok(&self, args: &[&str]) -> String {
+        let output = self.ksim(args);
+        assert!(
+            output.status.success(),
+            "ksim {args:?} failed\nstdout:\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// Runs `ksim <args>`, which must fail, and returns its stderr.
+    #[track_caller]
+    pub fn ksim_err(&self, args: &[&str]) -> String {
+        let output = self.ksim(args);
+        assert!(
+            !output.status.success(),
+            "ksim {args:?} succeeded\nstdout:\n{}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    }
+
+    /// Writes `text` to the file `name` in the environment's root and
+    /// returns its path.
+    pub fn write_file(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.root().join(name);
+        std::fs::write(&path, text).expect("cannot write a file in the test environment");
+        path
+    }
+
+    /// Polls `kubectl <args>` until it succeeds with a stdout that `done`
+    /// accepts, and returns that stdout; fails the test after 60 s.
+    #[track_caller]
+    pub fn wait_for(&self, args: &[&str], done: impl Fn(&str) -> bool) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let output = self.kubectl(args);
+            if output.status == 0 && done(&output.stdout) {
+                return output.stdout;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out: kubectl {args:?}\nstdout:\n{}\nstderr:\n{}",
+                output.stdout,
+                output.stderr
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+
     /// Runs `kubectl --request-timeout=20s <args>` in this environment.
     pub fn kubectl(&self, args: &[&str]) -> KubectlOutput {
         let output = self
@@ -302,24 +355,38 @@ impl TestCluster {
         self.env.ksim(args)
     }
 
+    /// Runs `ksim <args>`, which must succeed, and returns its stdout.
+    #[track_caller]
+    pub fn ksim_ok(&self, args: &[&str]) -> String {
+        self.env.ksim_ok(args)
+    }
+
+    /// Scales the cluster's simulated nodes to `replicas` (`ksim scale
+    /// node`), which must succeed.
+    #[track_caller]
+    pub fn scale_nodes(&self, replicas: usize) {
+        let replicas = replicas.to_string();
+        self.env.ksim_ok(&[
+            "scale",
+            "node",
+            "--replicas",
+            &replicas,
+            "--name",
+            &self.name,
+        ]);
+    }
+
+    /// Writes `text` to the file `name` in the environment's root and
+    /// returns its path.
+    pub fn write_file(&self, name: &str, text: &str) -> PathBuf {
+        self.env.write_file(name, text)
+    }
+
     /// Polls `kubectl <args>` until it succeeds with a stdout that `done`
     /// accepts, and returns that stdout; fails the test after 60 s.
     #[track_caller]
     pub fn wait_for(&self, args: &[&str], done: impl Fn(&str) -> bool) -> String {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        loop {
-            let output = self.kubectl(args);
-            if output.status == 0 && done(&output.stdout) {
-                return output.stdout;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "timed out: kubectl {args:?}\nstdout:\n{}\nstderr:\n{}",
-                output.stdout,
-                output.stderr
-            );
-            std::thread::sleep(std::time::Duration::from_millis(200));
-        }
+        self.env.wait_for(args, done)
     }
 
     /// Applies the CustomResourceDefinition manifest at `manifest` (named

@@ -119,33 +119,23 @@ impl BackgroundKubectl {
     /// the output so far when it does not.
     #[track_caller]
     pub fn wait_for_stdout(&self, timeout: Duration, ready: impl Fn(&str) -> bool) {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if ready(&self.stdout()) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "kubectl did not print what was awaited within {timeout:?}\nstdout:\n{}\nstderr:\n{}",
-                self.stdout(),
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.wait_until(timeout, "print", || ready(&self.stdout()));
     }
 
     /// Waits (up to `timeout`) until stderr satisfies `ready` (with `-v=6`
     /// kubectl logs its requests there: a sign it got so far).
     #[track_caller]
     pub fn wait_for_stderr(&self, timeout: Duration, ready: impl Fn(&str) -> bool) {
+        self.wait_until(timeout, "log", || ready(&self.stderr()));
+    }
+
+    #[track_caller]
+    fn wait_until(&self, timeout: Duration, what: &str, ready: impl Fn() -> bool) {
         let deadline = Instant::now() + timeout;
-        loop {
-            if ready(&self.stderr()) {
-                return;
-            }
+        while !ready() {
             assert!(
                 Instant::now() < deadline,
-                "kubectl did not log what was awaited within {timeout:?}\nstdout:\n{}\nstderr:\n{}",
+                "kubectl did not {what} what was awaited within {timeout:?}\nstdout:\n{}\nstderr:\n{}",
                 self.stdout(),
                 self.stderr()
             );

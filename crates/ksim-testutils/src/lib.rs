@@ -4,8 +4,13 @@
 //! and `HOME`) in which to run the `ksim` binary and the real `kubectl`;
 //! [`TestCluster`] is a cluster created in such an environment and deleted on
 //! drop. [`webdriver::Browser`] drives headless Chromium for the web view.
+//! [`builders`] make nodes and pods;
+//! [`in_process::InProcessCluster`] is the crates' in-process cluster (API
+//! server, client, clock, spawned components).
 
+pub mod builders;
 mod cluster;
+pub mod in_process;
 pub mod kubectl;
 pub mod webdriver;
 

@@ -3,62 +3,35 @@
 
 #![allow(dead_code)]
 
-use std::future::Future;
-use std::time::Duration;
-
 use k8s_openapi::api::core::v1::Pod;
-use ksim_apiserver::ApiServer;
 use ksim_controllers::ControllerName;
+use ksim_testutils::in_process::InProcessCluster;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
-/// An API server with the given controllers running against it.
-pub struct Cluster {
-    pub server: ApiServer,
-    pub client: kube::Client,
-    task: tokio::task::JoinHandle<()>,
-}
+#[allow(unused_imports)] // not every test file polls
+pub use ksim_testutils::in_process::eventually;
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        self.task.abort();
+/// ksim-testutils' in-process cluster with the given controllers running
+/// against it.
+pub struct Cluster(InProcessCluster);
+
+impl std::ops::Deref for Cluster {
+    type Target = InProcessCluster;
+    fn deref(&self) -> &InProcessCluster {
+        &self.0
     }
 }
 
 impl Cluster {
     pub fn start(controllers: &[ControllerName]) -> Self {
-        let server = ApiServer::new();
-        let client = ksim_runtime::client::in_process(&server);
+        let mut cluster = InProcessCluster::new();
+        let client = cluster.new_client();
         let controllers = controllers.to_vec();
-        let controller_client = client.clone();
-        let task = tokio::spawn(async move {
-            ksim_controllers::run_controllers(controller_client, &controllers).await;
+        cluster.spawn(async move {
+            ksim_controllers::run_controllers(client, &controllers).await;
         });
-        Cluster {
-            server,
-            client,
-            task,
-        }
-    }
-}
-
-/// Waits up to 60 s for `check` to return `Some` (generous: CI runs many
-/// clusters at once on two cores; this bounds a hang, it does not time).
-pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        Cluster(cluster)
     }
 }
 
@@ -86,19 +59,18 @@ pub async fn make_ready(client: &kube::Client, namespace: &str, name: &str) {
     .expect("make pod ready");
 }
 
-/// An API server and controllers on one virtual clock: time stands still
-/// at [`VirtualCluster::start`] until the test advances it.
+/// ksim-testutils' in-process cluster with controllers on its virtual
+/// clock: time stands still at [`VirtualCluster::start`] until the test
+/// advances it.
 pub struct VirtualCluster {
-    pub server: ApiServer,
-    pub client: kube::Client,
-    pub clock: ksim_runtime::clock::Clock,
+    cluster: InProcessCluster,
     pub start: chrono::DateTime<chrono::Utc>,
-    task: tokio::task::AbortHandle,
 }
 
-impl Drop for VirtualCluster {
-    fn drop(&mut self) {
-        self.task.abort();
+impl std::ops::Deref for VirtualCluster {
+    type Target = InProcessCluster;
+    fn deref(&self) -> &InProcessCluster {
+        &self.cluster
     }
 }
 
@@ -111,29 +83,17 @@ impl VirtualCluster {
             .with_ymd_and_hms(2026, 1, 1, 0, 0, 0)
             .single()
             .expect("start time");
-        let clock =
-            ksim_runtime::clock::Clock::virtual_with(start, ksim_runtime::clock::Random::seeded(7));
-        let server = ApiServer::with_clock(clock.clone());
-        let client = ksim_runtime::client::in_process(&server);
-        let controllers = controllers.to_vec();
-        let controller_client = client.clone();
-        let controller_clock = clock.clone();
-        let task = tokio::spawn(async move {
-            ksim_controllers::run_controllers_with_clock(
-                controller_client,
-                &controllers,
-                controller_clock,
-            )
-            .await;
-        })
-        .abort_handle();
-        let cluster = VirtualCluster {
-            server,
-            client,
-            clock,
+        let mut cluster = InProcessCluster::with_clock(ksim_runtime::clock::Clock::virtual_with(
             start,
-            task,
-        };
+            ksim_runtime::clock::Random::seeded(7),
+        ));
+        let client = cluster.new_client();
+        let clock = cluster.clock.clone();
+        let controllers = controllers.to_vec();
+        cluster.spawn(async move {
+            ksim_controllers::run_controllers_with_clock(client, &controllers, clock).await;
+        });
+        let cluster = VirtualCluster { cluster, start };
         cluster.settle().await;
         cluster
     }

@@ -1,93 +1,14 @@
 //! `PodInfo`: a pod with what the scheduler derives from it once (parsed
 //! affinity terms, requests, host ports), and the `Resource` accounting type.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, WeightedPodAffinityTerm};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use ksim_core::resources::{
-    PodResourcesOptions, RESOURCE_CPU, RESOURCE_EPHEMERAL_STORAGE, RESOURCE_MEMORY, RESOURCE_PODS,
-    ResourceList, is_scalar_resource, pod_requests,
-};
+use ksim_core::resources::{PodResourcesOptions, RESOURCE_CPU, RESOURCE_MEMORY, pod_requests};
 use ksim_core::selector::{LabelSelectorRequirements, Labels};
 
-/// Resource amounts as the scheduler accounts them (upstream `framework.Resource`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Resource {
-    pub milli_cpu: i64,
-    pub memory: i64,
-    pub ephemeral_storage: i64,
-    pub allowed_pod_number: i64,
-    /// Extended, hugepages and attachable-volumes resources.
-    pub scalar_resources: BTreeMap<String, i64>,
-}
-
-impl Resource {
-    /// From a resource list: cpu in milli-cpu, the rest in units; names that
-    /// are neither native nor scalar are ignored.
-    pub fn from_list(list: &ResourceList) -> Self {
-        let mut resource = Resource::default();
-        for (name, quantity) in list {
-            match name.as_str() {
-                RESOURCE_CPU => resource.milli_cpu = quantity.milli_value(),
-                RESOURCE_MEMORY => resource.memory = quantity.value(),
-                RESOURCE_EPHEMERAL_STORAGE => resource.ephemeral_storage = quantity.value(),
-                RESOURCE_PODS => resource.allowed_pod_number = quantity.value(),
-                other if is_scalar_resource(other) => {
-                    resource
-                        .scalar_resources
-                        .insert(other.to_string(), quantity.value());
-                }
-                _ => {}
-            }
-        }
-        resource
-    }
-
-    /// Adds `other` in.
-    pub fn add(&mut self, other: &Resource) {
-        self.milli_cpu = self.milli_cpu.saturating_add(other.milli_cpu);
-        self.memory = self.memory.saturating_add(other.memory);
-        self.ephemeral_storage = self
-            .ephemeral_storage
-            .saturating_add(other.ephemeral_storage);
-        self.allowed_pod_number = self
-            .allowed_pod_number
-            .saturating_add(other.allowed_pod_number);
-        for (name, value) in &other.scalar_resources {
-            let entry = self.scalar_resources.entry(name.clone()).or_default();
-            *entry = entry.saturating_add(*value);
-        }
-    }
-
-    /// Takes `other` out.
-    pub fn subtract(&mut self, other: &Resource) {
-        self.milli_cpu = self.milli_cpu.saturating_sub(other.milli_cpu);
-        self.memory = self.memory.saturating_sub(other.memory);
-        self.ephemeral_storage = self
-            .ephemeral_storage
-            .saturating_sub(other.ephemeral_storage);
-        self.allowed_pod_number = self
-            .allowed_pod_number
-            .saturating_sub(other.allowed_pod_number);
-        for (name, value) in &other.scalar_resources {
-            let entry = self.scalar_resources.entry(name.clone()).or_default();
-            *entry = entry.saturating_sub(*value);
-        }
-    }
-
-    /// The amount of a resource by name (cpu in milli-cpu).
-    pub fn get(&self, name: &str) -> i64 {
-        match name {
-            RESOURCE_CPU => self.milli_cpu,
-            RESOURCE_MEMORY => self.memory,
-            RESOURCE_EPHEMERAL_STORAGE => self.ephemeral_storage,
-            RESOURCE_PODS => self.allowed_pod_number,
-            other => self.scalar_resources.get(other).copied().unwrap_or(0),
-        }
-    }
-}
+pub use ksim_core::resources::Resource;
 
 /// A label selector that may select nothing (a nil `LabelSelector`) or
 /// everything (an empty one), as `metav1.LabelSelectorAsSelector`.

@@ -60,17 +60,7 @@ impl Default for NodeResourcesFitArgs {
 }
 
 /// One resource the node lacks.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InsufficientResource {
-    pub resource_name: String,
-    /// `Insufficient cpu`, `Too many pods`.
-    pub reason: String,
-    pub requested: i64,
-    pub used: i64,
-    pub capacity: i64,
-    /// The request exceeds the node's whole capacity: preemption cannot help.
-    pub unresolvable: bool,
-}
+pub use ksim_core::resources::InsufficientResource;
 
 /// The NodeResourcesFit plugin.
 #[derive(Debug, Clone)]
@@ -99,67 +89,14 @@ impl Fit {
         request: &Resource,
         node: &NodeInfo,
     ) -> Vec<InsufficientResource> {
-        let mut insufficient = Vec::new();
         let pods = i64::try_from(node.pods.len()).unwrap_or(i64::MAX);
-        if pods + 1 > node.allocatable.allowed_pod_number {
-            insufficient.push(InsufficientResource {
-                resource_name: "pods".to_string(),
-                reason: "Too many pods".to_string(),
-                requested: 1,
-                used: pods,
-                capacity: node.allocatable.allowed_pod_number,
-                unresolvable: false,
-            });
-        }
-        if request.milli_cpu == 0
-            && request.memory == 0
-            && request.ephemeral_storage == 0
-            && request.scalar_resources.is_empty()
-        {
-            return insufficient;
-        }
-        let mut check = |name: &str, requested: i64, capacity: i64, used: i64| {
-            if requested > 0 && requested > capacity.saturating_sub(used) {
-                insufficient.push(InsufficientResource {
-                    resource_name: name.to_string(),
-                    reason: format!("Insufficient {name}"),
-                    requested,
-                    used,
-                    capacity,
-                    unresolvable: requested > capacity,
-                });
-            }
-        };
-        check(
-            "cpu",
-            request.milli_cpu,
-            node.allocatable.milli_cpu,
-            node.requested.milli_cpu,
-        );
-        check(
-            "memory",
-            request.memory,
-            node.allocatable.memory,
-            node.requested.memory,
-        );
-        check(
-            "ephemeral-storage",
-            request.ephemeral_storage,
-            node.allocatable.ephemeral_storage,
-            node.requested.ephemeral_storage,
-        );
-        for (name, quantity) in &request.scalar_resources {
-            if *quantity == 0 || self.ignored(name) {
-                continue;
-            }
-            check(
-                name,
-                *quantity,
-                node.allocatable.get(name),
-                node.requested.get(name),
-            );
-        }
-        insufficient
+        ksim_core::resources::insufficient_resources(
+            request,
+            &node.allocatable,
+            &node.requested,
+            pods,
+            |name| self.ignored(name),
+        )
     }
 }
 

@@ -1,0 +1,346 @@
+//! Builders of nodes and pods for tests: `node("n").cpu("4").label(..).obj()`,
+//! `pod("p").cpu("1").node("n").obj()`, with selectors, taints,
+//! tolerations, affinity terms and topology spread constraints, as
+//! k8s-openapi values (no server needed).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, ContainerImage, ContainerPort, Node, NodeAffinity, NodeSelector,
+    NodeSelectorRequirement, NodeSelectorTerm, NodeSpec, NodeStatus, Pod, PodAffinity,
+    PodAffinityTerm, PodAntiAffinity, PodSpec, ResourceRequirements, Taint, Toleration,
+    TopologySpreadConstraint, WeightedPodAffinityTerm,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+
+pub struct NodeBuilder(Node);
+
+pub fn node(name: &str) -> NodeBuilder {
+    NodeBuilder(Node {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            labels: Some(BTreeMap::from([(
+                "kubernetes.io/hostname".to_string(),
+                name.to_string(),
+            )])),
+            ..Default::default()
+        },
+        spec: Some(NodeSpec::default()),
+        status: Some(NodeStatus {
+            allocatable: Some(BTreeMap::from([(
+                "pods".to_string(),
+                Quantity("110".to_string()),
+            )])),
+            ..Default::default()
+        }),
+    })
+}
+
+impl NodeBuilder {
+    pub fn capacity(mut self, name: &str, value: &str) -> Self {
+        if let Some(status) = self.0.status.as_mut() {
+            status
+                .allocatable
+                .get_or_insert_with(BTreeMap::new)
+                .insert(name.to_string(), Quantity(value.to_string()));
+        }
+        self
+    }
+    pub fn cpu(self, value: &str) -> Self {
+        self.capacity("cpu", value)
+    }
+    pub fn memory(self, value: &str) -> Self {
+        self.capacity("memory", value)
+    }
+    pub fn pods(self, value: &str) -> Self {
+        self.capacity("pods", value)
+    }
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.0
+            .metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(key.to_string(), value.to_string());
+        self
+    }
+    pub fn without_label(mut self, key: &str) -> Self {
+        if let Some(labels) = self.0.metadata.labels.as_mut() {
+            labels.remove(key);
+        }
+        self
+    }
+    pub fn taint(mut self, key: &str, value: &str, effect: &str) -> Self {
+        if let Some(spec) = self.0.spec.as_mut() {
+            spec.taints.get_or_insert_with(Vec::new).push(Taint {
+                key: key.to_string(),
+                value: (!value.is_empty()).then(|| value.to_string()),
+                effect: effect.to_string(),
+                time_added: None,
+            });
+        }
+        self
+    }
+    pub fn unschedulable(mut self) -> Self {
+        if let Some(spec) = self.0.spec.as_mut() {
+            spec.unschedulable = Some(true);
+        }
+        self
+    }
+    pub fn image(mut self, names: &[&str], size: i64) -> Self {
+        if let Some(status) = self.0.status.as_mut() {
+            status
+                .images
+                .get_or_insert_with(Vec::new)
+                .push(ContainerImage {
+                    names: Some(names.iter().map(|n| n.to_string()).collect()),
+                    size_bytes: Some(size),
+                });
+        }
+        self
+    }
+    pub fn obj(self) -> Node {
+        self.0
+    }
+}
+
+pub struct PodBuilder(Pod);
+
+pub fn pod(name: &str) -> PodBuilder {
+    PodBuilder(Pod {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some("default".to_string()),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "c".to_string(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        status: None,
+    })
+}
+
+pub fn selector(labels: &[(&str, &str)]) -> LabelSelector {
+    LabelSelector {
+        match_labels: Some(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ),
+        match_expressions: None,
+    }
+}
+
+pub fn affinity_term(labels: &[(&str, &str)], topology_key: &str) -> PodAffinityTerm {
+    PodAffinityTerm {
+        label_selector: Some(selector(labels)),
+        topology_key: topology_key.to_string(),
+        ..Default::default()
+    }
+}
+
+impl PodBuilder {
+    fn spec(&mut self) -> &mut PodSpec {
+        self.0.spec.get_or_insert_with(PodSpec::default)
+    }
+    fn affinity(&mut self) -> &mut Affinity {
+        self.spec().affinity.get_or_insert_with(Affinity::default)
+    }
+    pub fn namespace(mut self, namespace: &str) -> Self {
+        self.0.metadata.namespace = Some(namespace.to_string());
+        self
+    }
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.0
+            .metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(key.to_string(), value.to_string());
+        self
+    }
+    pub fn request(mut self, name: &str, value: &str) -> Self {
+        let container = &mut self.spec().containers[0];
+        container
+            .resources
+            .get_or_insert_with(ResourceRequirements::default)
+            .requests
+            .get_or_insert_with(BTreeMap::new)
+            .insert(name.to_string(), Quantity(value.to_string()));
+        self
+    }
+    pub fn cpu(self, value: &str) -> Self {
+        self.request("cpu", value)
+    }
+    pub fn memory(self, value: &str) -> Self {
+        self.request("memory", value)
+    }
+    pub fn container_image(mut self, image: &str) -> Self {
+        self.spec().containers.push(Container {
+            name: format!("c{image}"),
+            image: Some(image.to_string()),
+            ..Default::default()
+        });
+        self
+    }
+    pub fn init_container(mut self, cpu: &str, sidecar: bool) -> Self {
+        self.spec()
+            .init_containers
+            .get_or_insert_with(Vec::new)
+            .push(Container {
+                name: "init".to_string(),
+                restart_policy: sidecar.then(|| "Always".to_string()),
+                resources: Some(ResourceRequirements {
+                    requests: Some(BTreeMap::from([(
+                        "cpu".to_string(),
+                        Quantity(cpu.to_string()),
+                    )])),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+        self
+    }
+    pub fn overhead(mut self, name: &str, value: &str) -> Self {
+        self.spec()
+            .overhead
+            .get_or_insert_with(BTreeMap::new)
+            .insert(name.to_string(), Quantity(value.to_string()));
+        self
+    }
+    pub fn node(mut self, node: &str) -> Self {
+        self.spec().node_name = Some(node.to_string());
+        self
+    }
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.spec().priority = Some(priority);
+        self
+    }
+    pub fn host_port(mut self, ip: &str, protocol: &str, port: i32) -> Self {
+        self.spec().containers[0]
+            .ports
+            .get_or_insert_with(Vec::new)
+            .push(ContainerPort {
+                container_port: port,
+                host_port: Some(port),
+                host_ip: (!ip.is_empty()).then(|| ip.to_string()),
+                protocol: (!protocol.is_empty()).then(|| protocol.to_string()),
+                ..Default::default()
+            });
+        self
+    }
+    pub fn toleration(mut self, key: &str, operator: &str, value: &str, effect: &str) -> Self {
+        let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
+        self.spec()
+            .tolerations
+            .get_or_insert_with(Vec::new)
+            .push(Toleration {
+                key: some(key),
+                operator: some(operator),
+                value: some(value),
+                effect: some(effect),
+                toleration_seconds: None,
+            });
+        self
+    }
+    pub fn node_selector(mut self, key: &str, value: &str) -> Self {
+        self.spec()
+            .node_selector
+            .get_or_insert_with(BTreeMap::new)
+            .insert(key.to_string(), value.to_string());
+        self
+    }
+    pub fn node_affinity_in(mut self, key: &str, values: &[&str]) -> Self {
+        self.required_node_term(NodeSelectorTerm {
+            match_expressions: Some(vec![NodeSelectorRequirement {
+                key: key.to_string(),
+                operator: "In".to_string(),
+                values: Some(values.iter().map(|v| v.to_string()).collect()),
+            }]),
+            match_fields: None,
+        });
+        self
+    }
+    pub fn required_node_term(&mut self, term: NodeSelectorTerm) {
+        self.affinity()
+            .node_affinity
+            .get_or_insert_with(NodeAffinity::default)
+            .required_during_scheduling_ignored_during_execution
+            .get_or_insert_with(|| NodeSelector {
+                node_selector_terms: Vec::new(),
+            })
+            .node_selector_terms
+            .push(term);
+    }
+    pub fn spread(self, max_skew: i32, key: &str, when: &str, labels: &[(&str, &str)]) -> Self {
+        self.spread_constraint(TopologySpreadConstraint {
+            max_skew,
+            topology_key: key.to_string(),
+            when_unsatisfiable: when.to_string(),
+            label_selector: Some(selector(labels)),
+            ..Default::default()
+        })
+    }
+    pub fn spread_constraint(mut self, constraint: TopologySpreadConstraint) -> Self {
+        self.spec()
+            .topology_spread_constraints
+            .get_or_insert_with(Vec::new)
+            .push(constraint);
+        self
+    }
+    pub fn pod_affinity(mut self, term: PodAffinityTerm) -> Self {
+        self.affinity()
+            .pod_affinity
+            .get_or_insert_with(PodAffinity::default)
+            .required_during_scheduling_ignored_during_execution
+            .get_or_insert_with(Vec::new)
+            .push(term);
+        self
+    }
+    pub fn pod_anti_affinity(mut self, term: PodAffinityTerm) -> Self {
+        self.affinity()
+            .pod_anti_affinity
+            .get_or_insert_with(PodAntiAffinity::default)
+            .required_during_scheduling_ignored_during_execution
+            .get_or_insert_with(Vec::new)
+            .push(term);
+        self
+    }
+    pub fn preferred_pod_affinity(mut self, weight: i32, term: PodAffinityTerm) -> Self {
+        self.affinity()
+            .pod_affinity
+            .get_or_insert_with(PodAffinity::default)
+            .preferred_during_scheduling_ignored_during_execution
+            .get_or_insert_with(Vec::new)
+            .push(WeightedPodAffinityTerm {
+                weight,
+                pod_affinity_term: term,
+            });
+        self
+    }
+    pub fn preferred_pod_anti_affinity(mut self, weight: i32, term: PodAffinityTerm) -> Self {
+        self.affinity()
+            .pod_anti_affinity
+            .get_or_insert_with(PodAntiAffinity::default)
+            .preferred_during_scheduling_ignored_during_execution
+            .get_or_insert_with(Vec::new)
+            .push(WeightedPodAffinityTerm {
+                weight,
+                pod_affinity_term: term,
+            });
+        self
+    }
+    pub fn obj(self) -> Pod {
+        self.0
+    }
+}
+
+impl From<Pod> for PodBuilder {
+    fn from(pod: Pod) -> Self {
+        PodBuilder(pod)
+    }
+}

@@ -1,0 +1,127 @@
+//! One in-process cluster for the crates' tests: an API server (on the real
+//! clock or a virtual one) and a client that reaches it without a socket,
+//! plus the components a test spawns on it, aborted when the cluster is
+//! dropped. A virtual clock is advanced and settled through the cluster.
+
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone, Utc};
+use ksim_apiserver::ApiServer;
+use ksim_runtime::clock::{Clock, Random};
+use tokio::task::JoinHandle;
+
+/// The instant virtual clusters start at unless a test says otherwise
+/// (2030-01-01T00:00:00Z).
+pub fn start_time() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0)
+        .single()
+        .expect("a valid date")
+}
+
+/// The instant `seconds` after [`start_time`], as Kubernetes timestamps it.
+pub fn at(seconds: i64) -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::from_second(start_time().timestamp() + seconds)
+        .expect("a valid timestamp")
+}
+
+/// An API server, an in-process client of it and the components spawned on it.
+pub struct InProcessCluster {
+    /// The server.
+    pub server: ApiServer,
+    /// A client of the server (no socket, no retry layer).
+    pub client: kube::Client,
+    /// The cluster's clock.
+    pub clock: Clock,
+    components: Vec<JoinHandle<()>>,
+}
+
+impl InProcessCluster {
+    /// A cluster on the real clock.
+    pub fn new() -> Self {
+        Self::with_clock(Clock::real())
+    }
+
+    /// A cluster on a virtual clock standing at [`start_time`].
+    pub fn virtual_clock() -> Self {
+        Self::with_clock(Clock::virtual_at(start_time()))
+    }
+
+    /// A cluster on a virtual clock standing at [`start_time`] whose draws
+    /// come from `random`.
+    pub fn virtual_with(random: Random) -> Self {
+        Self::with_clock(Clock::virtual_with(start_time(), random))
+    }
+
+    /// A cluster on `clock`.
+    pub fn with_clock(clock: Clock) -> Self {
+        let server = ApiServer::with_clock(clock.clone());
+        InProcessCluster {
+            client: ksim_runtime::client::in_process(&server),
+            server,
+            clock,
+            components: Vec::new(),
+        }
+    }
+
+    /// Another in-process client of the server (one per component, as the
+    /// components of a real cluster each have theirs).
+    pub fn new_client(&self) -> kube::Client {
+        ksim_runtime::client::in_process(&self.server)
+    }
+
+    /// Runs a component until the cluster is dropped.
+    pub fn spawn(&mut self, component: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.components.push(tokio::spawn(component));
+    }
+
+    /// Waits until nothing in the cluster has work left at this instant
+    /// (virtual clocks only).
+    pub async fn settle(&self) {
+        self.clock.settle().await.expect("the cluster settles");
+    }
+
+    /// Moves the virtual clock `seconds` on, firing the timers due on the
+    /// way and settling after each.
+    pub async fn advance(&self, seconds: u64) {
+        self.clock
+            .advance(Duration::from_secs(seconds))
+            .await
+            .expect("the clock advances");
+    }
+}
+
+/// Polls `check` until it returns `Some` and returns that; fails the test
+/// after 60 s (generous: CI runs many clusters at once on two cores; this
+/// bounds a hang, it does not time anything).
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    // wall-clock: a test's bound on a hang, not cluster time.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline, // wall-clock: as above
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await; // wall-clock: polling
+    }
+}
+
+impl Default for InProcessCluster {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for InProcessCluster {
+    fn drop(&mut self) {
+        for component in &self.components {
+            component.abort();
+        }
+    }
+}
