@@ -460,7 +460,7 @@ impl Autoscaler {
     /// Starts the informers once, and waits until they have listed.
     async fn watching(&mut self) {
         if self.informers.is_empty() {
-            self.informers = state::watch(&self.client, &self.shared);
+            self.informers = state::watch(&self.client, &self.shared, &self.clock);
         }
         self.shared.synced().await;
     }

@@ -16,6 +16,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use ksim_runtime::WithoutManagedFields;
+use ksim_runtime::clock::Clock;
 use ksim_runtime::informer::{Change, changes, object_key};
 use ksim_scheduler::framework::{DisruptionBudget, Snapshot};
 use ksim_scheduler::scheduler::Cache;
@@ -292,6 +293,7 @@ fn unwrap_change<K>(change: Change<WithoutManagedFields<K>>) -> Change<K> {
 fn spawn_informer<K>(
     client: &Client,
     shared: &Arc<SharedState>,
+    clock: &Clock,
     apply: fn(&mut ClusterState, Change<K>),
 ) -> JoinHandle<()>
 where
@@ -300,20 +302,22 @@ where
 {
     let api: Api<WithoutManagedFields<K>> = Api::all(client.clone());
     let shared = shared.clone();
+    let clock = clock.clone();
     tokio::spawn(async move {
-        let mut stream = std::pin::pin!(changes(api, watcher::Config::default()));
+        let mut stream = std::pin::pin!(changes(api, watcher::Config::default(), &clock));
         while let Some(change) = stream.next().await {
             shared.apply(apply, unwrap_change(change));
         }
     })
 }
 
-/// Starts the informers over `client`; they run until aborted.
-pub fn watch(client: &Client, shared: &Arc<SharedState>) -> Vec<JoinHandle<()>> {
+/// Starts the informers over `client`, re-watching after errors on `clock`;
+/// they run until aborted.
+pub fn watch(client: &Client, shared: &Arc<SharedState>, clock: &Clock) -> Vec<JoinHandle<()>> {
     vec![
-        spawn_informer::<Node>(client, shared, ClusterState::node_changed),
-        spawn_informer::<Pod>(client, shared, ClusterState::pod_changed),
-        spawn_informer::<PodDisruptionBudget>(client, shared, ClusterState::budget_changed),
+        spawn_informer::<Node>(client, shared, clock, ClusterState::node_changed),
+        spawn_informer::<Pod>(client, shared, clock, ClusterState::pod_changed),
+        spawn_informer::<PodDisruptionBudget>(client, shared, clock, ClusterState::budget_changed),
     ]
 }
 
