@@ -392,6 +392,15 @@ impl Engine {
             return;
         }
         let set = self.compiled();
+        let resource_version = str_at(&object, "/metadata/resourceVersion");
+        // The same version under the same stages keeps its decision, and draws
+        // nothing: how often an object is looked at again (a watch event, its
+        // node changing) must not move the seeded draws of later decisions.
+        if lock(&tracker.pending).get(key).is_some_and(|p| {
+            p.resource_version == resource_version && p.generation == set.generation
+        }) {
+            return;
+        }
         let snapshot = ObjectSnapshot::new(&object);
         let random = self
             .options
@@ -405,7 +414,7 @@ impl Engine {
         };
         let pending = Pending {
             stage: stage.name().to_owned(),
-            resource_version: str_at(&object, "/metadata/resourceVersion").to_owned(),
+            resource_version: resource_version.to_owned(),
             generation: set.generation,
         };
         {
