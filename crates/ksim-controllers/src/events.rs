@@ -41,15 +41,37 @@ struct EventKey {
     regarding: [Option<String>; 5],
 }
 
+/// The events recorded lately. Those past the series window are swept out
+/// when the map has doubled since the last sweep (a sweep per event would
+/// cost a walk over every recent event each time); until then a lookup
+/// ignores them.
+#[derive(Default)]
+struct Recorded {
+    events: HashMap<EventKey, Event>,
+    /// The size at which the next sweep runs.
+    sweep_at: usize,
+}
+
+/// When an event was last seen.
+fn last_seen(event: &Event) -> Option<k8s_openapi::jiff::Timestamp> {
+    event
+        .series
+        .as_ref()
+        .map(|s| s.last_observed_time.0)
+        .or(event.event_time.as_ref().map(|t| t.0))
+}
+
 /// A recorder for one controller (`replicaset-controller`, ...).
 #[derive(Clone)]
 pub(crate) struct Events {
     client: Client,
     controller: String,
     /// The events recorded lately, for series.
-    recorded: Arc<Mutex<HashMap<EventKey, Event>>>,
+    recorded: Arc<Mutex<Recorded>>,
     clock: Clock,
     budgets: Arc<Mutex<HashMap<String, TokenBucket>>>,
+    /// The number of budgets at which the next sweep runs.
+    sweep_budgets_at: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Events allowed at once per object.
@@ -95,6 +117,7 @@ impl Events {
             controller: controller.to_string(),
             recorded: Arc::default(),
             budgets: Arc::default(),
+            sweep_budgets_at: Arc::new(std::sync::atomic::AtomicUsize::new(10_000)),
         }
     }
 
@@ -127,15 +150,12 @@ impl Events {
                 .recorded
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            recorded.retain(|_, event| {
-                let last = event
-                    .series
-                    .as_ref()
-                    .map(|s| s.last_observed_time.0)
-                    .or(event.event_time.as_ref().map(|t| t.0));
-                last.is_none_or(|t| t + SERIES_WINDOW > now)
-            });
-            match recorded.get_mut(&key) {
+            let live = |event: &Event| last_seen(event).is_none_or(|t| t + SERIES_WINDOW > now);
+            if recorded.events.len() >= recorded.sweep_at {
+                recorded.events.retain(|_, event| live(event));
+                recorded.sweep_at = (recorded.events.len() * 2).max(64);
+            }
+            match recorded.events.get_mut(&key).filter(|event| live(event)) {
                 Some(event) => {
                     let count = event.series.as_ref().map_or(2, |s| s.count + 1);
                     event.series = Some(EventSeries {
@@ -146,7 +166,7 @@ impl Events {
                 }
                 None => {
                     let event = self.new_event(type_, &regarding, reason, action, note, now);
-                    recorded.insert(key, event.clone());
+                    recorded.events.insert(key, event.clone());
                     (event, false)
                 }
             }
@@ -224,8 +244,17 @@ impl Events {
             .budgets
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if budgets.len() > 10_000 {
+        // Full buckets of objects quiet for long are forgotten, swept when
+        // the map has doubled since the last sweep (not on every event).
+        let sweep_at = self
+            .sweep_budgets_at
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if budgets.len() > sweep_at {
             budgets.retain(|_, b| now.saturating_duration_since(b.updated) < REFILL * 25);
+            self.sweep_budgets_at.store(
+                (budgets.len() * 2).max(10_000),
+                std::sync::atomic::Ordering::Relaxed,
+            );
         }
         budgets
             .entry(uid.to_string())
@@ -259,6 +288,50 @@ impl Events {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pod(name: &str) -> ObjectReference {
+        ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            namespace: Some("default".into()),
+            name: Some(name.into()),
+            uid: Some(format!("uid-{name}")),
+            ..ObjectReference::default()
+        }
+    }
+
+    fn series_count(events: &Events, name: &str) -> Option<i32> {
+        let recorded = events.recorded.lock().expect("lock");
+        let event = recorded
+            .events
+            .iter()
+            .find(|(key, _)| key.regarding[3].as_deref() == Some(name))
+            .map(|(_, event)| event)?;
+        Some(event.series.as_ref().map_or(1, |s| s.count))
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_same_event_within_the_window_is_a_series_and_after_it_a_new_event() {
+        let clock = Clock::virtual_at("2026-01-01T00:00:00Z".parse().expect("time"));
+        let server = ksim_apiserver::ApiServer::with_clock(clock.clone());
+        let events = Events::new(ksim_runtime::client::in_process(&server), "test", &clock);
+        // Many distinct events: none of them is swept while within the window.
+        for i in 0..200 {
+            events.normal(pod(&format!("p{i}")), "Created", "Create", "made".into());
+        }
+        events.normal(pod("p7"), "Created", "Create", "made".into());
+        assert_eq!(series_count(&events, "p7"), Some(2));
+        assert_eq!(events.recorded.lock().expect("lock").events.len(), 200);
+        clock
+            .jump(Duration::from_secs(7 * 60))
+            .expect("a virtual clock");
+        events.normal(pod("p7"), "Created", "Create", "made".into());
+        assert_eq!(
+            series_count(&events, "p7"),
+            Some(1),
+            "a new event, not a series"
+        );
+    }
 
     #[test]
     fn an_object_gets_a_burst_of_25_events_then_one_per_5_minutes() {

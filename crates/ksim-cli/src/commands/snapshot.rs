@@ -277,13 +277,15 @@ pub fn snapshot_export(flags: &SnapshotExport) -> anyhow::Result<()> {
 /// run (`ksim create cluster --snapshot`), through the in-process client.
 pub async fn restore_at_start(client: kube::Client, path: &Path) -> anyhow::Result<()> {
     let documents = read_snapshot(path)?;
-    let report = ksim_snapshot::restore::restore(
-        &Target::new(client),
-        documents,
-        &RestoreOptions::default(),
-    )
-    .await
-    .with_context(|| format!("cannot restore {}", path.display()))?;
+    // No controller runs yet: owners are created first and their
+    // dependents with the owners' new uids (no second pass over them).
+    let options = RestoreOptions {
+        controllers_running: false,
+        ..RestoreOptions::default()
+    };
+    let report = ksim_snapshot::restore::restore(&Target::new(client), documents, &options)
+        .await
+        .with_context(|| format!("cannot restore {}", path.display()))?;
     tracing::info!(path = %path.display(), summary = %describe_report(&report), "snapshot restored");
     Ok(())
 }
