@@ -8,63 +8,32 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use chrono::{DateTime, SubsecRound, Utc};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
-use ksim_apiserver::ApiServer;
 use ksim_descheduler::{Descheduler, DeschedulerPolicy};
-use ksim_runtime::clock::Clock;
+use ksim_testutils::in_process::InProcessCluster;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-struct Cluster {
-    client: kube::Client,
-    clock: Clock,
-    start: DateTime<Utc>,
-    _server: ApiServer,
-    descheduler: Option<tokio::task::JoinHandle<()>>,
-}
+/// ksim-testutils' in-process cluster on a virtual clock, with the
+/// objects and the descheduler these tests need.
+struct Cluster(InProcessCluster);
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        if let Some(descheduler) = &self.descheduler {
-            descheduler.abort();
-        }
+impl std::ops::Deref for Cluster {
+    type Target = InProcessCluster;
+    fn deref(&self) -> &InProcessCluster {
+        &self.0
     }
 }
 
 impl Cluster {
-    /// An API server on a virtual clock standing at the current whole
-    /// second (pods' creationTimestamp, which PodLifeTime reads, is then
-    /// within a second of the clock whether the server stamps it from the
-    /// clock or from the wall).
     fn new() -> Self {
-        let start = Utc::now().trunc_subsecs(0);
-        let clock = Clock::virtual_at(start);
-        let server = ApiServer::with_clock(clock.clone());
-        Cluster {
-            client: ksim_runtime::client::in_process(&server),
-            clock,
-            start,
-            _server: server,
-            descheduler: None,
-        }
+        Cluster(InProcessCluster::virtual_clock())
     }
 
     fn at(&self, seconds: i64) -> Timestamp {
-        Timestamp::from_second(self.start.timestamp() + seconds).expect("valid")
-    }
-
-    async fn settle(&self) {
-        self.clock.settle().await.expect("the cluster settles");
-    }
-
-    async fn advance(&self, seconds: u64) {
-        self.clock
-            .advance(Duration::from_secs(seconds))
-            .await
-            .expect("advances");
+        ksim_testutils::in_process::at(seconds)
     }
 
     async fn node(&self, name: &str) {
@@ -135,9 +104,9 @@ impl Cluster {
             .expect("descheduler")
             .with_clock(self.clock.clone());
         let cycles = descheduler.cycles();
-        self.descheduler = Some(tokio::spawn(async move {
+        self.0.spawn(async move {
             descheduler.run(interval).await;
-        }));
+        });
         self.settle().await;
         cycles
     }
@@ -185,7 +154,7 @@ async fn cycles_run_at_start_and_then_every_interval_of_cluster_time() {
     assert_eq!(cycles.load(Ordering::SeqCst), 1, "the first cycle at start");
     assert_eq!(
         cluster.clock.next_timer(),
-        Some(cluster.start + chrono::Duration::minutes(5))
+        Some(ksim_testutils::in_process::start_time() + chrono::Duration::minutes(5))
     );
     cluster.advance(15 * 60).await;
     assert_eq!(
@@ -195,7 +164,7 @@ async fn cycles_run_at_start_and_then_every_interval_of_cluster_time() {
     );
     assert_eq!(
         cluster.clock.next_timer(),
-        Some(cluster.start + chrono::Duration::minutes(20))
+        Some(ksim_testutils::in_process::start_time() + chrono::Duration::minutes(20))
     );
     cluster.advance(4 * 60).await;
     assert_eq!(cycles.load(Ordering::SeqCst), 4, "the next is due at 20");

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use axum::extract::{Request, State as AxumState};
 use axum::response::{IntoResponse, Response};
-use http::{Method, StatusCode, header};
+use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::ApiError;
@@ -30,7 +30,7 @@ use super::super::State;
 use super::super::codec::{self, Output};
 use super::super::conversion;
 use super::write::create_object_with_status;
-use super::{Query, remove_field};
+use super::{Query, field_manager, remove_field};
 
 /// The path of bulk creation.
 pub(crate) const OBJECTS_PATH: &str = "/ksim/v1alpha1/objects";
@@ -54,17 +54,7 @@ async fn create_all(state: &State, request: Request) -> Result<Value, ApiError> 
         )));
     }
     let query = Query::parse(request.uri().query());
-    let manager = match query.get("fieldManager") {
-        Some(manager) => manager.to_string(),
-        None => request
-            .headers()
-            .get(header::USER_AGENT)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|agent| agent.split('/').next())
-            .filter(|name| !name.is_empty())
-            .unwrap_or("unknown")
-            .to_string(),
-    };
+    let manager = field_manager(&query, request.headers(), "unknown");
     let body = axum::body::to_bytes(request.into_body(), BODY_LIMIT)
         .await
         .map_err(|_| {

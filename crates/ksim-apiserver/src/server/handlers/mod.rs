@@ -234,16 +234,7 @@ impl ResourceRequest {
     }
 
     fn field_manager(&self, default: &str) -> String {
-        if let Some(manager) = self.query.get("fieldManager") {
-            return manager.to_string();
-        }
-        self.headers
-            .get(header::USER_AGENT)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|agent| agent.split('/').next())
-            .filter(|name| !name.is_empty())
-            .unwrap_or(default)
-            .to_string()
+        field_manager(&self.query, &self.headers, default)
     }
 
     async fn dispatch(self, method: Method, body: Body) -> Result<Response, ApiError> {
@@ -640,6 +631,21 @@ fn remove_field(object: &mut Value, path: &str) {
     if let Some(map) = value.as_object_mut() {
         map.remove(*last);
     }
+}
+
+/// The field manager of a write: the `fieldManager` parameter, else the
+/// name part of the User-Agent (as kube-apiserver derives it), else `default`.
+pub(super) fn field_manager(query: &Query, headers: &http::HeaderMap, default: &str) -> String {
+    if let Some(manager) = query.get("fieldManager") {
+        return manager.to_string();
+    }
+    headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|agent| agent.split('/').next())
+        .filter(|name| !name.is_empty())
+        .unwrap_or(default)
+        .to_string()
 }
 
 #[cfg(test)]
