@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm};
 
 use crate::Error;
-use crate::selector::{LabelSelectorRequirements, Labels, NoLabels};
+use crate::selector::{LabelSelectorRequirements, Labels, NilableSelector, NoLabels};
 
 /// The namespace of a pod (`default` when unset).
 pub fn pod_namespace(pod: &Pod) -> &str {
@@ -46,16 +46,9 @@ impl ParsedPodAffinityTerm {
     /// Parses a term of a pod in `pod_namespace`. A selector that does not
     /// parse is an error.
     pub fn parse(term: &PodAffinityTerm, pod_namespace: &str) -> Result<Self, Error> {
-        let selector = term
-            .label_selector
-            .as_ref()
-            .map(LabelSelectorRequirements::from_label_selector)
-            .transpose()?;
-        let namespace_selector = term
-            .namespace_selector
-            .as_ref()
-            .map(LabelSelectorRequirements::from_label_selector)
-            .transpose()?;
+        let selector = LabelSelectorRequirements::from_optional(term.label_selector.as_ref())?;
+        let namespace_selector =
+            LabelSelectorRequirements::from_optional(term.namespace_selector.as_ref())?;
         let listed = term.namespaces.as_deref().unwrap_or_default();
         let namespaces = if listed.is_empty() && term.namespace_selector.is_none() {
             BTreeSet::from([pod_namespace.to_string()])
@@ -79,9 +72,7 @@ impl ParsedPodAffinityTerm {
     /// selector; upstream keeps such a term's selector as it is when it
     /// resolves selectors into namespace lists).
     pub fn selects_every_namespace(&self) -> bool {
-        self.namespace_selector
-            .as_ref()
-            .is_some_and(LabelSelectorRequirements::is_empty)
+        self.namespace_selector.selects_everything()
     }
 
     /// Whether `pod` (in a namespace with `namespace_labels`) is selected.
@@ -112,8 +103,7 @@ impl ParsedPodAffinityTerm {
         labels: &dyn Labels,
         namespace_labels: impl FnOnce() -> Option<&'l dyn Labels>,
     ) -> bool {
-        self.selector.as_ref().is_some_and(|s| s.matches(labels))
-            && self.selects_namespace(namespace, namespace_labels)
+        self.selector.selects(labels) && self.selects_namespace(namespace, namespace_labels)
     }
 }
 

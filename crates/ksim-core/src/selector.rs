@@ -146,6 +146,36 @@ impl LabelSelectorRequirements {
     }
 }
 
+/// A structured selector as specs carry it (`Option<LabelSelector>`),
+/// parsed: `None` (a nil selector) selects nothing, an empty one selects
+/// everything (upstream `metav1.LabelSelectorAsSelector`). Every component
+/// keeps such selectors as `Option<LabelSelectorRequirements>` and asks
+/// them through this trait.
+pub trait NilableSelector {
+    /// Whether `labels` are selected (never by a nil selector).
+    fn selects(&self, labels: &dyn Labels) -> bool;
+    /// Whether the selector is empty, so selects every set of labels.
+    fn selects_everything(&self) -> bool;
+}
+
+impl NilableSelector for Option<LabelSelectorRequirements> {
+    fn selects(&self, labels: &dyn Labels) -> bool {
+        self.as_ref().is_some_and(|s| s.matches(labels))
+    }
+
+    fn selects_everything(&self) -> bool {
+        self.as_ref()
+            .is_some_and(LabelSelectorRequirements::is_empty)
+    }
+}
+
+impl LabelSelectorRequirements {
+    /// Parses an optional structured selector; `None` stays nil.
+    pub fn from_optional(selector: Option<&LabelSelector>) -> Result<Option<Self>, Error> {
+        selector.map(Self::from_label_selector).transpose()
+    }
+}
+
 /// Splits on commas that are not inside parentheses.
 fn split_terms(input: &str) -> Result<Vec<&str>, Error> {
     let mut terms = Vec::new();
@@ -377,6 +407,28 @@ mod tests {
             let parsed = LabelSelectorRequirements::parse(selector).expect(selector);
             assert_eq!(parsed.matches(&l), expected, "{selector}");
         }
+    }
+
+    #[test]
+    fn a_nil_selector_selects_nothing_and_an_empty_one_everything() {
+        let web = labels(&[("app", "web")]);
+        let nil = LabelSelectorRequirements::from_optional(None).expect("nil");
+        assert!(!nil.selects(&web));
+        assert!(!nil.selects(&NoLabels));
+        assert!(!nil.selects_everything());
+        let empty =
+            LabelSelectorRequirements::from_optional(Some(&LabelSelector::default())).expect("{}");
+        assert!(empty.selects(&web));
+        assert!(empty.selects(&NoLabels));
+        assert!(empty.selects_everything());
+        let app = LabelSelectorRequirements::from_optional(Some(&LabelSelector {
+            match_labels: Some(BTreeMap::from([("app".to_string(), "web".to_string())])),
+            ..LabelSelector::default()
+        }))
+        .expect("app=web");
+        assert!(app.selects(&web));
+        assert!(!app.selects(&NoLabels));
+        assert!(!app.selects_everything());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{Node, Taint, Toleration, TopologySpreadConstrai
 
 use crate::Error;
 use crate::node_affinity::RequiredNodeAffinity;
-use crate::selector::{LabelSelectorRequirements, Labels, Requirement};
+use crate::selector::{LabelSelectorRequirements, Labels, NilableSelector, Requirement};
 use crate::toleration::{find_matching_untolerated_taint, is_do_not_schedule_taint};
 
 /// The node inclusion policy value that honours the pod's node affinity or
@@ -106,11 +106,8 @@ impl SpreadConstraint {
         constraint: &TopologySpreadConstraint,
         pod_labels: Option<&BTreeMap<String, String>>,
     ) -> Result<Self, Error> {
-        let mut selector = constraint
-            .label_selector
-            .as_ref()
-            .map(LabelSelectorRequirements::from_label_selector)
-            .transpose()?;
+        let mut selector =
+            LabelSelectorRequirements::from_optional(constraint.label_selector.as_ref())?;
         if let (Some(selector), Some(keys), Some(labels)) = (
             selector.as_mut(),
             constraint.match_label_keys.as_ref(),
@@ -136,7 +133,7 @@ impl SpreadConstraint {
 
     /// Whether a pod with `labels` is selected.
     pub fn selects(&self, labels: &dyn Labels) -> bool {
-        self.selector.as_ref().is_some_and(|s| s.matches(labels))
+        self.selector.selects(labels)
     }
 }
 

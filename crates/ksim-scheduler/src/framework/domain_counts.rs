@@ -14,7 +14,9 @@ use std::sync::Arc;
 use foldhash::fast::FixedState;
 
 use super::node_info::NodeInfo;
-use super::pod_info::{PodInfo, Selector, pod_labels, pod_namespace};
+use ksim_core::selector::{LabelSelectorRequirements, NilableSelector};
+
+use super::pod_info::{PodInfo, pod_labels, pod_namespace};
 
 /// Matching pods per domain value (the value of a topology key on nodes).
 pub type DomainCounts = HashMap<String, i64, FixedState>;
@@ -37,7 +39,7 @@ pub struct KeptDomainCounts {
 #[derive(Debug, Clone)]
 struct Entry {
     namespace: String,
-    selector: Selector,
+    selector: Option<LabelSelectorRequirements>,
     topology_key: String,
     /// Nodes per domain value (domains without nodes are absent).
     nodes: HashMap<String, usize, FixedState>,
@@ -57,10 +59,10 @@ impl Entry {
     /// (an empty or nil selector counts none, as upstream).
     fn counts_pod(&self, pod: &PodInfo) -> bool {
         let pod = &pod.pod;
-        !self.selector.is_everything()
+        !self.selector.selects_everything()
             && pod.metadata.deletion_timestamp.is_none()
             && pod_namespace(pod) == self.namespace
-            && self.selector.matches(pod_labels(pod))
+            && self.selector.selects(pod_labels(pod))
     }
 
     fn kept(&self) -> KeptDomainCounts {
@@ -142,7 +144,7 @@ impl DomainCountIndex {
     pub fn counts(
         &mut self,
         namespace: &str,
-        selector: &Selector,
+        selector: &Option<LabelSelectorRequirements>,
         topology_key: &str,
         nodes: &[NodeInfo],
     ) -> Arc<DomainCounts> {
@@ -154,7 +156,7 @@ impl DomainCountIndex {
     pub fn kept(
         &mut self,
         namespace: &str,
-        selector: &Selector,
+        selector: &Option<LabelSelectorRequirements>,
         topology_key: &str,
         nodes: &[NodeInfo],
     ) -> KeptDomainCounts {
@@ -247,8 +249,9 @@ mod tests {
     /// One change applied to the snapshot.
     type Step = Box<dyn Fn(&mut Snapshot)>;
 
-    fn blue() -> Selector {
-        Selector::from_label_selector(Some(&selector(&[("color", "blue")]))).expect("selector")
+    fn blue() -> Option<LabelSelectorRequirements> {
+        LabelSelectorRequirements::from_optional(Some(&selector(&[("color", "blue")])))
+            .expect("selector")
     }
 
     /// What a fresh scan of the snapshot finds.
@@ -427,8 +430,9 @@ mod tests {
             [zoned("a1", "a")],
             [pod("p").label("color", "blue").node("a1").obj()],
         );
-        let everything = Selector::from_label_selector(Some(&selector(&[]))).expect("selector");
-        for selector in [everything, Selector::Nothing] {
+        let everything =
+            LabelSelectorRequirements::from_optional(Some(&selector(&[]))).expect("selector");
+        for selector in [everything, None] {
             let counts = snapshot.domain_counts("default", &selector, ZONE);
             assert_eq!(counts.get("a"), Some(&0));
         }

@@ -24,8 +24,8 @@ pub use node_info::{
     WorkloadSelector, zone_key,
 };
 pub use pod_info::{
-    AffinityTerm, HostPort, PodInfo, Resource, Selector, WeightedAffinityTerm, host_ports,
-    pod_labels, pod_namespace,
+    AffinityTerm, HostPort, PodInfo, Resource, WeightedAffinityTerm, host_ports, pod_labels,
+    pod_namespace,
 };
 pub use profile::{DEFAULT_PLUGINS, DEFAULT_SCHEDULER_NAME, ExtensionPoint, PluginEntry, Profile};
 pub use schedule_one::{

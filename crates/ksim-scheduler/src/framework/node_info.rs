@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use ksim_core::resources::resource_list;
+use ksim_core::selector::{LabelSelectorRequirements, NilableSelector};
 
 use super::domain_counts::{DomainCountIndex, DomainCounts, KeptDomainCounts};
-use super::pod_info::{HostPort, PodInfo, Resource, Selector};
+use super::pod_info::{HostPort, PodInfo, Resource};
 use super::topology_layout::TopologyLayout;
 
 const ANY_IP: &str = "0.0.0.0";
@@ -218,7 +219,7 @@ pub struct WorkloadSelector {
 pub struct DisruptionBudget {
     pub namespace: String,
     /// A nil or empty selector matches no pod here (as upstream preemption).
-    pub selector: super::pod_info::Selector,
+    pub selector: Option<LabelSelectorRequirements>,
     /// `status.disruptionsAllowed`.
     pub disruptions_allowed: i32,
     /// `status.disruptedPods` names (already being evicted).
@@ -231,9 +232,8 @@ impl DisruptionBudget {
         let selector = pdb
             .spec
             .as_ref()
-            .map(|s| super::pod_info::Selector::from_label_selector(s.selector.as_ref()))
-            .and_then(Result::ok)
-            .unwrap_or(super::pod_info::Selector::Nothing);
+            .and_then(|s| LabelSelectorRequirements::from_optional(s.selector.as_ref()).ok())
+            .flatten();
         let status = pdb.status.as_ref();
         DisruptionBudget {
             namespace: pdb.metadata.namespace.clone().unwrap_or_default(),
@@ -250,9 +250,9 @@ impl DisruptionBudget {
     pub fn covers(&self, pod: &Pod) -> bool {
         let labels_set = pod.metadata.labels.as_ref().is_some_and(|l| !l.is_empty());
         labels_set
-            && !self.selector.is_everything()
+            && !self.selector.selects_everything()
             && self.namespace == super::pod_info::pod_namespace(pod)
-            && self.selector.matches(super::pod_info::pod_labels(pod))
+            && self.selector.selects(super::pod_info::pod_labels(pod))
     }
 }
 
@@ -603,7 +603,7 @@ impl Snapshot {
     pub fn domain_counts(
         &self,
         namespace: &str,
-        selector: &Selector,
+        selector: &Option<LabelSelectorRequirements>,
         topology_key: &str,
     ) -> Arc<DomainCounts> {
         self.domain_index()
@@ -615,7 +615,7 @@ impl Snapshot {
     pub fn kept_domain_counts(
         &self,
         namespace: &str,
-        selector: &Selector,
+        selector: &Option<LabelSelectorRequirements>,
         topology_key: &str,
     ) -> KeptDomainCounts {
         self.domain_index()

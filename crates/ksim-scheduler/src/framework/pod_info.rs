@@ -4,46 +4,9 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, WeightedPodAffinityTerm};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use ksim_core::resources::{PodResourcesOptions, RESOURCE_CPU, RESOURCE_MEMORY, pod_requests};
-use ksim_core::selector::{LabelSelectorRequirements, Labels};
 
 pub use ksim_core::resources::Resource;
-
-/// A label selector that may select nothing (a nil `LabelSelector`) or
-/// everything (an empty one), as `metav1.LabelSelectorAsSelector`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Selector {
-    /// Selects nothing.
-    Nothing,
-    /// Selects what satisfies all requirements (none: everything).
-    Requirements(LabelSelectorRequirements),
-}
-
-impl Selector {
-    /// Converts an optional `LabelSelector`.
-    pub fn from_label_selector(selector: Option<&LabelSelector>) -> Result<Self, String> {
-        match selector {
-            None => Ok(Selector::Nothing),
-            Some(selector) => LabelSelectorRequirements::from_label_selector(selector)
-                .map(Selector::Requirements)
-                .map_err(|e| e.to_string()),
-        }
-    }
-
-    /// Whether the labels are selected.
-    pub fn matches(&self, labels: &dyn Labels) -> bool {
-        match self {
-            Selector::Nothing => false,
-            Selector::Requirements(requirements) => requirements.matches(labels),
-        }
-    }
-
-    /// Whether the selector selects everything.
-    pub fn is_everything(&self) -> bool {
-        matches!(self, Selector::Requirements(r) if r.is_empty())
-    }
-}
 
 pub use ksim_core::pod_affinity::{pod_labels, pod_namespace};
 

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use k8s_openapi::api::core::v1::{Node, Pod, Toleration, TopologySpreadConstraint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use ksim_core::node_affinity::RequiredNodeAffinity;
-use ksim_core::selector::{LabelSelectorRequirements, Requirement};
+use ksim_core::selector::{LabelSelectorRequirements, NilableSelector, Requirement};
 use ksim_core::topology_spread::{NodeInclusionPolicies, SpreadConstraint};
 use serde::Deserialize;
 
@@ -130,7 +130,11 @@ impl RemovePodsViolatingTopologySpreadConstraint {
 /// A topology spread constraint as the plugin compares them (upstream's
 /// internal `topologySpreadConstraint`): the selector merged with the
 /// pod's matchLabelKeys values, and the node inclusion policies with the
-/// pod's node affinity and tolerations they need.
+/// pod's node affinity and tolerations they need. It is built from
+/// ksim-core's [`SpreadConstraint`] but is not one: the namespace's pods'
+/// constraints are deduplicated by these fields (whenUnsatisfiable and
+/// minDomains do not tell two apart, the pod's node affinity and
+/// tolerations do), as upstream's.
 #[derive(Debug, Clone, PartialEq)]
 struct Constraint {
     max_skew: i32,
@@ -168,10 +172,7 @@ impl Constraint {
     }
 
     fn selects(&self, pod: &Pod) -> bool {
-        let empty = BTreeMap::new();
-        self.selector.as_ref().is_some_and(|selector| {
-            selector.matches(pod.metadata.labels.as_ref().unwrap_or(&empty))
-        })
+        self.selector.selects(podutil::labels(pod))
     }
 
     /// Upstream `matchNodeInclusionPolicies`.

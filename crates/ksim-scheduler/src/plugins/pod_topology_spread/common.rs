@@ -1,71 +1,46 @@
 //! Constraint parsing shared by Filter and Score: the pod's own constraints
-//! of one `whenUnsatisfiable` kind (with matchLabelKeys merged, policies
-//! defaulted), or the default constraints with the workload selector.
+//! of one `whenUnsatisfiable` kind as ksim-core parses them
+//! ([`SpreadConstraint`]: matchLabelKeys merged, policies defaulted), or the
+//! default constraints with the workload selector put in their place.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Pod, TopologySpreadConstraint};
 use ksim_core::node_affinity::RequiredNodeAffinity;
-use ksim_core::selector::{LabelSelectorRequirements, Requirement};
-use ksim_core::topology_spread::{NodeInclusionPolicies, SpreadConstraint};
+use ksim_core::selector::{LabelSelectorRequirements, NilableSelector, Requirement};
+use ksim_core::topology_spread::SpreadConstraint;
 
-use crate::framework::{
-    NodeInfo, PodInfo, Selector, Snapshot, WorkloadKind, pod_labels, pod_namespace,
-};
+use crate::framework::{NodeInfo, PodInfo, Snapshot, WorkloadKind, pod_labels, pod_namespace};
 
-/// A constraint ready to evaluate: ksim-core's parse, with the selector
-/// the scheduler counts by (the workload selector for default constraints).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Constraint {
-    pub max_skew: i32,
-    pub topology_key: String,
-    pub selector: Selector,
-    /// 1 when unset.
-    pub min_domains: i32,
-    /// nodeAffinityPolicy and nodeTaintsPolicy.
-    pub policies: NodeInclusionPolicies,
-}
-
-impl Constraint {
-    /// Whether the node counts for this constraint under the inclusion policies.
-    pub fn matches_node_inclusion_policies(
-        &self,
-        pod: &Pod,
-        node: &NodeInfo,
-        required: &RequiredNodeAffinity,
-    ) -> bool {
-        let tolerations = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.tolerations.as_deref())
-            .unwrap_or_default();
-        self.policies
-            .includes_node(&node.node, required, tolerations)
-    }
+/// Whether `node` counts for `constraint` under its node inclusion
+/// policies, for `pod` with required node affinity `required`.
+pub fn includes_node(
+    constraint: &SpreadConstraint,
+    pod: &Pod,
+    node: &NodeInfo,
+    required: &RequiredNodeAffinity,
+) -> bool {
+    let tolerations = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.tolerations.as_deref())
+        .unwrap_or_default();
+    constraint
+        .policies
+        .includes_node(&node.node, required, tolerations)
 }
 
 /// The pod's constraints with `when_unsatisfiable` (upstream
-/// `filterTopologySpreadConstraints`).
+/// `filterTopologySpreadConstraints`), parsed by ksim-core.
 pub fn filter_constraints(
     constraints: &[TopologySpreadConstraint],
     pod_labels_map: Option<&BTreeMap<String, String>>,
     when_unsatisfiable: &str,
-) -> Result<Vec<Constraint>, String> {
+) -> Result<Vec<SpreadConstraint>, String> {
     constraints
         .iter()
         .filter(|c| c.when_unsatisfiable == when_unsatisfiable)
-        .map(|c| {
-            let parsed = SpreadConstraint::parse(c, pod_labels_map).map_err(|e| e.to_string())?;
-            Ok(Constraint {
-                max_skew: parsed.max_skew,
-                topology_key: parsed.topology_key,
-                selector: parsed
-                    .selector
-                    .map_or(Selector::Nothing, Selector::Requirements),
-                min_domains: parsed.min_domains,
-                policies: parsed.policies,
-            })
-        })
+        .map(|c| SpreadConstraint::parse(c, pod_labels_map).map_err(|e| e.to_string()))
         .collect()
 }
 
@@ -117,7 +92,7 @@ pub fn default_selector(pod: &Pod, snapshot: &Snapshot) -> LabelSelectorRequirem
 }
 
 /// Whether the node has every constraint's topology key.
-pub fn node_has_all_topology_keys(node: &NodeInfo, constraints: &[Constraint]) -> bool {
+pub fn node_has_all_topology_keys(node: &NodeInfo, constraints: &[SpreadConstraint]) -> bool {
     let labels = node.labels();
     constraints
         .iter()
@@ -128,17 +103,17 @@ pub fn node_has_all_topology_keys(node: &NodeInfo, constraints: &[Constraint]) -
 /// pods aside (an empty selector counts none, as upstream).
 pub fn count_pods_match_selector(
     pods: &[std::sync::Arc<PodInfo>],
-    selector: &Selector,
+    selector: &Option<LabelSelectorRequirements>,
     namespace: &str,
 ) -> i64 {
-    if selector.is_everything() || matches!(selector, Selector::Nothing) {
+    if selector.selects_everything() || selector.is_none() {
         return 0;
     }
     let count = pods
         .iter()
         .filter(|p| p.pod.metadata.deletion_timestamp.is_none())
         .filter(|p| pod_namespace(&p.pod) == namespace)
-        .filter(|p| selector.matches(pod_labels(&p.pod)))
+        .filter(|p| selector.selects(pod_labels(&p.pod)))
         .count();
     i64::try_from(count).unwrap_or(i64::MAX)
 }

@@ -17,14 +17,16 @@ use foldhash::fast::FixedState;
 use k8s_openapi::api::core::v1::{Pod, TopologySpreadConstraint};
 use ksim_core::node_affinity::RequiredNodeAffinity;
 
-pub use common::Constraint;
 use common::{
-    count_pods_match_selector, default_selector, filter_constraints, node_has_all_topology_keys,
+    count_pods_match_selector, default_selector, filter_constraints, includes_node,
+    node_has_all_topology_keys,
 };
+use ksim_core::selector::{LabelSelectorRequirements, NilableSelector};
+use ksim_core::topology_spread::SpreadConstraint;
 
 use crate::framework::{
     CycleState, DomainCounts, FilterPlugin, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo,
-    PreFilterPlugin, PreFilterResult, PreScorePlugin, ScorePlugin, Selector, Snapshot, Status,
+    PreFilterPlugin, PreFilterResult, PreScorePlugin, ScorePlugin, Snapshot, Status,
     TopologyLayout, pod_labels, pod_namespace,
 };
 
@@ -117,7 +119,7 @@ impl PodTopologySpread {
         pod: &Pod,
         snapshot: &Snapshot,
         when_unsatisfiable: &str,
-    ) -> Result<Vec<Constraint>, String> {
+    ) -> Result<Vec<SpreadConstraint>, String> {
         let own = pod
             .spec
             .as_ref()
@@ -139,7 +141,7 @@ impl PodTopologySpread {
             return Ok(Vec::new());
         }
         for c in &mut constraints {
-            c.selector = Selector::Requirements(selector.clone());
+            c.selector = Some(selector.clone());
         }
         Ok(constraints)
     }
@@ -149,7 +151,7 @@ impl PodTopologySpread {
 /// and the global minimum (kept current when preemption adds or removes pods).
 #[derive(Debug, Clone, Default)]
 struct PreFilterState {
-    constraints: Vec<Constraint>,
+    constraints: Vec<SpreadConstraint>,
     /// Per constraint, matching pods per domain value (shared with the
     /// snapshot's index until preemption changes them).
     tp_value_to_match_num: Vec<Arc<DomainCounts>>,
@@ -162,12 +164,12 @@ struct PreFilterState {
 impl PreFilterState {
     fn new(
         pod: &Pod,
-        constraints: Vec<Constraint>,
+        constraints: Vec<SpreadConstraint>,
         tp_value_to_match_num: Vec<Arc<DomainCounts>>,
     ) -> Self {
         let self_match = constraints
             .iter()
-            .map(|c| i64::from(c.selector.matches(pod_labels(pod))))
+            .map(|c| i64::from(c.selector.selects(pod_labels(pod))))
             .collect();
         let mut state = PreFilterState {
             constraints,
@@ -208,8 +210,8 @@ impl PreFilterState {
         let required = RequiredNodeAffinity::from_pod(preemptor);
         for i in 0..self.constraints.len() {
             let c = &self.constraints[i];
-            if !c.selector.matches(pod_labels(updated))
-                || !c.matches_node_inclusion_policies(preemptor, node, &required)
+            if !c.selector.selects(pod_labels(updated))
+                || !includes_node(c, preemptor, node, &required)
             {
                 continue;
             }
@@ -247,7 +249,7 @@ impl Plugin for PodTopologySpread {
 /// Whether no inclusion policy can leave a node out of `c`'s counts (node
 /// affinity honoured only matters when the pod has a required one; taints
 /// only when the policy says Honor).
-fn policies_include_every_node(c: &Constraint, required: &RequiredNodeAffinity) -> bool {
+fn policies_include_every_node(c: &SpreadConstraint, required: &RequiredNodeAffinity) -> bool {
     c.policies.includes_every_node(required)
 }
 
@@ -256,8 +258,8 @@ fn policies_include_every_node(c: &Constraint, required: &RequiredNodeAffinity) 
 /// nodes carrying that constraint's own key (what the kept counts cover):
 /// the only key some node lacks is the counted constraints' own.
 fn keyless_nodes_skipped_alike(
-    constraints: &[Constraint],
-    counted: impl Fn(&Constraint) -> bool,
+    constraints: &[SpreadConstraint],
+    counted: impl Fn(&SpreadConstraint) -> bool,
     snapshot: &Snapshot,
 ) -> bool {
     constraints
@@ -274,7 +276,7 @@ fn keyless_nodes_skipped_alike(
 /// Whether the snapshot's kept counts are the ones PreFilter's scan would
 /// find (upstream `calPreFilterState` skips nodes lacking any key).
 fn counts_from_index(
-    constraints: &[Constraint],
+    constraints: &[SpreadConstraint],
     required: &RequiredNodeAffinity,
     snapshot: &Snapshot,
 ) -> bool {
@@ -290,12 +292,12 @@ fn counts_from_index(
 /// per node): upstream counts every node, nodes without the key into "",
 /// unless all topologies are required, when it skips nodes lacking any key.
 fn score_counts_from_index(
-    constraints: &[Constraint],
+    constraints: &[SpreadConstraint],
     required: &RequiredNodeAffinity,
     require_all_topologies: bool,
     snapshot: &Snapshot,
 ) -> bool {
-    let counted = |c: &Constraint| c.topology_key != HOSTNAME_LABEL;
+    let counted = |c: &SpreadConstraint| c.topology_key != HOSTNAME_LABEL;
     constraints
         .iter()
         .filter(|c| counted(c))
@@ -309,7 +311,7 @@ fn score_counts_from_index(
 /// the constraint at an index).
 fn scan_score_counts(
     pod: &Pod,
-    constraints: &[Constraint],
+    constraints: &[SpreadConstraint],
     required: &RequiredNodeAffinity,
     require_all_topologies: bool,
     snapshot: &Snapshot,
@@ -321,7 +323,7 @@ fn scan_score_counts(
             continue;
         }
         for (i, c) in constraints.iter().enumerate() {
-            if !c.matches_node_inclusion_policies(pod, node, required) {
+            if !includes_node(c, pod, node, required) {
                 continue;
             }
             let value = node
@@ -342,7 +344,7 @@ fn scan_score_counts(
 /// node), else (and for nodes without a hostname) by counting the node's pods.
 struct NodeCounts<'a> {
     per_hostname: Option<Arc<DomainCounts>>,
-    selector: &'a Selector,
+    selector: &'a Option<LabelSelectorRequirements>,
     namespace: &'a str,
 }
 
@@ -350,7 +352,7 @@ impl<'a> NodeCounts<'a> {
     fn for_constraints(
         snapshot: &Snapshot,
         namespace: &'a str,
-        constraints: &'a [Constraint],
+        constraints: &'a [SpreadConstraint],
     ) -> Vec<Self> {
         constraints
             .iter()
@@ -388,7 +390,7 @@ fn in_snapshot(node: &NodeInfo, snapshot: &Snapshot) -> bool {
 /// (`count` gives a node's matching pods for the constraint at an index.)
 fn count_per_domain(
     pod: &Pod,
-    constraints: &[Constraint],
+    constraints: &[SpreadConstraint],
     required: &RequiredNodeAffinity,
     snapshot: &Snapshot,
     count: impl Fn(usize, &NodeInfo) -> i64,
@@ -407,7 +409,7 @@ fn count_per_domain(
             }
         }
         for (i, c) in constraints.iter().enumerate() {
-            if !c.matches_node_inclusion_policies(pod, node, required) {
+            if !includes_node(c, pod, node, required) {
                 continue;
             }
             let count = if node.pods.is_empty() {
@@ -511,7 +513,7 @@ impl FilterPlugin for PodTopologySpread {
 /// What PreScore counts.
 #[derive(Debug, Clone, Default)]
 struct PreScoreState {
-    constraints: Vec<Constraint>,
+    constraints: Vec<SpreadConstraint>,
     /// Nodes without all topology keys (score 0).
     ignored_nodes: HashSet<String, FixedState>,
     /// Per constraint, matching pods per domain value (hostname constraints
@@ -657,7 +659,7 @@ impl PreScorePlugin for PodTopologySpread {
 fn resolve_domains(
     s: &mut PreScoreState,
     topology_size: &mut [usize],
-    constraints: &[Constraint],
+    constraints: &[SpreadConstraint],
     require_all_topologies: bool,
     nodes: &[&NodeInfo],
     snapshot: &Snapshot,
@@ -731,7 +733,7 @@ fn resolve_domains(
 /// counts each node's pods.
 fn resolve_own_counts(
     s: &mut PreScoreState,
-    constraints: &[Constraint],
+    constraints: &[SpreadConstraint],
     namespace: &str,
     nodes: &[&NodeInfo],
     snapshot: &Snapshot,
