@@ -438,3 +438,112 @@ fn inter_pod_anti_affinity_honours_the_namespace_selector() {
         "{report}"
     );
 }
+
+const INCLUSION_POLICY: &str = r#"
+apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+- name: spread
+  pluginConfig:
+  - name: DefaultEvictor
+  - name: RemovePodsViolatingTopologySpreadConstraint
+    args:
+      topologyBalanceNodeFit: false
+  plugins:
+    balance:
+      enabled: [RemovePodsViolatingTopologySpreadConstraint]
+"#;
+
+/// Two Deployments spread by hostname (maxSkew 1, DoNotSchedule) that
+/// node-000002 must not count for: `tainted` says nodeTaintsPolicy Honor
+/// and does not tolerate the node's taint; `affine` requires pool=a, which
+/// the node lacks, under the default nodeAffinityPolicy (Honor).
+const INCLUSION_DEPLOYMENTS: &str = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: apps/v1
+  kind: Deployment
+  metadata: {name: tainted}
+  spec:
+    replicas: 4
+    selector: {matchLabels: {app: tainted}}
+    template:
+      metadata: {labels: {app: tainted}}
+      spec:
+        containers: [{name: c, image: nginx}]
+        topologySpreadConstraints:
+        - maxSkew: 1
+          topologyKey: kubernetes.io/hostname
+          whenUnsatisfiable: DoNotSchedule
+          nodeTaintsPolicy: Honor
+          labelSelector: {matchLabels: {app: tainted}}
+- apiVersion: apps/v1
+  kind: Deployment
+  metadata: {name: affine}
+  spec:
+    replicas: 4
+    selector: {matchLabels: {app: affine}}
+    template:
+      metadata: {labels: {app: affine}}
+      spec:
+        containers: [{name: c, image: nginx}]
+        affinity:
+          nodeAffinity:
+            requiredDuringSchedulingIgnoredDuringExecution:
+              nodeSelectorTerms:
+              - matchExpressions: [{key: pool, operator: In, values: [a]}]
+        topologySpreadConstraints:
+        - maxSkew: 1
+          topologyKey: kubernetes.io/hostname
+          whenUnsatisfiable: DoNotSchedule
+          labelSelector: {matchLabels: {app: affine}}
+"#;
+
+/// The scheduler and the descheduler count the same nodes under the node
+/// inclusion policies: a node the pods cannot go to (untolerated taint with
+/// nodeTaintsPolicy Honor, or outside the required node affinity under the
+/// default Honor) is no empty domain to either. The scheduler places each
+/// Deployment 2/2 on the two other nodes (counting the third as an empty
+/// domain would leave pods Pending at skew 1), and `ksim deschedule` finds
+/// no violation (counting it would evict: node fit is off in the policy).
+#[test]
+fn scheduler_and_descheduler_agree_on_node_inclusion_policies() {
+    let cluster = TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")));
+    cluster.scale_nodes(3);
+    cluster
+        .kubectl(&["taint", "node", "node-000002", "dedicated=infra:NoSchedule"])
+        .success();
+    cluster
+        .kubectl(&["label", "node", "node-000000", "node-000001", "pool=a"])
+        .success();
+    cluster
+        .kubectl_stdin(&["create", "-f", "-"], INCLUSION_DEPLOYMENTS)
+        .success();
+    let rows = pods_until(&cluster, "8 running pods", |rows| all_running(rows, 8));
+    for app in ["tainted", "affine"] {
+        let on = |node: &str| {
+            rows.iter()
+                .filter(|(name, _, n)| name.starts_with(&format!("{app}-")) && n == node)
+                .count()
+        };
+        assert_eq!(
+            (on("node-000000"), on("node-000001"), on("node-000002")),
+            (2, 2, 0),
+            "{app}: {rows:?}"
+        );
+    }
+
+    let policy = cluster.write_file("policy.yaml", INCLUSION_POLICY);
+    let policy = policy.to_str().expect("utf-8 path");
+    let dry = cluster.ksim(&["deschedule", "--policy", policy, "--dry-run", "-o", "json"]);
+    assert!(dry.status.success(), "{dry:?}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&dry.stdout).expect("the dry run prints JSON");
+    assert_eq!(report["dryRun"], true, "{report}");
+    assert_eq!(
+        report["evictions"].as_array().map(Vec::len),
+        Some(0),
+        "{report}"
+    );
+}
