@@ -274,13 +274,7 @@ use ksim_core::status::is_node_ready as is_ready;
 
 /// The status of the node's Ready condition.
 fn ready_status(node: &Node) -> Option<&str> {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .find(|c| c.type_ == "Ready")
-        .map(|c| c.status.as_str())
+    ksim_core::status::node_ready_condition(node).map(|c| c.status.as_str())
 }
 
 /// Runs `f` on the state's snapshot with the booting nodes in `upcoming`

@@ -21,7 +21,6 @@ pub const SAFE_TO_EVICT_ANNOTATION: &str = "cluster-autoscaler.kubernetes.io/saf
 /// The pod annotation listing local volumes that may be dropped.
 pub const SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION: &str =
     "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes";
-const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
 /// Why a pod keeps its node (upstream's `BlockingPodReason`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,17 +100,10 @@ fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
-fn is_mirror(pod: &Pod) -> bool {
-    annotation(pod, MIRROR_ANNOTATION).is_some()
-}
+use ksim_core::status::is_mirror_pod as is_mirror;
 
 fn controller_kind(pod: &Pod) -> Option<&str> {
-    pod.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|r| r.controller == Some(true))
-        .map(|r| r.kind.as_str())
+    ksim_core::status::controller_of(&pod.metadata).map(|r| r.kind.as_str())
 }
 
 use ksim_core::status::is_pod_terminal as is_terminal;

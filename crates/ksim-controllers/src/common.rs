@@ -1,5 +1,6 @@
-//! What several controllers share: pod readiness and availability as
-//! `podutil` defines them, label selectors (matching and their query-string
+//! What several controllers share: pod availability as `podutil` defines
+//! it (readiness, activity, phase and controller references are
+//! ksim-core's, re-exported here), label selectors (matching and their query-string
 //! form), controller references, intOrString scaling, status updates
 //! with optimistic concurrency, and creating or deleting a controller's pods
 //! with upstream's events (`RealPodControl`).
@@ -13,7 +14,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use ksim_core::selector::LabelSelectorRequirements;
-use ksim_core::status::is_pod_terminal;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde::Serialize;
@@ -22,20 +22,13 @@ use serde::de::DeserializeOwned;
 use crate::Error;
 use crate::events::Events;
 
-/// Whether the pod has the Ready condition True.
-pub(crate) fn is_pod_ready(pod: &Pod) -> bool {
-    ready_since(pod).is_some()
-}
+pub(crate) use ksim_core::status::{controller_of, is_pod_active, is_pod_ready, pod_phase};
 
 /// When the pod's Ready condition last became True, if it is True (the Unix
 /// epoch when the time is missing).
 pub(crate) fn ready_since(pod: &Pod) -> Option<Timestamp> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == "Ready" && c.status == "True")
+    ksim_core::status::pod_ready_condition(pod)
+        .filter(|c| c.status == "True")
         .map(|c| {
             c.last_transition_time
                 .as_ref()
@@ -52,27 +45,6 @@ pub(crate) fn is_pod_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp
             .checked_add(SignedDuration::from_secs(i64::from(min_ready_seconds)))
             .is_ok_and(|t| t < now),
     }
-}
-
-/// The pod's phase (empty when unset).
-pub(crate) fn pod_phase(pod: &Pod) -> &str {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("")
-}
-
-/// Not terminal and not being deleted (`controller.IsPodActive`).
-pub(crate) fn is_pod_active(pod: &Pod) -> bool {
-    !is_pod_terminal(pod) && pod.metadata.deletion_timestamp.is_none()
-}
-
-/// The owner reference with `controller: true`, if any.
-pub(crate) fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
-    meta.owner_references
-        .iter()
-        .flatten()
-        .find(|r| r.controller == Some(true))
 }
 
 /// A controller reference to `owner` (controller and blockOwnerDeletion set).

@@ -28,12 +28,7 @@ pub const PREFER_NO_EVICTION_ANNOTATION: &str =
     "descheduler.alpha.kubernetes.io/prefer-no-eviction";
 
 /// Whether the node is cordoned (`spec.unschedulable`).
-pub fn is_node_unschedulable(node: &Node) -> bool {
-    node.spec
-        .as_ref()
-        .and_then(|spec| spec.unschedulable)
-        .unwrap_or(false)
-}
+pub use ksim_core::status::is_node_unschedulable;
 
 /// Whether `pod`'s nodeSelector, required node affinity and tolerations (of
 /// NoSchedule and NoExecute taints) admit `node`. Resources are not checked.

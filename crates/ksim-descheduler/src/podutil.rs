@@ -16,7 +16,7 @@ use crate::framework::{ArgsError, EvictionError};
 /// `SystemCriticalPriority`).
 pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
 /// The annotation of mirror pods.
-pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
+pub use ksim_core::status::MIRROR_POD_ANNOTATION;
 /// The annotation telling where a pod's spec came from (`api` or a file).
 pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
 
@@ -137,12 +137,7 @@ pub fn node_name(pod: &Pod) -> &str {
 }
 
 /// The pod's phase ("" if not reported).
-pub fn phase(pod: &Pod) -> &str {
-    pod.status
-        .as_ref()
-        .and_then(|status| status.phase.as_deref())
-        .unwrap_or_default()
-}
+pub use ksim_core::status::pod_phase as phase;
 
 /// The pod's owner references.
 pub fn owner_refs(pod: &Pod) -> &[OwnerReference] {
@@ -165,9 +160,7 @@ fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
 }
 
 /// Whether the pod is the API mirror of a static pod.
-pub fn is_mirror_pod(pod: &Pod) -> bool {
-    annotation(pod, MIRROR_POD_ANNOTATION).is_some()
-}
+pub use ksim_core::status::is_mirror_pod;
 
 /// Whether the pod's spec came from somewhere else than the API.
 pub fn is_static_pod(pod: &Pod) -> bool {
@@ -179,7 +172,10 @@ pub fn is_terminating(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_some()
 }
 
-/// The pod's priority, if set.
+/// The pod's priority, if set. Unlike ksim-core's `pod_priority` (0 when
+/// unset, as the scheduler reads it) an unset priority stays apart: the
+/// descheduler sorts pods without one before every pod with one, as
+/// upstream's `SortPodsBasedOnPriorityLowToHigh`.
 pub fn priority(pod: &Pod) -> Option<i32> {
     pod.spec.as_ref().and_then(|spec| spec.priority)
 }

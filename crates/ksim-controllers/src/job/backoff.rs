@@ -43,9 +43,7 @@ pub(crate) fn finished_time(pod: &Pod) -> Timestamp {
             return latest;
         }
     }
-    let ready_false = status
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+    let ready_false = ksim_core::status::pod_ready_condition(pod)
         .filter(|c| c.status == "False")
         .and_then(|c| c.last_transition_time.as_ref());
     if let Some(at) = ready_false {

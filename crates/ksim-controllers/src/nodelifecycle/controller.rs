@@ -632,13 +632,7 @@ impl Lifecycle {
 
 /// The status of the node's Ready condition.
 fn ready_status(node: &Node) -> Option<&str> {
-    node.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == "Ready")
-        .map(|c| c.status.as_str())
+    ksim_core::status::node_ready_condition(node).map(|c| c.status.as_str())
 }
 
 /// One pod of `MarkPodsNotReady`: its Ready condition becomes False (a

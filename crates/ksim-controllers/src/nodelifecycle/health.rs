@@ -141,12 +141,7 @@ pub fn desired_taints(node: &Node, now: Timestamp) -> Vec<Taint> {
             wanted.push(taint(key, "NoSchedule", None));
         }
     }
-    if node
-        .spec
-        .as_ref()
-        .and_then(|s| s.unschedulable)
-        .unwrap_or(false)
-    {
+    if ksim_core::status::is_node_unschedulable(node) {
         wanted.push(taint(UNSCHEDULABLE_TAINT, "NoSchedule", None));
     }
     let mut result: Vec<Taint> = current

@@ -306,9 +306,7 @@ fn run_filters(
     Status::success()
 }
 
-fn priority(pod: &Pod) -> i32 {
-    pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
-}
+use ksim_core::status::pod_priority as priority;
 
 /// Upstream `RunFilterPluginsWithNominatedPods`: when pods of equal or
 /// higher priority are nominated to the node, the pod must fit both with

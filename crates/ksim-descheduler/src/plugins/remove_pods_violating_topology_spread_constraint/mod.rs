@@ -481,12 +481,7 @@ impl RemovePodsViolatingTopologySpreadConstraint {
 
 /// The uid of the pod's controller, if any.
 fn controller_uid(pod: &Pod) -> Option<&str> {
-    pod.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|owner| owner.controller == Some(true))
-        .map(|owner| owner.uid.as_str())
+    ksim_core::status::controller_of(&pod.metadata).map(|owner| owner.uid.as_str())
 }
 
 /// Whether two pods would yield the same constraints: same spread

@@ -67,9 +67,7 @@ pub struct Candidate {
     pub num_pdb_violations: i64,
 }
 
-fn priority(pod: &Pod) -> i32 {
-    pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
-}
+use ksim_core::status::pod_priority as priority;
 
 /// Start time in nanoseconds; a pod not started counts as starting now
 /// (later than any started pod).

@@ -28,13 +28,7 @@ impl Plugin for NodeUnschedulable {
 
 impl FilterPlugin for NodeUnschedulable {
     fn filter(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
-        let unschedulable = node
-            .node
-            .spec
-            .as_ref()
-            .and_then(|s| s.unschedulable)
-            .unwrap_or(false);
-        if !unschedulable {
+        if !ksim_core::status::is_node_unschedulable(&node.node) {
             return Status::success();
         }
         let taint = Taint {

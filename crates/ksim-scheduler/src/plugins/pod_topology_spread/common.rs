@@ -66,13 +66,7 @@ pub fn default_selector(pod: &Pod, snapshot: &Snapshot) -> LabelSelectorRequirem
             add(&workload.selector);
         }
     }
-    let controller = pod
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true));
-    if let Some(owner) = controller {
+    if let Some(owner) = ksim_core::status::controller_of(&pod.metadata) {
         let kind = match (owner.api_version.as_str(), owner.kind.as_str()) {
             ("v1", "ReplicationController") => Some(WorkloadKind::ReplicationController),
             ("apps/v1", "ReplicaSet") => Some(WorkloadKind::ReplicaSet),

@@ -11,7 +11,7 @@ pub const NAME: &str = "PrioritySort";
 pub struct PrioritySort;
 
 fn priority(info: &QueuedPodInfo) -> i32 {
-    info.pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
+    ksim_core::status::pod_priority(&info.pod)
 }
 
 impl Plugin for PrioritySort {
