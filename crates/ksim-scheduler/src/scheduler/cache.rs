@@ -1,13 +1,15 @@
 //! The scheduler cache (upstream `internal/cache`): the [`Snapshot`] kept
 //! up to date incrementally from informer events, pods assumed on a node
-//! while their binding is in flight, pods bound to nodes not seen yet,
-//! PodDisruptionBudgets and PriorityClasses.
+//! while their binding is in flight, pods bound to nodes not seen yet and
+//! PodDisruptionBudgets. PriorityClasses are not kept: a pod's
+//! `spec.priority` is set by the API server's Priority admission (the one
+//! place priority classes resolve), and the scheduler reads it as upstream
+//! does, 0 when unset.
 
 use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::scheduling::v1::PriorityClass;
 
 use crate::framework::{DisruptionBudget, Snapshot, pod_namespace};
 use crate::queue::PodKey;
@@ -41,8 +43,6 @@ pub struct Cache {
     /// Bound pods' nodes, to find pods waiting for a node.
     bound: HashMap<PodKey, String>,
     disruption_budgets: BTreeMap<PodKey, DisruptionBudget>,
-    /// PriorityClass name → (value, preemptionPolicy).
-    priority_classes: HashMap<String, (i32, Option<String>)>,
 }
 
 impl Cache {
@@ -204,44 +204,6 @@ impl Cache {
     fn sync_budgets(&mut self) {
         self.snapshot.disruption_budgets = self.disruption_budgets.values().cloned().collect();
     }
-
-    /// A PriorityClass was added or updated.
-    pub fn upsert_priority_class(&mut self, class: &PriorityClass) {
-        if let Some(name) = &class.metadata.name {
-            self.priority_classes
-                .insert(name.clone(), (class.value, class.preemption_policy.clone()));
-        }
-    }
-
-    /// A PriorityClass was deleted.
-    pub fn remove_priority_class(&mut self, name: &str) {
-        self.priority_classes.remove(name);
-    }
-
-    /// Forgets every PriorityClass (before a relist).
-    pub fn clear_priority_classes(&mut self) {
-        self.priority_classes.clear();
-    }
-
-    /// Fills `spec.priority` (and `preemptionPolicy`) from the pod's
-    /// PriorityClass when admission left it unset.
-    pub fn resolve_priority(&self, pod: &mut Pod) {
-        let Some(spec) = pod.spec.as_mut() else {
-            return;
-        };
-        if spec.priority.is_some() {
-            return;
-        }
-        let Some(class) = spec.priority_class_name.as_deref() else {
-            return;
-        };
-        if let Some((value, policy)) = self.priority_classes.get(class) {
-            spec.priority = Some(*value);
-            if spec.preemption_policy.is_none() {
-                spec.preemption_policy = policy.clone();
-            }
-        }
-    }
 }
 
 /// Whether a node update changes what scheduling reads.
@@ -327,21 +289,5 @@ mod tests {
         assert!(!cache.upsert_node(beat));
         assert!(cache.upsert_node(node("n1").cpu("3").obj()));
         assert!(cache.upsert_node(node("n1").cpu("3").label("a", "b").obj()));
-    }
-
-    #[test]
-    fn priority_comes_from_the_class_when_unset() {
-        let mut cache = Cache::default();
-        let class: PriorityClass = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "high"}, "value": 1000, "preemptionPolicy": "Never"
-        }))
-        .expect("class");
-        cache.upsert_priority_class(&class);
-        let mut p = pod("a").obj();
-        p.spec.get_or_insert_default().priority_class_name = Some("high".to_string());
-        cache.resolve_priority(&mut p);
-        let spec = p.spec.expect("spec");
-        assert_eq!(spec.priority, Some(1000));
-        assert_eq!(spec.preemption_policy.as_deref(), Some("Never"));
     }
 }

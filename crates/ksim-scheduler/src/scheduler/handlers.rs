@@ -34,19 +34,6 @@ impl Scheduler {
                     self.synced_once(Informer::DisruptionBudget);
                 }
             },
-            Message::PriorityClass(change) => match change {
-                Change::Apply(class) => self.cache.upsert_priority_class(&class),
-                Change::Delete(class) => self
-                    .cache
-                    .remove_priority_class(class.metadata.name.as_deref().unwrap_or_default()),
-                Change::Relist(all) => {
-                    self.cache.clear_priority_classes();
-                    for class in &all {
-                        self.cache.upsert_priority_class(class);
-                    }
-                    self.synced_once(Informer::PriorityClass);
-                }
-            },
             Message::Service(change) => self.workload_change(
                 WorkloadKind::Service,
                 change,
@@ -108,7 +95,7 @@ impl Scheduler {
         }
     }
 
-    fn pod_applied(&mut self, mut pod: Pod) {
+    fn pod_applied(&mut self, pod: Pod) {
         let key = pod_key(&pod);
         let now = self.now();
         if node_name(&pod).is_some() {
@@ -136,7 +123,6 @@ impl Scheduler {
             self.cache.snapshot.clear_nomination(&key.0, &key.1);
             return;
         }
-        self.cache.resolve_priority(&mut pod);
         match pod
             .status
             .as_ref()

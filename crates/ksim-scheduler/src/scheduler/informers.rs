@@ -1,5 +1,5 @@
 //! The informers: one kube-rs watcher per kind the scheduler reads (pods,
-//! nodes, namespaces, PodDisruptionBudgets, PriorityClasses, Services,
+//! nodes, namespaces, PodDisruptionBudgets, Services,
 //! ReplicationControllers, ReplicaSets, StatefulSets), each turning its
 //! stream into [`Message`]s for the scheduling loop. A (re)list arrives
 //! as one [`Change::Relist`] so the cache can drop what disappeared.
@@ -13,7 +13,6 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ReplicationController, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::scheduling::v1::PriorityClass;
 use ksim_runtime::WithoutManagedFields;
 use ksim_runtime::clock::{Busy, Clock};
 use kube::api::Api;
@@ -43,7 +42,6 @@ pub enum Message {
     Node(Change<Node>),
     Namespace(Change<Namespace>),
     DisruptionBudget(Change<PodDisruptionBudget>),
-    PriorityClass(Change<PriorityClass>),
     Service(Change<Service>),
     ReplicationController(Change<ReplicationController>),
     ReplicaSet(Change<ReplicaSet>),
@@ -56,7 +54,7 @@ pub enum Message {
 pub type Envelope = (Message, Busy);
 
 /// How many informers report a first list before scheduling starts.
-pub const INFORMERS: usize = 9;
+pub const INFORMERS: usize = 8;
 
 /// The informers, to record which have listed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,7 +63,6 @@ pub enum Informer {
     Node,
     Namespace,
     DisruptionBudget,
-    PriorityClass,
     Service,
     ReplicationController,
     ReplicaSet,
@@ -151,7 +148,6 @@ pub fn spawn_all(
         spawn_one::<Node>(client, clock, tx.clone(), Message::Node),
         spawn_one::<Namespace>(client, clock, tx.clone(), Message::Namespace),
         spawn_one::<PodDisruptionBudget>(client, clock, tx.clone(), Message::DisruptionBudget),
-        spawn_one::<PriorityClass>(client, clock, tx.clone(), Message::PriorityClass),
         spawn_one::<Service>(client, clock, tx.clone(), Message::Service),
         spawn_one::<ReplicationController>(
             client,
