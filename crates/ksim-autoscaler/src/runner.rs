@@ -306,10 +306,9 @@ fn with_upcoming_ready<R>(
 }
 
 fn has_taint(node: &Node, key: &str) -> bool {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|t| t.iter().any(|t| t.key == key))
+    ksim_core::toleration::node_taints(node)
+        .iter()
+        .any(|t| t.key == key)
 }
 
 /// A Kubernetes time as the clock's type.

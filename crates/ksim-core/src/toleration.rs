@@ -1,8 +1,9 @@
 //! Taint and toleration matching, as `v1helper` does it upstream: whether a
 //! toleration tolerates a taint, finding the first untolerated taint of a
-//! node, and the string forms of taints used in messages.
+//! node, and the string forms of taints used in messages; and where a
+//! node's taints and a pod's tolerations are read from.
 
-use k8s_openapi::api::core::v1::{Taint, Toleration};
+use k8s_openapi::api::core::v1::{Node, Pod, Taint, Toleration};
 
 /// The taint effects.
 pub const EFFECT_NO_SCHEDULE: &str = "NoSchedule";
@@ -13,6 +14,22 @@ pub const EFFECT_NO_EXECUTE: &str = "NoExecute";
 
 /// The taint the node lifecycle controller puts on cordoned nodes.
 pub use crate::status::TAINT_NODE_UNSCHEDULABLE;
+
+/// The node's taints (none when `spec.taints` is unset).
+pub fn node_taints(node: &Node) -> &[Taint] {
+    node.spec
+        .as_ref()
+        .and_then(|spec| spec.taints.as_deref())
+        .unwrap_or_default()
+}
+
+/// The pod's tolerations (none when `spec.tolerations` is unset).
+pub fn pod_tolerations(pod: &Pod) -> &[Toleration] {
+    pod.spec
+        .as_ref()
+        .and_then(|spec| spec.tolerations.as_deref())
+        .unwrap_or_default()
+}
 
 /// Whether `toleration` tolerates `taint` (upstream `Toleration.ToleratesTaint`):
 /// an empty effect matches every effect, an empty key (with `Exists`) every

@@ -8,12 +8,12 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, Taint, Toleration, TopologySpreadConstraint};
+use k8s_openapi::api::core::v1::{Node, Toleration, TopologySpreadConstraint};
 
 use crate::Error;
 use crate::node_affinity::RequiredNodeAffinity;
 use crate::selector::{LabelSelectorRequirements, Labels, NilableSelector, Requirement};
-use crate::toleration::{find_matching_untolerated_taint, is_do_not_schedule_taint};
+use crate::toleration::{find_matching_untolerated_taint, is_do_not_schedule_taint, node_taints};
 
 /// The node inclusion policy value that honours the pod's node affinity or
 /// tolerations.
@@ -77,11 +77,7 @@ impl NodeInclusionPolicies {
     ) -> bool {
         static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
         let labels = node.metadata.labels.as_ref().unwrap_or(&NO_LABELS);
-        let taints: &[Taint] = node
-            .spec
-            .as_ref()
-            .and_then(|spec| spec.taints.as_deref())
-            .unwrap_or_default();
+        let taints = node_taints(node);
         let name = node.metadata.name.as_deref().unwrap_or_default();
         if self.honor_node_affinity && !affinity.matches_labels(labels, name) {
             return false;

@@ -41,22 +41,16 @@ pub fn pod_matches_node_constraints(pod: &Pod, node: &Node) -> bool {
 
 /// Whether the pod tolerates the node's NoSchedule and NoExecute taints.
 fn pod_tolerates_node_taints(pod: &Pod, node: &Node) -> bool {
-    let tolerations = pod
-        .spec
-        .as_ref()
-        .and_then(|spec| spec.tolerations.as_deref())
-        .unwrap_or_default();
-    find_matching_untolerated_taint(node_taints(node), tolerations, is_do_not_schedule_taint)
-        .is_none()
+    find_matching_untolerated_taint(
+        node_taints(node),
+        ksim_core::toleration::pod_tolerations(pod),
+        is_do_not_schedule_taint,
+    )
+    .is_none()
 }
 
 /// The node's taints (empty when it has none).
-pub fn node_taints(node: &Node) -> &[k8s_openapi::api::core::v1::Taint] {
-    node.spec
-        .as_ref()
-        .and_then(|spec| spec.taints.as_deref())
-        .unwrap_or_default()
-}
+pub use ksim_core::toleration::node_taints;
 
 /// Whether the pod has finished (phase Succeeded or Failed): such pods hold
 /// no resources and are left out of node listings, as upstream's

@@ -117,14 +117,12 @@ impl Placement {
         let node_name = node.metadata.name.as_deref().unwrap_or_default();
         let fits_name = self.node_name.as_deref().is_none_or(|n| n == node_name);
         let fits = fits_name && self.affinity.matches(node);
-        let taints: &[Taint] = node
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.as_deref())
-            .unwrap_or_default();
-        let schedulable = find_matching_untolerated_taint(taints, &self.tolerations, |t| {
-            t.effect == "NoSchedule" || t.effect == "NoExecute"
-        })
+        let taints = ksim_core::toleration::node_taints(node);
+        let schedulable = find_matching_untolerated_taint(
+            taints,
+            &self.tolerations,
+            ksim_core::toleration::is_do_not_schedule_taint,
+        )
         .is_none();
         let not_evicted =
             find_matching_untolerated_taint(taints, &self.tolerations, |t| t.effect == "NoExecute")

@@ -345,8 +345,7 @@ impl Lifecycle {
         let taints = self
             .nodes
             .get(&pod.node)
-            .and_then(|n| n.spec.as_ref())
-            .and_then(|s| s.taints.as_deref())
+            .map(ksim_core::toleration::node_taints)
             .unwrap_or_default();
         let now = self.clock.timestamp();
         match eviction_deadline(&pod.tolerations, taints, now) {

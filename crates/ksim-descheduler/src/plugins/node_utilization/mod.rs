@@ -427,11 +427,7 @@ fn evict_pods(
 /// effect) of at least one destination node, and has at least as many
 /// tolerations as that node has taints.
 fn pod_tolerates_some_taints(pod: &Pod, taint_sets: &[&[Taint]]) -> bool {
-    let tolerations = pod
-        .spec
-        .as_ref()
-        .and_then(|spec| spec.tolerations.as_deref())
-        .unwrap_or_default();
+    let tolerations = ksim_core::toleration::pod_tolerations(pod);
     taint_sets.iter().any(|taints| {
         tolerations.len() >= taints.len()
             && taints

@@ -99,11 +99,7 @@ impl DeschedulePlugin for RemovePodsViolatingNodeTaints {
     ) -> PluginStatus {
         for node in nodes {
             let node_name = node.metadata.name.as_deref().unwrap_or_default();
-            let taints = node
-                .spec
-                .as_ref()
-                .and_then(|spec| spec.taints.as_deref())
-                .unwrap_or_default();
+            let taints = ksim_core::toleration::node_taints(node);
             if !taints.iter().any(|taint| self.considered(taint)) {
                 continue;
             }
@@ -119,11 +115,7 @@ impl DeschedulePlugin for RemovePodsViolatingNodeTaints {
                 {
                     continue;
                 }
-                let tolerations = pod
-                    .spec
-                    .as_ref()
-                    .and_then(|spec| spec.tolerations.as_deref())
-                    .unwrap_or_default();
+                let tolerations = ksim_core::toleration::pod_tolerations(pod);
                 if find_matching_untolerated_taint(taints, tolerations, |t| self.considered(t))
                     .is_none()
                 {

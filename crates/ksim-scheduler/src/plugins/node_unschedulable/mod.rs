@@ -36,12 +36,7 @@ impl FilterPlugin for NodeUnschedulable {
             effect: EFFECT_NO_SCHEDULE.to_string(),
             ..Default::default()
         };
-        let tolerations = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.tolerations.as_deref())
-            .unwrap_or_default();
-        if tolerations_tolerate_taint(tolerations, &taint) {
+        if tolerations_tolerate_taint(ksim_core::toleration::pod_tolerations(pod), &taint) {
             return Status::success();
         }
         Status::unresolvable(ERR_REASON_UNSCHEDULABLE)

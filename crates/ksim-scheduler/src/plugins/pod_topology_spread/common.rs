@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Pod, TopologySpreadConstraint};
 use ksim_core::node_affinity::RequiredNodeAffinity;
 use ksim_core::selector::{LabelSelectorRequirements, NilableSelector, Requirement};
+use ksim_core::toleration::pod_tolerations;
 use ksim_core::topology_spread::SpreadConstraint;
 
 use crate::framework::{NodeInfo, PodInfo, Snapshot, WorkloadKind, pod_labels, pod_namespace};
@@ -20,14 +21,9 @@ pub fn includes_node(
     node: &NodeInfo,
     required: &RequiredNodeAffinity,
 ) -> bool {
-    let tolerations = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.tolerations.as_deref())
-        .unwrap_or_default();
     constraint
         .policies
-        .includes_node(&node.node, required, tolerations)
+        .includes_node(&node.node, required, pod_tolerations(pod))
 }
 
 /// The pod's constraints with `when_unsatisfiable` (upstream

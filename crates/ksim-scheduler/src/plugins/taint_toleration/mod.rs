@@ -21,12 +21,7 @@ const PRE_SCORE_KEY: &str = "PreScoreTaintToleration";
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TaintToleration;
 
-fn tolerations(pod: &Pod) -> &[Toleration] {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.tolerations.as_deref())
-        .unwrap_or_default()
-}
+use ksim_core::toleration::{node_taints, pod_tolerations as tolerations};
 
 impl Plugin for TaintToleration {
     fn name(&self) -> &'static str {
@@ -45,12 +40,7 @@ impl Plugin for TaintToleration {
 
 impl FilterPlugin for TaintToleration {
     fn filter(&self, _state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
-        let taints = node
-            .node
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.as_deref())
-            .unwrap_or_default();
+        let taints = node_taints(&node.node);
         match find_matching_untolerated_taint(taints, tolerations(pod), is_do_not_schedule_taint) {
             None => Status::success(),
             Some(taint) => Status::unresolvable(format!(
@@ -92,12 +82,7 @@ impl ScorePlugin for TaintToleration {
                     "reading {PRE_SCORE_KEY:?} from cycleState: not found"
                 ))
             })?;
-        let count = node
-            .node
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.as_deref())
-            .unwrap_or_default()
+        let count = node_taints(&node.node)
             .iter()
             .filter(|t| t.effect == EFFECT_PREFER_NO_SCHEDULE)
             .filter(|t| !tolerations_tolerate_taint(tolerations, t))
