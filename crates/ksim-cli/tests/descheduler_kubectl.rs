@@ -547,3 +547,133 @@ fn scheduler_and_descheduler_agree_on_node_inclusion_policies() {
         "{report}"
     );
 }
+
+const NODE_FIT_POLICY: &str = r#"
+apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+- name: taints
+  pluginConfig:
+  - name: DefaultEvictor
+    args:
+      nodeFit: true
+  - name: RemovePodsViolatingNodeTaints
+  plugins:
+    deschedule:
+      enabled: [RemovePodsViolatingNodeTaints]
+"#;
+
+/// On nodes of 1 cpu: `filler` (500100u, 501m as the scheduler counts:
+/// milli-cpu rounded up) on node-000001 and a Deployment's pod `mover`
+/// (499900u, 500m) on node-000000.
+const NODE_FIT_OBJECTS: &str = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: filler, labels: {app: filler}}
+  spec:
+    nodeName: node-000001
+    containers: [{name: c, image: nginx, resources: {requests: {cpu: 500100u}}}]
+- apiVersion: apps/v1
+  kind: Deployment
+  metadata: {name: mover}
+  spec:
+    replicas: 1
+    selector: {matchLabels: {app: mover}}
+    template:
+      metadata: {labels: {app: mover}}
+      spec:
+        nodeName: node-000000
+        containers: [{name: c, image: nginx, resources: {requests: {cpu: 499900u}}}]
+"#;
+
+/// The descheduler's nodeFit counts requests as the scheduler does (cpu
+/// in milli-cpu, each pod's rounded up): a pod on a tainted node is not
+/// evicted when it would fit elsewhere only by exact sums (500.1m + 499.9m
+/// of 1000m) but not by the scheduler's (501m + 500m), where the scheduler
+/// leaves a like pod Pending; once room is made, the same run evicts it.
+#[test]
+fn descheduler_node_fit_counts_cpu_as_the_scheduler_does() {
+    let cluster = TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")));
+    cluster.ksim_ok(&[
+        "scale",
+        "node",
+        "--replicas",
+        "2",
+        "--param",
+        ".allocatable.cpu=1",
+        "--name",
+        cluster.name(),
+    ]);
+    cluster
+        .kubectl_stdin(&["create", "-f", "-"], NODE_FIT_OBJECTS)
+        .success();
+    pods_until(&cluster, "filler and mover running", |rows| {
+        all_running(rows, 2)
+    });
+    cluster
+        .kubectl(&[
+            "taint",
+            "node",
+            "node-000000",
+            "maintenance=true:NoSchedule",
+        ])
+        .success();
+
+    // The scheduler: a pod like mover fits neither node.
+    cluster
+        .kubectl(&[
+            "run",
+            "probe",
+            "--image=nginx",
+            "--overrides",
+            r#"{"spec":{"containers":[{"name":"probe","image":"nginx","resources":{"requests":{"cpu":"499900u"}}}]}}"#,
+        ])
+        .success();
+    cluster.wait_for(
+        &[
+            "get",
+            "pod",
+            "probe",
+            "-o",
+            r#"jsonpath={.status.conditions[?(@.type=="PodScheduled")].reason}"#,
+        ],
+        |reason| reason == "Unschedulable",
+    );
+    cluster.kubectl(&["delete", "pod", "probe"]).success();
+
+    // The descheduler agrees: mover stays.
+    let policy = cluster.write_file("policy.yaml", NODE_FIT_POLICY);
+    let policy = policy.to_str().expect("utf-8 path");
+    let dry_run = || -> serde_json::Value {
+        let dry = cluster.ksim(&["deschedule", "--policy", policy, "--dry-run", "-o", "json"]);
+        assert!(dry.status.success(), "{dry:?}");
+        serde_json::from_slice(&dry.stdout).expect("the dry run prints JSON")
+    };
+    let report = dry_run();
+    assert_eq!(
+        report["evictions"].as_array().map(Vec::len),
+        Some(0),
+        "{report}"
+    );
+
+    // With filler gone mover fits node-000001, and is evicted.
+    cluster
+        .kubectl(&["delete", "pod", "filler", "--grace-period=0", "--force"])
+        .success();
+    cluster.wait_for(&["get", "pods", "-l", "app=filler", "-o", "name"], |out| {
+        out.trim().is_empty()
+    });
+    let report = dry_run();
+    let evictions = report["evictions"].as_array().expect("evictions");
+    assert_eq!(evictions.len(), 1, "{report}");
+    assert_eq!(evictions[0]["node"], "node-000000", "{report}");
+    assert!(
+        evictions[0]["pod"]
+            .as_str()
+            .is_some_and(|pod| pod.starts_with("mover-")),
+        "{report}"
+    );
+}
