@@ -227,3 +227,72 @@ fn create_cluster_passes_the_scheduler_configuration() {
         "{describe}"
     );
 }
+
+/// The priority a pod gets from its PriorityClass (set by the API server's
+/// Priority admission, the one place classes resolve) is what the scheduler
+/// preempts by: on a full node, a pod of class `high` makes the scheduler
+/// preempt the running pod of the globalDefault class `low`, then runs there.
+#[test]
+fn a_pod_of_a_higher_priority_class_preempts_a_pod_of_the_default_class() {
+    let cluster = cluster();
+    let classes = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: scheduling.k8s.io/v1
+  kind: PriorityClass
+  metadata: {name: low}
+  value: 10
+  globalDefault: true
+- apiVersion: scheduling.k8s.io/v1
+  kind: PriorityClass
+  metadata: {name: high}
+  value: 1000
+"#;
+    cluster
+        .kubectl_stdin(&["create", "-f", "-"], classes)
+        .success();
+    cluster.ksim_ok(&[
+        "scale",
+        "node",
+        "--replicas",
+        "1",
+        "--param",
+        ".allocatable.cpu=1",
+        "--name",
+        cluster.name(),
+    ]);
+    add_pod(cluster.env(), "victim", "1", "");
+    let victim = cluster.wait_for(
+        &[
+            "get",
+            "pod",
+            "victim",
+            "-o",
+            "jsonpath={.spec.priority} {.status.phase}",
+        ],
+        |out| out == "10 Running",
+    );
+    assert_eq!(victim, "10 Running");
+    let preemptor = r#"{"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "preemptor"},
+        "spec": {"priorityClassName": "high", "containers": [{"name": "c", "image": "nginx",
+            "resources": {"requests": {"cpu": "1"}}}]}}"#;
+    cluster
+        .kubectl_stdin(&["create", "-f", "-"], preemptor)
+        .success();
+    let placed = cluster.wait_for(
+        &[
+            "get",
+            "pod",
+            "preemptor",
+            "-o",
+            "jsonpath={.spec.priority} {.spec.nodeName} {.status.phase}",
+        ],
+        |out| out == "1000 node-000000 Running",
+    );
+    assert_eq!(placed, "1000 node-000000 Running");
+    cluster.wait_for(&["get", "pods", "-o", "name"], |out| {
+        out.trim() == "pod/preemptor"
+    });
+}
