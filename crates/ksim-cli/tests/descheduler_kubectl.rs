@@ -439,6 +439,17 @@ fn inter_pod_anti_affinity_honours_the_namespace_selector() {
     );
 }
 
+/// `ksim deschedule --policy POLICY --dry-run -o json`, which must succeed,
+/// as JSON.
+#[track_caller]
+fn dry_run(cluster: &TestCluster, policy: &str) -> serde_json::Value {
+    let policy = cluster.write_file("policy.yaml", policy);
+    let policy = policy.to_str().expect("utf-8 path");
+    let dry = cluster.ksim(&["deschedule", "--policy", policy, "--dry-run", "-o", "json"]);
+    assert!(dry.status.success(), "{dry:?}");
+    serde_json::from_slice(&dry.stdout).expect("the dry run prints JSON")
+}
+
 const INCLUSION_POLICY: &str = r#"
 apiVersion: descheduler/v1alpha2
 kind: DeschedulerPolicy
@@ -534,12 +545,7 @@ fn scheduler_and_descheduler_agree_on_node_inclusion_policies() {
         );
     }
 
-    let policy = cluster.write_file("policy.yaml", INCLUSION_POLICY);
-    let policy = policy.to_str().expect("utf-8 path");
-    let dry = cluster.ksim(&["deschedule", "--policy", policy, "--dry-run", "-o", "json"]);
-    assert!(dry.status.success(), "{dry:?}");
-    let report: serde_json::Value =
-        serde_json::from_slice(&dry.stdout).expect("the dry run prints JSON");
+    let report = dry_run(&cluster, INCLUSION_POLICY);
     assert_eq!(report["dryRun"], true, "{report}");
     assert_eq!(
         report["evictions"].as_array().map(Vec::len),
@@ -645,14 +651,7 @@ fn descheduler_node_fit_counts_cpu_as_the_scheduler_does() {
     cluster.kubectl(&["delete", "pod", "probe"]).success();
 
     // The descheduler agrees: mover stays.
-    let policy = cluster.write_file("policy.yaml", NODE_FIT_POLICY);
-    let policy = policy.to_str().expect("utf-8 path");
-    let dry_run = || -> serde_json::Value {
-        let dry = cluster.ksim(&["deschedule", "--policy", policy, "--dry-run", "-o", "json"]);
-        assert!(dry.status.success(), "{dry:?}");
-        serde_json::from_slice(&dry.stdout).expect("the dry run prints JSON")
-    };
-    let report = dry_run();
+    let report = dry_run(&cluster, NODE_FIT_POLICY);
     assert_eq!(
         report["evictions"].as_array().map(Vec::len),
         Some(0),
@@ -666,7 +665,7 @@ fn descheduler_node_fit_counts_cpu_as_the_scheduler_does() {
     cluster.wait_for(&["get", "pods", "-l", "app=filler", "-o", "name"], |out| {
         out.trim().is_empty()
     });
-    let report = dry_run();
+    let report = dry_run(&cluster, NODE_FIT_POLICY);
     let evictions = report["evictions"].as_array().expect("evictions");
     assert_eq!(evictions.len(), 1, "{report}");
     assert_eq!(evictions[0]["node"], "node-000000", "{report}");
