@@ -1,18 +1,21 @@
 //! Builders of nodes and pods for tests: `node("n").cpu("4").label(..).obj()`,
 //! `pod("p").cpu("1").node("n").obj()`, with selectors, taints,
-//! tolerations, affinity terms and topology spread constraints, as
-//! k8s-openapi values (no server needed).
+//! tolerations, affinity terms, topology spread constraints, owners,
+//! images, priority classes, scheduler names, phases and conditions, as
+//! k8s-openapi values (no server needed; [`crate::in_process`] creates
+//! them on a server).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, ContainerImage, ContainerPort, Node, NodeAffinity, NodeSelector,
-    NodeSelectorRequirement, NodeSelectorTerm, NodeSpec, NodeStatus, Pod, PodAffinity,
-    PodAffinityTerm, PodAntiAffinity, PodSpec, ResourceRequirements, Taint, Toleration,
-    TopologySpreadConstraint, WeightedPodAffinityTerm,
+    Affinity, Container, ContainerImage, ContainerPort, Node, NodeAffinity, NodeCondition,
+    NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, NodeSpec, NodeStatus,
+    PersistentVolumeClaimVolumeSource, Pod, PodAffinity, PodAffinityTerm, PodAntiAffinity,
+    PodCondition, PodSpec, PodStatus, ResourceRequirements, Taint, Toleration,
+    TopologySpreadConstraint, Volume, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 
 pub struct NodeBuilder(Node);
 
@@ -98,6 +101,24 @@ impl NodeBuilder {
                 });
         }
         self
+    }
+    /// A status condition (`Ready`, `MemoryPressure`...).
+    pub fn condition(mut self, type_: &str, status: &str) -> Self {
+        if let Some(node_status) = self.0.status.as_mut() {
+            node_status
+                .conditions
+                .get_or_insert_with(Vec::new)
+                .push(NodeCondition {
+                    type_: type_.to_string(),
+                    status: status.to_string(),
+                    ..Default::default()
+                });
+        }
+        self
+    }
+    /// `Ready=True`.
+    pub fn ready(self) -> Self {
+        self.condition("Ready", "True")
     }
     pub fn obj(self) -> Node {
         self.0
@@ -333,6 +354,81 @@ impl PodBuilder {
                 pod_affinity_term: term,
             });
         self
+    }
+    pub fn annotation(mut self, key: &str, value: &str) -> Self {
+        self.0
+            .metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(key.to_string(), value.to_string());
+        self
+    }
+    /// The controller owner reference (`controller: true`).
+    pub fn owner(mut self, api_version: &str, kind: &str, name: &str, uid: &str) -> Self {
+        self.0
+            .metadata
+            .owner_references
+            .get_or_insert_with(Vec::new)
+            .push(OwnerReference {
+                api_version: api_version.to_string(),
+                kind: kind.to_string(),
+                name: name.to_string(),
+                uid: uid.to_string(),
+                controller: Some(true),
+                block_owner_deletion: None,
+            });
+        self
+    }
+    /// The first container's image (the API server requires one).
+    pub fn image(mut self, image: &str) -> Self {
+        self.spec().containers[0].image = Some(image.to_string());
+        self
+    }
+    pub fn scheduler_name(mut self, name: &str) -> Self {
+        self.spec().scheduler_name = Some(name.to_string());
+        self
+    }
+    pub fn priority_class_name(mut self, name: &str) -> Self {
+        self.spec().priority_class_name = Some(name.to_string());
+        self
+    }
+    /// A volume `name` mounting the PersistentVolumeClaim `claim`.
+    pub fn claim_volume(mut self, name: &str, claim: &str) -> Self {
+        self.spec()
+            .volumes
+            .get_or_insert_with(Vec::new)
+            .push(Volume {
+                name: name.to_string(),
+                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                    claim_name: claim.to_string(),
+                    read_only: None,
+                }),
+                ..Default::default()
+            });
+        self
+    }
+    fn status(&mut self) -> &mut PodStatus {
+        self.0.status.get_or_insert_with(PodStatus::default)
+    }
+    pub fn phase(mut self, phase: &str) -> Self {
+        self.status().phase = Some(phase.to_string());
+        self
+    }
+    /// A status condition (`Ready`, `PodScheduled`...).
+    pub fn condition(mut self, type_: &str, status: &str) -> Self {
+        self.status()
+            .conditions
+            .get_or_insert_with(Vec::new)
+            .push(PodCondition {
+                type_: type_.to_string(),
+                status: status.to_string(),
+                ..Default::default()
+            });
+        self
+    }
+    /// Phase `Running` and `Ready=True`, as the kubelet reports a started pod.
+    pub fn running(self) -> Self {
+        self.phase("Running").condition("Ready", "True")
     }
     pub fn obj(self) -> Pod {
         self.0
