@@ -6,14 +6,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use ksim_apiserver::ApiServer;
 use ksim_kubelet::simulator::{create_stage, ensure_stage_crd};
 use ksim_kubelet::stages::{StageSet, parse_stage};
 use ksim_kubelet::{KubeletOptions, KubeletSimulator, NodeSelection};
 use ksim_testutils::in_process::{InProcessCluster, eventually};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use tokio::task::JoinHandle;
 
 /// ksim-testutils' in-process cluster, with the simulator spawned on it.
 type Cluster = InProcessCluster;
@@ -25,13 +23,14 @@ fn options() -> KubeletOptions {
     }
 }
 
-fn spawn_simulator(client: kube::Client, options: KubeletOptions) -> JoinHandle<()> {
+/// Runs the simulator on `cluster` with `client` until the cluster is dropped.
+fn spawn_simulator(cluster: &mut Cluster, client: kube::Client, options: KubeletOptions) {
     let simulator = KubeletSimulator::new(client, options);
-    tokio::spawn(async move {
+    cluster.spawn(async move {
         if let Err(error) = simulator.run().await {
             panic!("simulator failed: {error}");
         }
-    })
+    });
 }
 
 /// Starts a server and the simulator; `stages`, when given, are created before the
@@ -46,12 +45,7 @@ async fn start(stages: Option<Vec<&str>>) -> Cluster {
             assert!(create_stage(&client, &stage).await.expect("stage created"));
         }
     }
-    let simulator = KubeletSimulator::new(client, options());
-    cluster.spawn(async move {
-        if let Err(error) = simulator.run().await {
-            panic!("simulator failed: {error}");
-        }
-    });
+    spawn_simulator(&mut cluster, client, options());
     cluster
 }
 
@@ -362,9 +356,32 @@ async fn custom_stage_delay_is_honoured() {
     );
 }
 
+/// Runs only the pods labelled `marker=yes`: a pod the simulator must have
+/// looked at, to tell when it has seen the pods created before it.
+const MARKER_RUNS: &str = r#"
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-marker-runs
+spec:
+  resourceRef:
+    apiVersion: v1
+    kind: Pod
+  selector:
+    matchLabels:
+      marker: "yes"
+    matchExpressions:
+    - key: '.status.phase'
+      operator: In
+      values: [Pending]
+  next:
+    statusTemplate: |
+      phase: Running
+"#;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stage_applied_after_pods_exist_takes_effect_at_once() {
-    let cluster = start(Some(vec![default_stage("node-initialize")])).await;
+    let cluster = start(Some(vec![default_stage("node-initialize"), MARKER_RUNS])).await;
     create_node(&cluster.client, "node-e", "10.0.12.0/24", "10.128.0.22").await;
     let nodes = Api::<Node>::all(cluster.client.clone());
     eventually("node Ready", || async {
@@ -375,7 +392,14 @@ async fn stage_applied_after_pods_exist_takes_effect_at_once() {
     pods.create(&PostParams::default(), &pod("waiting", "node-e", &[]))
         .await
         .expect("pod created");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A later pod on the same node that a stage does run: once it runs,
+    // the simulator has seen "waiting" too and left it alone.
+    let mut marker = pod("marker", "node-e", &[]);
+    marker.metadata.labels = Some([("marker".to_string(), "yes".to_string())].into());
+    pods.create(&PostParams::default(), &marker)
+        .await
+        .expect("pod created");
+    running_pod(&pods, "marker").await;
     let pending = pods.get("waiting").await.expect("pod exists");
     assert_eq!(phase(&pending), Some("Pending"), "no pod stage yet");
     let stage = parse_stage(default_stage("pod-ready")).expect("parses");
@@ -388,28 +412,17 @@ async fn stage_applied_after_pods_exist_takes_effect_at_once() {
     assert!(running.status.and_then(|s| s.pod_ip).is_some());
 }
 
-/// A client of `server` over HTTP on a loopback port, as the stand-alone simulator
-/// talks to any cluster.
-async fn http_client(server: &ApiServer) -> kube::Client {
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-        .await
-        .expect("bind loopback");
-    let address = listener.local_addr().expect("local address");
-    tokio::spawn(ksim_apiserver::serve(listener, server.clone()));
-    let url: http::Uri = format!("http://{address}").parse().expect("url");
-    ksim_runtime::client::from_config(kube::Config::new(url)).expect("client")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stand_alone_over_http_manages_only_selected_nodes() {
-    let server = ApiServer::new();
-    let client = http_client(&server).await;
+    // A client over HTTP on a loopback port, as the stand-alone simulator
+    // talks to any cluster.
+    let mut cluster = InProcessCluster::new();
+    let client = cluster.http_client().await;
     let options = KubeletOptions {
         manage: NodeSelection::annotation("kwok.x-k8s.io/node=fake").expect("valid"),
         ..options()
     };
-    let simulator = spawn_simulator(client.clone(), options);
-    let _abort = AbortOnDrop(simulator);
+    spawn_simulator(&mut cluster, client.clone(), options);
     // The CRD and default stages are installed by the simulator; wait for them.
     eventually("default stages", || async {
         let list = client
@@ -453,14 +466,6 @@ async fn stand_alone_over_http_manages_only_selected_nodes() {
     let leases = Api::<Lease>::namespaced(client.clone(), "kube-node-lease");
     assert!(leases.get("fake-0").await.is_ok());
     assert!(leases.get("other").await.is_err());
-}
-
-struct AbortOnDrop(JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
