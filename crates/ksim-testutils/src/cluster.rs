@@ -187,6 +187,18 @@ impl KsimEnv {
     /// accepts, and returns that stdout; fails the test after 60 s.
     #[track_caller]
     pub fn wait_for(&self, args: &[&str], done: impl Fn(&str) -> bool) -> String {
+        self.wait_for_showing(args, done, String::new)
+    }
+
+    /// [`KsimEnv::wait_for`] whose timeout message ends with `context()`
+    /// (a component's logs, say).
+    #[track_caller]
+    pub fn wait_for_showing(
+        &self,
+        args: &[&str],
+        done: impl Fn(&str) -> bool,
+        context: impl Fn() -> String,
+    ) -> String {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         loop {
             let output = self.kubectl(args);
@@ -195,9 +207,10 @@ impl KsimEnv {
             }
             assert!(
                 std::time::Instant::now() < deadline,
-                "timed out: kubectl {args:?}\nstdout:\n{}\nstderr:\n{}",
+                "timed out: kubectl {args:?}\nstdout:\n{}\nstderr:\n{}{}",
                 output.stdout,
-                output.stderr
+                output.stderr,
+                context()
             );
             std::thread::sleep(std::time::Duration::from_millis(200));
         }
@@ -387,6 +400,39 @@ impl TestCluster {
     #[track_caller]
     pub fn wait_for(&self, args: &[&str], done: impl Fn(&str) -> bool) -> String {
         self.env.wait_for(args, done)
+    }
+
+    /// `kubectl get pods -o wide` rows as (name, status, node), polled
+    /// until `done` holds; fails the test after 60 s, showing the rows.
+    #[track_caller]
+    pub fn pods_until(
+        &self,
+        what: &str,
+        done: impl Fn(&[(String, String, String)]) -> bool,
+    ) -> Vec<(String, String, String)> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let output = self.kubectl(&["get", "pods", "-o", "wide"]);
+            output.success();
+            let header = output.stdout.lines().next().unwrap_or_default().to_string();
+            let columns: Vec<&str> = header.split_whitespace().collect();
+            let position = |name: &str| columns.iter().position(|c| *c == name);
+            let rows: Vec<(String, String, String)> = match (position("STATUS"), position("NODE")) {
+                (Some(status), Some(node)) => crate::kubectl::table_rows(&output)
+                    .into_iter()
+                    .map(|row| (row[0].clone(), row[status].clone(), row[node].clone()))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            if done(&rows) {
+                return rows;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out waiting for {what}: {rows:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
     }
 
     /// Applies the CustomResourceDefinition manifest at `manifest` (named
