@@ -190,6 +190,16 @@ impl KsimEnv {
         self.wait_for_showing(args, done, String::new)
     }
 
+    /// [`KsimEnv::wait_for`] against cluster `name` of this environment
+    /// (`kubectl --context ksim-<name> <args>`).
+    #[track_caller]
+    pub fn wait_for_in(&self, name: &str, args: &[&str], done: impl Fn(&str) -> bool) -> String {
+        let context = format!("--context=ksim-{name}");
+        let mut all = vec![context.as_str()];
+        all.extend_from_slice(args);
+        self.wait_for(&all, done)
+    }
+
     /// [`KsimEnv::wait_for`] whose timeout message ends with `context()`
     /// (a component's logs, say).
     #[track_caller]
