@@ -50,6 +50,17 @@ impl NodeBuilder {
         }
         self
     }
+    /// `status.capacity[name]` (what [`NodeBuilder::capacity`] sets is
+    /// the allocatable amount).
+    pub fn total_capacity(mut self, name: &str, value: &str) -> Self {
+        if let Some(status) = self.0.status.as_mut() {
+            status
+                .capacity
+                .get_or_insert_with(BTreeMap::new)
+                .insert(name.to_string(), Quantity(value.to_string()));
+        }
+        self
+    }
     pub fn cpu(self, value: &str) -> Self {
         self.capacity("cpu", value)
     }
@@ -353,6 +364,10 @@ impl PodBuilder {
                 weight,
                 pod_affinity_term: term,
             });
+        self
+    }
+    pub fn uid(mut self, uid: &str) -> Self {
+        self.0.metadata.uid = Some(uid.to_string());
         self
     }
     pub fn annotation(mut self, key: &str, value: &str) -> Self {
