@@ -2,16 +2,19 @@
 //! placement by each constraint type, spread across labelled domains, the
 //! FailedScheduling message, pods placed when room appears, preemption.
 
+mod support;
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use ksim_scheduler::scheduler::{SchedulerOptions, run};
-use ksim_testutils::builders::{NodeBuilder, PodBuilder, node, pod};
+use ksim_testutils::builders::{NodeBuilder, PodBuilder};
 use ksim_testutils::in_process::{InProcessCluster, eventually};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
+use support::{cpu_node, cpu_pod};
 
 /// ksim-testutils' in-process cluster with the scheduler running on it.
 struct Cluster(InProcessCluster);
@@ -34,16 +37,6 @@ fn start_with(options: SchedulerOptions) -> Cluster {
         let _ = run(client, options).await;
     });
     Cluster(cluster)
-}
-
-/// A node with `cpu` and 32Gi allocatable.
-fn cpu_node(name: &str, cpu: &str) -> NodeBuilder {
-    node(name).cpu(cpu).memory("32Gi")
-}
-
-/// A pod requesting `cpu`.
-fn cpu_pod(name: &str, cpu: &str) -> PodBuilder {
-    pod(name).image("pause").cpu(cpu)
 }
 
 impl Cluster {

@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, ContainerImage, ContainerPort, Node, NodeAffinity, NodeCondition,
-    NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, NodeSpec, NodeStatus,
+    Affinity, Container, ContainerImage, ContainerPort, Node, NodeAddress, NodeAffinity,
+    NodeCondition, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, NodeSpec, NodeStatus,
     PersistentVolumeClaimVolumeSource, Pod, PodAffinity, PodAffinityTerm, PodAntiAffinity,
     PodCondition, PodSpec, PodStatus, ResourceRequirements, Taint, Toleration,
     TopologySpreadConstraint, Volume, WeightedPodAffinityTerm,
@@ -109,6 +109,33 @@ impl NodeBuilder {
                 .push(ContainerImage {
                     names: Some(names.iter().map(|n| n.to_string()).collect()),
                     size_bytes: Some(size),
+                });
+        }
+        self
+    }
+    pub fn annotation(mut self, key: &str, value: &str) -> Self {
+        self.0
+            .metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(key.to_string(), value.to_string());
+        self
+    }
+    pub fn pod_cidr(mut self, cidr: &str) -> Self {
+        if let Some(spec) = self.0.spec.as_mut() {
+            spec.pod_cidr = Some(cidr.to_string());
+        }
+        self
+    }
+    /// A status address (`InternalIP`, `Hostname`...).
+    pub fn address(mut self, type_: &str, address: &str) -> Self {
+        if let Some(status) = self.0.status.as_mut() {
+            status
+                .addresses
+                .get_or_insert_with(Vec::new)
+                .push(NodeAddress {
+                    type_: type_.to_string(),
+                    address: address.to_string(),
                 });
         }
         self
@@ -364,6 +391,14 @@ impl PodBuilder {
                 weight,
                 pod_affinity_term: term,
             });
+        self
+    }
+    pub fn finalizer(mut self, finalizer: &str) -> Self {
+        self.0
+            .metadata
+            .finalizers
+            .get_or_insert_with(Vec::new)
+            .push(finalizer.to_string());
         self
     }
     pub fn uid(mut self, uid: &str) -> Self {
