@@ -5,18 +5,14 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use ksim_testutils::builders;
 use ksim_testutils::in_process::{InProcessCluster, eventually};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use serde_json::json;
 
 fn pod(name: &str, app: &str) -> Pod {
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": app}},
-        "spec": {"containers": [{"name": "c", "image": "nginx"}]}
-    }))
-    .expect("valid pod")
+    builders::pod(name).image("nginx").label("app", app).obj()
 }
 
 async fn crud_and_conflicts(client: kube::Client) {
