@@ -58,22 +58,9 @@ fn terminating_namespace_waits_for_finalized_contents() {
         .clone();
     assert_eq!(status, "Terminating");
     // The cleanup deletes what it can and only marks what a finalizer holds.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let left = cluster
-            .kubectl(&["get", "configmaps", "-n", "t", "-o", "name"])
-            .success()
-            .stdout
-            .clone();
-        if left.trim() == "configmap/held" {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "contents left: {left}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    cluster.wait_for(&["get", "configmaps", "-n", "t", "-o", "name"], |left| {
+        left.trim() == "configmap/held"
+    });
 
     let refused = cluster.kubectl(&[
         "create",
