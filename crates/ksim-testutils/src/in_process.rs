@@ -167,6 +167,26 @@ impl InProcessCluster {
     }
 }
 
+/// Sets a pod's phase, with `Ready=True` when it is `Running` and
+/// `Ready=False` otherwise, as the kubelet simulator would (the transition
+/// stamped with the wall clock: for clusters on the real clock).
+pub async fn set_pod_phase(client: &kube::Client, namespace: &str, name: &str, phase: &str) {
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let ready = if phase == "Running" { "True" } else { "False" };
+    Api::<Pod>::namespaced(client.clone(), namespace)
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                serde_json::json!({"status": {"phase": phase, "conditions": [
+                    {"type": "Ready", "status": ready, "lastTransitionTime": now}
+                ]}}),
+            ),
+        )
+        .await
+        .expect("set the pod's phase");
+}
+
 /// Polls `check` until it returns `Some` and returns that; fails the test
 /// after 60 s (generous: CI runs many clusters at once on two cores; this
 /// bounds a hang, it does not time anything).

@@ -7,10 +7,10 @@ use std::future::Future;
 
 use k8s_openapi::api::core::v1::Pod;
 use ksim_testutils::in_process::InProcessCluster;
-use kube::api::{Api, ListParams, Patch, PatchParams};
-use serde_json::json;
+use kube::api::{Api, ListParams};
 
 pub(crate) use ksim_testutils::in_process::eventually;
+use ksim_testutils::in_process::set_pod_phase;
 
 use crate::ControllerName;
 
@@ -59,18 +59,7 @@ impl Cluster {
 
     /// Sets a pod's phase, Ready when Running (what the kubelet would do).
     pub(crate) async fn set_phase(&self, name: &str, phase: &str) {
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), "default");
-        let now = k8s_openapi::jiff::Timestamp::now().to_string();
-        let ready = if phase == "Running" { "True" } else { "False" };
-        api.patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"phase": phase, "conditions": [
-                {"type": "Ready", "status": ready, "lastTransitionTime": now}
-            ]}})),
-        )
-        .await
-        .expect("set pod phase");
+        set_pod_phase(&self.client, "default", name, phase).await;
     }
 }
 
