@@ -40,25 +40,37 @@ pub fn node(name: &str) -> NodeBuilder {
     })
 }
 
+/// Sets `key` to `value` in an optional map, creating the map.
+fn insert<T>(map: &mut Option<BTreeMap<String, T>>, key: &str, value: T) {
+    map.get_or_insert_with(BTreeMap::new)
+        .insert(key.to_string(), value);
+}
+
+/// Appends `item` to an optional list, creating the list.
+fn push<T>(list: &mut Option<Vec<T>>, item: T) {
+    list.get_or_insert_with(Vec::new).push(item);
+}
+
+fn quantity(value: &str) -> Quantity {
+    Quantity(value.to_string())
+}
+
 impl NodeBuilder {
+    fn spec(&mut self) -> &mut NodeSpec {
+        self.0.spec.get_or_insert_with(NodeSpec::default)
+    }
+    fn status(&mut self) -> &mut NodeStatus {
+        self.0.status.get_or_insert_with(NodeStatus::default)
+    }
+    /// `status.allocatable[name]`.
     pub fn capacity(mut self, name: &str, value: &str) -> Self {
-        if let Some(status) = self.0.status.as_mut() {
-            status
-                .allocatable
-                .get_or_insert_with(BTreeMap::new)
-                .insert(name.to_string(), Quantity(value.to_string()));
-        }
+        insert(&mut self.status().allocatable, name, quantity(value));
         self
     }
     /// `status.capacity[name]` (what [`NodeBuilder::capacity`] sets is
     /// the allocatable amount).
     pub fn total_capacity(mut self, name: &str, value: &str) -> Self {
-        if let Some(status) = self.0.status.as_mut() {
-            status
-                .capacity
-                .get_or_insert_with(BTreeMap::new)
-                .insert(name.to_string(), Quantity(value.to_string()));
-        }
+        insert(&mut self.status().capacity, name, quantity(value));
         self
     }
     pub fn cpu(self, value: &str) -> Self {
@@ -71,11 +83,7 @@ impl NodeBuilder {
         self.capacity("pods", value)
     }
     pub fn label(mut self, key: &str, value: &str) -> Self {
-        self.0
-            .metadata
-            .labels
-            .get_or_insert_with(BTreeMap::new)
-            .insert(key.to_string(), value.to_string());
+        insert(&mut self.0.metadata.labels, key, value.to_string());
         self
     }
     pub fn without_label(mut self, key: &str) -> Self {
@@ -84,74 +92,53 @@ impl NodeBuilder {
         }
         self
     }
+    pub fn annotation(mut self, key: &str, value: &str) -> Self {
+        insert(&mut self.0.metadata.annotations, key, value.to_string());
+        self
+    }
     pub fn taint(mut self, key: &str, value: &str, effect: &str) -> Self {
-        if let Some(spec) = self.0.spec.as_mut() {
-            spec.taints.get_or_insert_with(Vec::new).push(Taint {
-                key: key.to_string(),
-                value: (!value.is_empty()).then(|| value.to_string()),
-                effect: effect.to_string(),
-                time_added: None,
-            });
-        }
+        let taint = Taint {
+            key: key.to_string(),
+            value: (!value.is_empty()).then(|| value.to_string()),
+            effect: effect.to_string(),
+            time_added: None,
+        };
+        push(&mut self.spec().taints, taint);
         self
     }
     pub fn unschedulable(mut self) -> Self {
-        if let Some(spec) = self.0.spec.as_mut() {
-            spec.unschedulable = Some(true);
-        }
-        self
-    }
-    pub fn image(mut self, names: &[&str], size: i64) -> Self {
-        if let Some(status) = self.0.status.as_mut() {
-            status
-                .images
-                .get_or_insert_with(Vec::new)
-                .push(ContainerImage {
-                    names: Some(names.iter().map(|n| n.to_string()).collect()),
-                    size_bytes: Some(size),
-                });
-        }
-        self
-    }
-    pub fn annotation(mut self, key: &str, value: &str) -> Self {
-        self.0
-            .metadata
-            .annotations
-            .get_or_insert_with(BTreeMap::new)
-            .insert(key.to_string(), value.to_string());
+        self.spec().unschedulable = Some(true);
         self
     }
     pub fn pod_cidr(mut self, cidr: &str) -> Self {
-        if let Some(spec) = self.0.spec.as_mut() {
-            spec.pod_cidr = Some(cidr.to_string());
-        }
+        self.spec().pod_cidr = Some(cidr.to_string());
+        self
+    }
+    pub fn image(mut self, names: &[&str], size: i64) -> Self {
+        let image = ContainerImage {
+            names: Some(names.iter().map(|n| n.to_string()).collect()),
+            size_bytes: Some(size),
+        };
+        push(&mut self.status().images, image);
         self
     }
     /// A status address (`InternalIP`, `Hostname`...).
     pub fn address(mut self, type_: &str, address: &str) -> Self {
-        if let Some(status) = self.0.status.as_mut() {
-            status
-                .addresses
-                .get_or_insert_with(Vec::new)
-                .push(NodeAddress {
-                    type_: type_.to_string(),
-                    address: address.to_string(),
-                });
-        }
+        let address = NodeAddress {
+            type_: type_.to_string(),
+            address: address.to_string(),
+        };
+        push(&mut self.status().addresses, address);
         self
     }
     /// A status condition (`Ready`, `MemoryPressure`...).
     pub fn condition(mut self, type_: &str, status: &str) -> Self {
-        if let Some(node_status) = self.0.status.as_mut() {
-            node_status
-                .conditions
-                .get_or_insert_with(Vec::new)
-                .push(NodeCondition {
-                    type_: type_.to_string(),
-                    status: status.to_string(),
-                    ..Default::default()
-                });
-        }
+        let condition = NodeCondition {
+            type_: type_.to_string(),
+            status: status.to_string(),
+            ..Default::default()
+        };
+        push(&mut self.status().conditions, condition);
         self
     }
     /// `Ready=True`.
@@ -215,11 +202,7 @@ impl PodBuilder {
         self
     }
     pub fn label(mut self, key: &str, value: &str) -> Self {
-        self.0
-            .metadata
-            .labels
-            .get_or_insert_with(BTreeMap::new)
-            .insert(key.to_string(), value.to_string());
+        insert(&mut self.0.metadata.labels, key, value.to_string());
         self
     }
     pub fn request(mut self, name: &str, value: &str) -> Self {
@@ -265,10 +248,7 @@ impl PodBuilder {
         self
     }
     pub fn overhead(mut self, name: &str, value: &str) -> Self {
-        self.spec()
-            .overhead
-            .get_or_insert_with(BTreeMap::new)
-            .insert(name.to_string(), Quantity(value.to_string()));
+        insert(&mut self.spec().overhead, name, quantity(value));
         self
     }
     pub fn node(mut self, node: &str) -> Self {
@@ -307,10 +287,7 @@ impl PodBuilder {
         self
     }
     pub fn node_selector(mut self, key: &str, value: &str) -> Self {
-        self.spec()
-            .node_selector
-            .get_or_insert_with(BTreeMap::new)
-            .insert(key.to_string(), value.to_string());
+        insert(&mut self.spec().node_selector, key, value.to_string());
         self
     }
     pub fn node_affinity_in(mut self, key: &str, values: &[&str]) -> Self {
@@ -394,11 +371,7 @@ impl PodBuilder {
         self
     }
     pub fn finalizer(mut self, finalizer: &str) -> Self {
-        self.0
-            .metadata
-            .finalizers
-            .get_or_insert_with(Vec::new)
-            .push(finalizer.to_string());
+        push(&mut self.0.metadata.finalizers, finalizer.to_string());
         self
     }
     pub fn uid(mut self, uid: &str) -> Self {
@@ -406,11 +379,7 @@ impl PodBuilder {
         self
     }
     pub fn annotation(mut self, key: &str, value: &str) -> Self {
-        self.0
-            .metadata
-            .annotations
-            .get_or_insert_with(BTreeMap::new)
-            .insert(key.to_string(), value.to_string());
+        insert(&mut self.0.metadata.annotations, key, value.to_string());
         self
     }
     /// The controller owner reference (`controller: true`).
@@ -466,14 +435,12 @@ impl PodBuilder {
     }
     /// A status condition (`Ready`, `PodScheduled`...).
     pub fn condition(mut self, type_: &str, status: &str) -> Self {
-        self.status()
-            .conditions
-            .get_or_insert_with(Vec::new)
-            .push(PodCondition {
-                type_: type_.to_string(),
-                status: status.to_string(),
-                ..Default::default()
-            });
+        let condition = PodCondition {
+            type_: type_.to_string(),
+            status: status.to_string(),
+            ..Default::default()
+        };
+        push(&mut self.status().conditions, condition);
         self
     }
     /// Phase `Running` and `Ready=True`, as the kubelet reports a started pod.
