@@ -286,6 +286,18 @@ impl PodBuilder {
             });
         self
     }
+    /// Tolerates the NoExecute taint `key` (any value) for `seconds`.
+    pub fn toleration_seconds(mut self, key: &str, seconds: i64) -> Self {
+        let toleration = Toleration {
+            key: Some(key.to_string()),
+            operator: Some("Exists".to_string()),
+            effect: Some("NoExecute".to_string()),
+            toleration_seconds: Some(seconds),
+            value: None,
+        };
+        push(&mut self.spec().tolerations, toleration);
+        self
+    }
     pub fn node_selector(mut self, key: &str, value: &str) -> Self {
         insert(&mut self.spec().node_selector, key, value.to_string());
         self

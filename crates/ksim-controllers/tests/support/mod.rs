@@ -22,6 +22,12 @@ impl std::ops::Deref for Cluster {
     }
 }
 
+impl std::ops::DerefMut for Cluster {
+    fn deref_mut(&mut self) -> &mut InProcessCluster {
+        &mut self.0
+    }
+}
+
 impl Cluster {
     pub fn start(controllers: &[ControllerName]) -> Self {
         let mut cluster = InProcessCluster::new();
