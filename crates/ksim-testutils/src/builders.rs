@@ -15,7 +15,9 @@ use k8s_openapi::api::core::v1::{
     TopologySpreadConstraint, Volume, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, ObjectMeta, OwnerReference, Time,
+};
 
 pub struct NodeBuilder(Node);
 
@@ -395,19 +397,22 @@ impl PodBuilder {
         self
     }
     /// The controller owner reference (`controller: true`).
-    pub fn owner(mut self, api_version: &str, kind: &str, name: &str, uid: &str) -> Self {
-        self.0
-            .metadata
-            .owner_references
-            .get_or_insert_with(Vec::new)
-            .push(OwnerReference {
-                api_version: api_version.to_string(),
-                kind: kind.to_string(),
-                name: name.to_string(),
-                uid: uid.to_string(),
-                controller: Some(true),
-                block_owner_deletion: None,
-            });
+    pub fn owner(self, api_version: &str, kind: &str, name: &str, uid: &str) -> Self {
+        self.owner_reference(OwnerReference {
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+            name: name.to_string(),
+            uid: uid.to_string(),
+            controller: Some(true),
+            block_owner_deletion: None,
+        })
+    }
+    pub fn owner_reference(mut self, reference: OwnerReference) -> Self {
+        push(&mut self.0.metadata.owner_references, reference);
+        self
+    }
+    pub fn created_at(mut self, at: k8s_openapi::jiff::Timestamp) -> Self {
+        self.0.metadata.creation_timestamp = Some(Time(at));
         self
     }
     /// The first container's image (the API server requires one).
