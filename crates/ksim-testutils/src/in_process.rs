@@ -2,7 +2,9 @@
 //! clock or a virtual one) and a client that reaches it without a socket
 //! (or, on request, one over HTTP on a loopback port), plus the components
 //! a test spawns on it, aborted when the cluster is dropped. A virtual clock
-//! is advanced and settled through the cluster.
+//! is advanced and settled through the cluster. Nodes and pods (from
+//! [`crate::builders`]) are created with their status; [`set_pod_phase`]
+//! does what a kubelet would; [`eventually`] is the one poller.
 
 use std::time::Duration;
 
