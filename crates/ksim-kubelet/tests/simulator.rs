@@ -339,32 +339,24 @@ async fn custom_stage_delay_is_honoured() {
     );
 }
 
-/// Runs only the pods labelled `marker=yes`: a pod the simulator must have
-/// looked at, to tell when it has seen the pods created before it.
-const MARKER_RUNS: &str = r#"
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata:
-  name: pod-marker-runs
-spec:
-  resourceRef:
-    apiVersion: v1
-    kind: Pod
-  selector:
-    matchLabels:
-      marker: "yes"
-    matchExpressions:
-    - key: '.status.phase'
-      operator: In
-      values: [Pending]
-  next:
-    statusTemplate: |
-      phase: Running
-"#;
+/// The shipped pod-ready stage restricted to pods labelled `marker=yes`: a
+/// pod the simulator must have looked at, to tell when it has seen the
+/// pods created before it.
+fn marker_runs() -> String {
+    let mut stage = parse_stage(default_stage("pod-ready")).expect("parses");
+    stage.metadata.name = "pod-marker-ready".to_string();
+    stage
+        .spec
+        .selector
+        .get_or_insert_with(Default::default)
+        .match_labels = Some([("marker".to_string(), "yes".to_string())].into());
+    serde_json::to_string(&stage).expect("a stage serializes")
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stage_applied_after_pods_exist_takes_effect_at_once() {
-    let cluster = start(Some(vec![default_stage("node-initialize"), MARKER_RUNS])).await;
+    let marker_runs = marker_runs();
+    let cluster = start(Some(vec![default_stage("node-initialize"), &marker_runs])).await;
     create_node(&cluster, "node-e", "10.0.12.0/24", "10.128.0.22").await;
     let nodes = Api::<Node>::all(cluster.client.clone());
     eventually("node Ready", || async {
@@ -377,9 +369,11 @@ async fn stage_applied_after_pods_exist_takes_effect_at_once() {
         .expect("pod created");
     // A later pod on the same node that a stage does run: once it runs,
     // the simulator has seen "waiting" too and left it alone.
-    let mut marker = pod("marker", "node-e", &[]);
-    marker.metadata.labels = Some([("marker".to_string(), "yes".to_string())].into());
-    pods.create(&PostParams::default(), &marker)
+    let marker = builders::pod("marker")
+        .image("nginx")
+        .node("node-e")
+        .label("marker", "yes");
+    pods.create(&PostParams::default(), &marker.obj())
         .await
         .expect("pod created");
     running_pod(&pods, "marker").await;
