@@ -8,10 +8,10 @@
 
 use std::path::Path;
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
 
 use ksim_testutils::KsimEnv;
 use ksim_testutils::kubectl::{stdout_json, table_rows};
+use ksim_testutils::poll_until;
 
 const RING: [&str; 9] = [
     "00-10-20", "10-20-30", "20-30-40", "30-40-50", "40-50-60", "50-60-70", "60-70-80", "70-80-00",
@@ -95,8 +95,7 @@ fn allowed(env: &KsimEnv, cluster: &str, kind: &str) -> Vec<(String, String)> {
 
 /// Waits until every cluster's DPDBs and PDBs show `want(name)` allowed.
 fn wait_allowed(env: &KsimEnv, want: impl Fn(&str) -> &'static str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    poll_until("every budget's allowed disruptions", || {
         let mut mismatch = None;
         for cluster in CLUSTERS {
             for kind in ["dpdb", "pdb"] {
@@ -108,12 +107,8 @@ fn wait_allowed(env: &KsimEnv, want: impl Fn(&str) -> &'static str) {
                 }
             }
         }
-        let Some(mismatch) = mismatch else {
-            return;
-        };
-        assert!(Instant::now() < deadline, "timed out: {mismatch}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+        mismatch.map_or(Ok(()), Err)
+    });
 }
 
 fn evict(env: &KsimEnv, cluster: &str, pod: &str) -> ksim_testutils::KubectlOutput {
@@ -499,15 +494,14 @@ fn concurrent_evictions_in_the_window(coordination: &str) -> (KsimEnv, usize, Ve
     };
     // Settled: Optimistic opens both children, Exclusive exactly one.
     let want_open = if coordination == "Exclusive" { 1 } else { 2 };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    poll_until("the children settled", || {
         let open = [allowed_now("red"), allowed_now("blue")];
         if open.iter().filter(|a| **a == 1).count() == want_open && open.iter().all(|a| *a >= 0) {
-            break;
+            Ok(())
+        } else {
+            Err(format!("{open:?}"))
         }
-        assert!(Instant::now() < deadline, "not settled: {open:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    });
     let results: Vec<ksim_testutils::KubectlOutput> = std::thread::scope(|scope| {
         let red = scope.spawn(|| evict(&env, "red", "db-a"));
         let blue = scope.spawn(|| evict(&env, "blue", "db-b"));

@@ -12,6 +12,25 @@ const KUBECTL: &str = "/usr/bin/kubectl";
 /// The name `TestCluster::start` gives its cluster (ksim's default).
 pub const KSIM_CLUSTER_NAME: &str = "ksim";
 
+/// Calls `check` every 200 ms until it returns `Ok`, and returns that;
+/// fails the test after 60 s with `what` and the last `Err` (what was seen
+/// instead). The end-to-end tests' one poller (a bound on a hang, not a
+/// timing).
+#[track_caller]
+pub fn poll_until<T>(what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        match check() {
+            Ok(value) => return value,
+            Err(seen) => assert!(
+                std::time::Instant::now() < deadline,
+                "timed out waiting for {what}: {seen}"
+            ),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
 /// The result of one kubectl run.
 #[derive(Debug, Clone)]
 pub struct KubectlOutput {
@@ -209,21 +228,18 @@ impl KsimEnv {
         done: impl Fn(&str) -> bool,
         context: impl Fn() -> String,
     ) -> String {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        loop {
+        poll_until(&format!("kubectl {args:?}"), || {
             let output = self.kubectl(args);
             if output.status == 0 && done(&output.stdout) {
-                return output.stdout;
+                return Ok(output.stdout);
             }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "timed out: kubectl {args:?}\nstdout:\n{}\nstderr:\n{}{}",
+            Err(format!(
+                "\nstdout:\n{}\nstderr:\n{}{}",
                 output.stdout,
                 output.stderr,
                 context()
-            );
-            std::thread::sleep(std::time::Duration::from_millis(200));
-        }
+            ))
+        })
     }
 
     /// Runs `kubectl --request-timeout=20s <args>` in this environment.
@@ -420,8 +436,7 @@ impl TestCluster {
         what: &str,
         done: impl Fn(&[(String, String, String)]) -> bool,
     ) -> Vec<(String, String, String)> {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        loop {
+        poll_until(what, || {
             let output = self.kubectl(&["get", "pods", "-o", "wide"]);
             output.success();
             let header = output.stdout.lines().next().unwrap_or_default().to_string();
@@ -435,14 +450,11 @@ impl TestCluster {
                 _ => Vec::new(),
             };
             if done(&rows) {
-                return rows;
+                Ok(rows)
+            } else {
+                Err(format!("{rows:?}"))
             }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "timed out waiting for {what}: {rows:?}"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(200));
-        }
+        })
     }
 
     /// Applies the CustomResourceDefinition manifest at `manifest` (named
@@ -461,19 +473,14 @@ impl TestCluster {
             "--timeout=60s",
         ])
         .success();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        loop {
+        poll_until(&format!("{crd_name} served"), || {
             let listed = self.kubectl(&["get", crd_name]);
             if listed.status == 0 {
-                break;
+                Ok(())
+            } else {
+                Err(listed.stderr)
             }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{crd_name} never served: {}",
-                listed.stderr
-            );
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
+        });
         applied
     }
 }

@@ -16,4 +16,4 @@ pub mod in_process;
 pub mod kubectl;
 pub mod webdriver;
 
-pub use cluster::{KSIM_CLUSTER_NAME, KsimEnv, KubectlOutput, TestCluster};
+pub use cluster::{KSIM_CLUSTER_NAME, KsimEnv, KubectlOutput, TestCluster, poll_until};
