@@ -47,6 +47,8 @@ pub(crate) async fn evict(api: &Api<Pod>, namespace: &str, name: &str) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ksim_testutils::builders;
+    use ksim_testutils::in_process::InProcessCluster;
 
     #[test]
     fn the_eviction_names_the_autoscaler() {
@@ -62,17 +64,12 @@ mod tests {
     /// The API server's record of the eviction names the autoscaler.
     #[tokio::test]
     async fn the_api_server_records_the_autoscaler_as_who_asked() {
-        let server = ksim_apiserver::ApiServer::new();
-        let client = ksim_runtime::client::in_process(&server);
+        let cluster = InProcessCluster::new();
+        let client = cluster.client.clone();
         let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-        let pod: Pod = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "web-1"},
-            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]}
-        }))
-        .expect("a pod");
-        pods.create(&PostParams::default(), &pod)
-            .await
-            .expect("created");
+        cluster
+            .create_pod(&builders::pod("web-1").image("i").node("n1").obj())
+            .await;
         evict(&pods, "default", "web-1").await.expect("evicted");
         let request = http::Request::get("/ksim/v1alpha1/evictions")
             .body(Vec::new())

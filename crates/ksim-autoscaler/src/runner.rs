@@ -1417,6 +1417,8 @@ pub fn new_node(spec: &NodeGroupSpec, name: &str, ready_after: DateTime<Utc>) ->
 mod tests {
     use super::*;
     use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    use ksim_testutils::builders;
+    use ksim_testutils::in_process::InProcessCluster;
     use serde_json::json;
 
     fn parse<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> T {
@@ -1427,35 +1429,21 @@ mod tests {
     /// deletion taint; the node stays and is tried again later.
     #[tokio::test]
     async fn a_budget_refusing_the_eviction_untaints_the_node() {
-        let server = ksim_apiserver::ApiServer::new();
-        let client = ksim_runtime::client::in_process(&server);
+        let cluster = InProcessCluster::new();
+        let client = cluster.client.clone();
         let nodes: Api<Node> = Api::all(client.clone());
-        let node: Node = parse(json!({
-            "metadata": {"name": "n1"},
-            "status": {"allocatable": {"cpu": "2", "memory": "8Gi", "pods": "110"},
-                       "conditions": [{"type": "Ready", "status": "True"}]}
-        }));
-        let node = nodes
-            .create(&PostParams::default(), &node)
-            .await
-            .expect("node");
+        let node = cluster
+            .create_node(&builders::node("n1").cpu("2").memory("8Gi").ready().obj())
+            .await;
         let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-        let pod: Pod = parse(json!({
-            "metadata": {"name": "api", "labels": {"app": "api"},
-                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
-                    "name": "api", "uid": "u", "controller": true}]},
-            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]}
-        }));
-        pods.create(&PostParams::default(), &pod)
-            .await
-            .expect("pod");
         // Running and Ready: the budget counts it (a pending pod may go).
-        let running = json!({"status": {"phase": "Running",
-            "conditions": [{"type": "Ready", "status": "True"}]}});
-        let pod = pods
-            .patch_status("api", &PatchParams::default(), &Patch::Merge(&running))
-            .await
-            .expect("pod status");
+        let pod = builders::pod("api")
+            .image("i")
+            .label("app", "api")
+            .owner("apps/v1", "ReplicaSet", "api", "u")
+            .node("n1")
+            .running();
+        let pod = cluster.create_pod(&pod.obj()).await;
         let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
         let budget: PodDisruptionBudget = parse(json!({
             "metadata": {"name": "api"},

@@ -345,24 +345,24 @@ pub(crate) fn find_place(
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Node;
+    use ksim_testutils::builders;
     use serde_json::json;
 
     fn node(name: &str, cpu: &str) -> Node {
-        serde_json::from_value(json!({
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-            "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}
-        }))
-        .expect("node")
+        builders::node(name).cpu(cpu).memory("8Gi").obj()
     }
 
+    /// A pod of ReplicaSet `web` on `node` requesting `cpu`, with `meta`'s
+    /// keys set in its metadata.
     fn pod(name: &str, node: &str, cpu: &str, meta: serde_json::Value) -> Pod {
-        let mut value = json!({
-            "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"},
-                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
-                    "name": "web", "uid": "u", "controller": true}]},
-            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i",
-                "resources": {"requests": {"cpu": cpu}}}]}
-        });
+        let pod = builders::pod(name)
+            .image("i")
+            .label("app", "web")
+            .owner("apps/v1", "ReplicaSet", "web", "u")
+            .node(node)
+            .cpu(cpu)
+            .obj();
+        let mut value = serde_json::to_value(pod).expect("a pod serializes");
         if let Some(extra) = meta.as_object() {
             for (k, v) in extra {
                 value["metadata"][k] = v.clone();

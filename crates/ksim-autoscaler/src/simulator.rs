@@ -399,22 +399,25 @@ pub fn not_triggered_message(verdicts: &[Verdict]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ksim_testutils::builders;
     use serde_json::json;
 
     fn node(name: &str, cpu: &str, group: &str) -> Node {
-        serde_json::from_value(json!({
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "group": group}},
-            "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}
-        }))
-        .expect("node")
+        builders::node(name)
+            .label("group", group)
+            .cpu(cpu)
+            .memory("8Gi")
+            .obj()
     }
 
+    /// A pod requesting `cpu`, with `extra`'s keys set in its spec.
     fn pod(name: &str, cpu: &str, extra: serde_json::Value) -> Pod {
-        let mut value = json!({
-            "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"}},
-            "spec": {"containers": [{"name": "c", "image": "i",
-                "resources": {"requests": {"cpu": cpu}}}]}
-        });
+        let pod = builders::pod(name)
+            .image("i")
+            .label("app", "web")
+            .cpu(cpu)
+            .obj();
+        let mut value = serde_json::to_value(pod).expect("a pod serializes");
         if let (Some(spec), Some(extra)) = (value["spec"].as_object_mut(), extra.as_object()) {
             for (k, v) in extra {
                 spec.insert(k.clone(), v.clone());

@@ -3,12 +3,11 @@
 //! boot for the boot delay, and the empty ones are scaled down exactly at the
 //! first scan once they have been unneeded for the unneeded time.
 
-use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
-use ksim_apiserver::ApiServer;
 use ksim_autoscaler::{Autoscaler, AutoscalerOptions};
 use ksim_kubelet::{KubeletOptions, KubeletSimulator};
-use ksim_runtime::clock::{Clock, Random};
+use ksim_runtime::clock::Random;
+use ksim_testutils::in_process::{InProcessCluster, start_time};
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 
@@ -39,12 +38,6 @@ configmap:
   name: kwok-provider-templates
   key: templates
 "#;
-
-fn start_time() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("2030-01-01T00:00:00Z")
-        .expect("valid time")
-        .with_timezone(&Utc)
-}
 
 async fn config_map(client: &kube::Client, name: &str, key: &str, text: &str) {
     let map: ConfigMap = serde_json::from_value(json!({
@@ -79,27 +72,31 @@ async fn workers(client: &kube::Client) -> (usize, usize) {
 
 #[tokio::test(flavor = "current_thread")]
 async fn empty_nodes_go_once_unneeded_for_the_unneeded_time() {
-    let clock = Clock::virtual_with(start_time(), Random::seeded(11));
-    let server = ApiServer::with_clock(clock.clone());
-    let client = ksim_runtime::client::in_process(&server);
+    let mut cluster = InProcessCluster::virtual_with(Random::seeded(11));
+    let client = cluster.client.clone();
+    let clock = cluster.clock.clone();
     config_map(&client, "kwok-provider-templates", "templates", TEMPLATES).await;
     config_map(&client, "kwok-provider-config", "config", CONFIG).await;
     let kubelet = KubeletSimulator::new(
-        client.clone(),
+        cluster.new_client(),
         KubeletOptions {
             lease_duration_seconds: 0,
             clock: clock.clone(),
             ..Default::default()
         },
     );
-    let kubelet = tokio::spawn(kubelet.run());
-    clock.settle().await.expect("settles");
+    cluster.spawn(async move {
+        if let Err(error) = kubelet.run().await {
+            panic!("the kubelet simulator stopped: {error}");
+        }
+    });
+    cluster.settle().await;
     let options = AutoscalerOptions::default();
-    let autoscaler = Autoscaler::with_clock(client.clone(), options.clone(), clock.clone());
-    let autoscaler = tokio::spawn(autoscaler.run());
+    let autoscaler = Autoscaler::with_clock(cluster.new_client(), options.clone(), clock.clone());
+    cluster.spawn(autoscaler.run());
 
     // The first scan makes the desired three nodes, which boot for 5 s.
-    clock.settle().await.expect("settles");
+    cluster.settle().await;
     assert_eq!(workers(&client).await, (3, 0));
     clock
         .advance(options.node_boot_delay)
@@ -111,18 +108,14 @@ async fn empty_nodes_go_once_unneeded_for_the_unneeded_time() {
     // first one 600 s later, removes two (the group's minimum is 1).
     let unneeded_at = start_time() + options.scan_interval;
     let due = unneeded_at + options.scale_down_unneeded_time;
-    clock
+    cluster
         .advance_to(due - chrono::TimeDelta::seconds(1))
-        .await
-        .expect("advances");
+        .await;
     assert_eq!(
         workers(&client).await,
         (3, 3),
         "not before the unneeded time"
     );
-    clock.advance_to(due).await.expect("advances");
+    cluster.advance_to(due).await;
     assert_eq!(workers(&client).await, (1, 1), "scaled down at {due}");
-
-    autoscaler.abort();
-    kubelet.abort();
 }

@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use ksim_testutils::TestCluster;
+use ksim_testutils::poll_until;
 
 #[test]
 fn terminating_namespace_waits_for_finalized_contents() {
@@ -58,22 +59,9 @@ fn terminating_namespace_waits_for_finalized_contents() {
         .clone();
     assert_eq!(status, "Terminating");
     // The cleanup deletes what it can and only marks what a finalizer holds.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let left = cluster
-            .kubectl(&["get", "configmaps", "-n", "t", "-o", "name"])
-            .success()
-            .stdout
-            .clone();
-        if left.trim() == "configmap/held" {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "contents left: {left}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    cluster.wait_for(&["get", "configmaps", "-n", "t", "-o", "name"], |left| {
+        left.trim() == "configmap/held"
+    });
 
     let refused = cluster.kubectl(&[
         "create",
@@ -105,15 +93,14 @@ fn terminating_namespace_waits_for_finalized_contents() {
         ])
         .success();
     // The namespace goes once its cleanup has run and nothing is left.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let gone = loop {
+    let gone = poll_until("namespace t removed", || {
         let get = cluster.kubectl(&["get", "namespace", "t"]);
-        if get.status != 0 || std::time::Instant::now() > deadline {
-            break get;
+        if get.status != 0 {
+            Ok(get)
+        } else {
+            Err(get.stdout)
         }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
-    assert_ne!(gone.status, 0, "namespace t was never removed");
+    });
     assert_eq!(
         gone.stderr.trim(),
         "Error from server (NotFound): namespaces \"t\" not found"

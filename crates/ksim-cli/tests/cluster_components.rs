@@ -61,18 +61,9 @@ fn a_full_cluster_runs_the_deployment() {
             "--replicas=2",
         ])
         .success();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let pods = cluster.kubectl(&["get", "pods", "-l", "app=web", "-o", "name"]);
-        if pods.success().stdout.lines().count() == 2 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no pods for the deployment"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    cluster.wait_for(&["get", "pods", "-l", "app=web", "-o", "name"], |out| {
+        out.lines().count() == 2
+    });
 }
 
 #[test]

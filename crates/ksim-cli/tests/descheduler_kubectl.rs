@@ -7,55 +7,9 @@
 //! policy is one line and exit 1.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use ksim_testutils::TestCluster;
-use ksim_testutils::kubectl::{stdout_json, table_rows};
-
-const TAINTS_POLICY: &str = r#"
-apiVersion: descheduler/v1alpha2
-kind: DeschedulerPolicy
-profiles:
-- name: default
-  pluginConfig:
-  - name: DefaultEvictor
-  - name: RemovePodsViolatingNodeTaints
-  plugins:
-    deschedule:
-      enabled: [RemovePodsViolatingNodeTaints]
-"#;
-
-/// `kubectl get pods -o wide` rows as (name, status, node), polled until
-/// `done` holds (60 s: loaded machines).
-fn pods_until(
-    cluster: &TestCluster,
-    what: &str,
-    done: impl Fn(&[(String, String, String)]) -> bool,
-) -> Vec<(String, String, String)> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let output = cluster.kubectl(&["get", "pods", "-o", "wide"]);
-        output.success();
-        let header = output.stdout.lines().next().unwrap_or_default().to_string();
-        let columns: Vec<&str> = header.split_whitespace().collect();
-        let position = |name: &str| columns.iter().position(|c| *c == name);
-        let rows: Vec<(String, String, String)> = match (position("STATUS"), position("NODE")) {
-            (Some(status), Some(node)) => table_rows(&output)
-                .into_iter()
-                .map(|row| (row[0].clone(), row[status].clone(), row[node].clone()))
-                .collect(),
-            _ => Vec::new(),
-        };
-        if done(&rows) {
-            return rows;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}: {rows:?}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
+use ksim_testutils::component::TAINTS_POLICY;
 
 fn all_running(rows: &[(String, String, String)], count: usize) -> bool {
     rows.len() == count && rows.iter().all(|(_, status, _)| status == "Running")
@@ -74,7 +28,7 @@ fn pods_on_a_node_tainted_after_they_started_are_moved_by_ksim_deschedule() {
             "--replicas=4",
         ])
         .success();
-    let rows = pods_until(&cluster, "4 running pods", |rows| all_running(rows, 4));
+    let rows = cluster.pods_until("4 running pods", |rows| all_running(rows, 4));
     // The nodes are equal: make sure some pods run on node-000000 by
     // tainting the node that has the most.
     let on = |rows: &[(String, String, String)], node: &str| {
@@ -125,7 +79,7 @@ fn pods_on_a_node_tainted_after_they_started_are_moved_by_ksim_deschedule() {
         "the dry-run table has a header: {table}"
     );
     assert_eq!(table.lines().count(), doomed.len() + 1, "{table}");
-    let still = pods_until(&cluster, "nothing evicted", |rows| all_running(rows, 4));
+    let still = cluster.pods_until("nothing evicted", |rows| all_running(rows, 4));
     assert_eq!(on(&still, tainted), doomed.len(), "{still:?}");
 
     // The real run evicts them; the ReplicaSet and the scheduler put them
@@ -144,7 +98,7 @@ fn pods_on_a_node_tainted_after_they_started_are_moved_by_ksim_deschedule() {
     let logs = String::from_utf8_lossy(&run.stderr).to_string();
     assert!(logs.contains("Evicted pod"), "{logs}");
     assert!(logs.contains("Number of evictions/requests"), "{logs}");
-    let moved = pods_until(&cluster, "every pod on the untainted node", |rows| {
+    let moved = cluster.pods_until("every pod on the untainted node", |rows| {
         all_running(rows, 4) && on(rows, other) == 4
     });
     for pod in &doomed {
@@ -152,25 +106,18 @@ fn pods_on_a_node_tainted_after_they_started_are_moved_by_ksim_deschedule() {
     }
     // The Normal event upstream records (events.k8s.io), polled: it is
     // written beside the eviction.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let events = cluster.kubectl(&["get", "events.v1.events.k8s.io", "-o", "json"]);
-        let events = stdout_json(events.success());
+    cluster.wait_for(&["get", "events.v1.events.k8s.io", "-o", "json"], |out| {
+        let events: serde_json::Value = serde_json::from_str(out).unwrap_or_default();
         let items = events["items"].as_array().cloned().unwrap_or_default();
-        let found = items.iter().any(|e| {
+        items.iter().any(|e| {
             e["regarding"]["name"] == doomed[0].as_str()
                 && e["reason"] == "RemovePodsViolatingNodeTaints"
                 && e["type"] == "Normal"
                 && e["note"]
                     == format!("pod eviction from {tainted} node by sigs.k8s.io/descheduler")
                         .as_str()
-        });
-        if found {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no Descheduled event: {events}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+        })
+    });
 }
 
 const SPREAD_POLICY: &str = r#"
@@ -227,14 +174,14 @@ fn a_deployment_skewed_3_to_1_with_schedule_anyway_spread_is_rebalanced_to_2_to_
     cluster
         .kubectl_stdin(&["apply", "-f", "-"], SPREAD_DEPLOYMENT)
         .success();
-    pods_until(&cluster, "3 running pods on node-000000", |rows| {
+    cluster.pods_until("3 running pods on node-000000", |rows| {
         all_running(rows, 3) && on(rows, "node-000000") == 3
     });
     cluster.kubectl(&["uncordon", "node-000001"]).success();
     cluster
         .kubectl(&["scale", "deployment", "spread", "--replicas=4"])
         .success();
-    let skewed = pods_until(&cluster, "4 running pods", |rows| all_running(rows, 4));
+    let skewed = cluster.pods_until("4 running pods", |rows| all_running(rows, 4));
     assert_eq!(
         (on(&skewed, "node-000000"), on(&skewed, "node-000001")),
         (3, 1),
@@ -257,7 +204,7 @@ fn a_deployment_skewed_3_to_1_with_schedule_anyway_spread_is_rebalanced_to_2_to_
 
     // The ReplicaSet recreates the pod, the scheduler places it on
     // node-000001, and `kubectl get pods -o wide` shows 2/2.
-    let balanced = pods_until(&cluster, "2 running pods on each node", |rows| {
+    let balanced = cluster.pods_until("2 running pods on each node", |rows| {
         all_running(rows, 4) && on(rows, "node-000000") == 2 && on(rows, "node-000001") == 2
     });
     assert_eq!(balanced.len(), 4);
@@ -305,7 +252,7 @@ fn a_cluster_created_with_a_policy_deschedules_on_its_own() {
             "--replicas=2",
         ])
         .success();
-    pods_until(&cluster, "2 running pods on node-000000", |rows| {
+    cluster.pods_until("2 running pods on node-000000", |rows| {
         all_running(rows, 2) && rows.iter().all(|(_, _, node)| node == "node-000000")
     });
     cluster.kubectl(&["uncordon", "node-000001"]).success();
@@ -317,11 +264,9 @@ fn a_cluster_created_with_a_policy_deschedules_on_its_own() {
             "maintenance=true:NoSchedule",
         ])
         .success();
-    pods_until(
-        &cluster,
-        "the in-cluster descheduler to move the pods",
-        |rows| all_running(rows, 2) && rows.iter().all(|(_, _, node)| node == "node-000001"),
-    );
+    cluster.pods_until("the in-cluster descheduler to move the pods", |rows| {
+        all_running(rows, 2) && rows.iter().all(|(_, _, node)| node == "node-000001")
+    });
 }
 
 #[test]
@@ -406,7 +351,7 @@ fn inter_pod_anti_affinity_honours_the_namespace_selector() {
     cluster
         .kubectl_stdin(&["create", "-f", "-"], ANTI_AFFINITY_OBJECTS)
         .success();
-    pods_until(&cluster, "the web pod running", |rows| all_running(rows, 1));
+    cluster.pods_until("the web pod running", |rows| all_running(rows, 1));
     cluster.wait_for(
         &[
             "get",

@@ -8,10 +8,10 @@
 
 use std::path::Path;
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
 
 use ksim_testutils::KsimEnv;
 use ksim_testutils::kubectl::{stdout_json, table_rows};
+use ksim_testutils::poll_until;
 
 const RING: [&str; 9] = [
     "00-10-20", "10-20-30", "20-30-40", "30-40-50", "40-50-60", "50-60-70", "60-70-80", "70-80-00",
@@ -33,29 +33,6 @@ fn create(env: &KsimEnv, name: &str, extra: &[&str]) {
 
 fn context(cluster: &str) -> String {
     format!("ksim-{cluster}")
-}
-
-/// Polls `kubectl --context ksim-<cluster> <args>` until `done` accepts its
-/// stdout; fails after 60 s.
-#[track_caller]
-fn wait_for(env: &KsimEnv, cluster: &str, args: &[&str], done: impl Fn(&str) -> bool) -> String {
-    let ctx = context(cluster);
-    let mut full = vec!["--context", ctx.as_str()];
-    full.extend_from_slice(args);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let output = env.kubectl(&full);
-        if output.status == 0 && done(&output.stdout) {
-            return output.stdout;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out: kubectl {full:?}\nstdout:\n{}\nstderr:\n{}",
-            output.stdout,
-            output.stderr
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 fn apply(env: &KsimEnv, cluster: &str, manifest: &str) {
@@ -118,8 +95,7 @@ fn allowed(env: &KsimEnv, cluster: &str, kind: &str) -> Vec<(String, String)> {
 
 /// Waits until every cluster's DPDBs and PDBs show `want(name)` allowed.
 fn wait_allowed(env: &KsimEnv, want: impl Fn(&str) -> &'static str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    poll_until("every budget's allowed disruptions", || {
         let mut mismatch = None;
         for cluster in CLUSTERS {
             for kind in ["dpdb", "pdb"] {
@@ -131,12 +107,8 @@ fn wait_allowed(env: &KsimEnv, want: impl Fn(&str) -> &'static str) {
                 }
             }
         }
-        let Some(mismatch) = mismatch else {
-            return;
-        };
-        assert!(Instant::now() < deadline, "timed out: {mismatch}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+        mismatch.map_or(Ok(()), Err)
+    });
 }
 
 fn evict(env: &KsimEnv, cluster: &str, pod: &str) -> ksim_testutils::KubectlOutput {
@@ -267,12 +239,9 @@ fn a_deleted_member_cluster_closes_the_budget_and_a_new_one_reopens_it() {
         ),
     );
     let allowed_of = |cluster: &str, want: &'static str| {
-        wait_for(
-            &env,
-            cluster,
-            &["get", "dpdb", "--no-headers"],
-            move |out| out.split_whitespace().nth(2) == Some(want),
-        )
+        env.wait_for_in(cluster, &["get", "dpdb", "--no-headers"], move |out| {
+            out.split_whitespace().nth(2) == Some(want)
+        })
     };
     allowed_of("red", "1");
     env.ksim_ok(&["delete", "cluster", "--name", "blue"]);
@@ -378,7 +347,7 @@ fn bad_budgets_are_refused_with_422_or_closed_with_federation_valid_false() {
             "apiVersion: policy.ksim.io/v1alpha1\nkind: DistributedPodDisruptionBudget\nmetadata: {{name: {name}}}\nspec:\n  selector: {{matchLabels: {{ring: a}}}}\n{spec}"
         );
         apply(&env, "red", &manifest);
-        let json = wait_for(&env, "red", &["get", "dpdb", &name, "-o", "json"], |out| {
+        let json = env.wait_for_in("red", &["get", "dpdb", &name, "-o", "json"], |out| {
             out.contains("\"FederationValid\"")
         });
         let object: serde_json::Value = serde_json::from_str(&json).expect("json");
@@ -390,7 +359,7 @@ fn bad_budgets_are_refused_with_422_or_closed_with_federation_valid_false() {
         assert_eq!((valid["status"].as_str(), valid["reason"].as_str()), (Some("False"), Some(*reason)));
         assert_eq!(object["status"]["disruptionsAllowed"], 0, "{name}");
         // The child never opens: maxUnavailable 0.
-        let child = wait_for(&env, "red", &["get", "pdb", &name, "-o", "json"], |_| true);
+        let child = env.wait_for_in("red", &["get", "pdb", &name, "-o", "json"], |_| true);
         let child: serde_json::Value = serde_json::from_str(&child).expect("json");
         assert_eq!(child["spec"]["maxUnavailable"], 0, "{name}");
         env.kubectl(&["--context", "ksim-red", "delete", "dpdb", &name]).success();
@@ -443,12 +412,9 @@ fn the_controller_runs_alone_over_a_kubeconfig_with_members_in_other_namespaces(
         .expect("cannot start ksim dpdb-controller"),
     );
     // 2 pods, both must stay: the child allows none; minAvailable 1 allows one.
-    let json = wait_for(
-        &env,
-        "solo",
-        &["get", "dpdb", "db-a", "-o", "json"],
-        |out| out.contains("\"membersObserved\": \"1/1\"") && out.contains("\"ChildSynced\""),
-    );
+    let json = env.wait_for_in("solo", &["get", "dpdb", "db-a", "-o", "json"], |out| {
+        out.contains("\"membersObserved\": \"1/1\"") && out.contains("\"ChildSynced\"")
+    });
     let object: serde_json::Value = serde_json::from_str(&json).expect("json");
     assert_eq!(object["status"]["expectedPods"], 2);
     assert_eq!(object["status"]["disruptionsAllowed"], 0);
@@ -468,12 +434,9 @@ fn the_controller_runs_alone_over_a_kubeconfig_with_members_in_other_namespaces(
         "{\"spec\":{\"minAvailable\":1}}",
     ])
     .success();
-    wait_for(
-        &env,
-        "solo",
-        &["get", "dpdb", "db-a", "--no-headers"],
-        |out| out.split_whitespace().nth(2) == Some("1"),
-    );
+    env.wait_for_in("solo", &["get", "dpdb", "db-a", "--no-headers"], |out| {
+        out.split_whitespace().nth(2) == Some("1")
+    });
     // A hand edit of the child is put back.
     env.kubectl(&[
         "patch",
@@ -484,8 +447,7 @@ fn the_controller_runs_alone_over_a_kubeconfig_with_members_in_other_namespaces(
         "{\"spec\":{\"minAvailable\":5}}",
     ])
     .success();
-    wait_for(
-        &env,
+    env.wait_for_in(
         "solo",
         &["get", "pdb", "db-a", "-o", "jsonpath={.spec.minAvailable}"],
         |out| out == "0",
@@ -532,15 +494,14 @@ fn concurrent_evictions_in_the_window(coordination: &str) -> (KsimEnv, usize, Ve
     };
     // Settled: Optimistic opens both children, Exclusive exactly one.
     let want_open = if coordination == "Exclusive" { 1 } else { 2 };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    poll_until("the children settled", || {
         let open = [allowed_now("red"), allowed_now("blue")];
         if open.iter().filter(|a| **a == 1).count() == want_open && open.iter().all(|a| *a >= 0) {
-            break;
+            Ok(())
+        } else {
+            Err(format!("{open:?}"))
         }
-        assert!(Instant::now() < deadline, "not settled: {open:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    });
     let results: Vec<ksim_testutils::KubectlOutput> = std::thread::scope(|scope| {
         let red = scope.spawn(|| evict(&env, "red", "db-a"));
         let blue = scope.spawn(|| evict(&env, "blue", "db-b"));
@@ -573,7 +534,7 @@ fn exclusive_coordination_admits_exactly_one_eviction_of_one_shard_inside_the_wi
 
 /// The `status` condition `type_` of DPDB `name` in red, once present.
 fn dpdb_condition(env: &KsimEnv, name: &str, type_: &str) -> serde_json::Value {
-    let json = wait_for(env, "red", &["get", "dpdb", name, "-o", "json"], |out| {
+    let json = env.wait_for_in("red", &["get", "dpdb", name, "-o", "json"], |out| {
         out.contains(&format!("\"{type_}\""))
     });
     let object: serde_json::Value = serde_json::from_str(&json).expect("json");
@@ -612,8 +573,7 @@ fn a_foreign_budget_is_never_overwritten_and_an_overlapping_one_is_reported() {
     let foreign = stdout_json(&env.kubectl(&["get", "pdb", "db-x", "-o", "json"]));
     assert_eq!(foreign["spec"]["minAvailable"], 0, "never overwritten");
     assert!(foreign["metadata"]["ownerReferences"].is_null());
-    wait_for(
-        &env,
+    env.wait_for_in(
         "red",
         &[
             "get",
@@ -690,15 +650,14 @@ fn standalone_controllers_reach_members_in_other_clusters_through_kubeconfig_con
     // Two pods over the federation, one must stay: each side allows one,
     // which needs the other side's member observed through its context.
     for (cluster, name) in [("east", "db-a"), ("west", "db-b")] {
-        let json = wait_for(&env, cluster, &["get", "dpdb", name, "-o", "json"], |out| {
+        let json = env.wait_for_in(cluster, &["get", "dpdb", name, "-o", "json"], |out| {
             out.contains("\"membersObserved\": \"1/1\"")
                 && out.contains("\"disruptionsAllowed\": 1")
         });
         let object: serde_json::Value = serde_json::from_str(&json).expect("json");
         assert_eq!(object["status"]["expectedPods"], 2, "{cluster}: {json}");
         assert_eq!(object["status"]["members"][0]["state"], "Observed");
-        wait_for(
-            &env,
+        env.wait_for_in(
             cluster,
             &[
                 "get",
@@ -714,8 +673,7 @@ fn standalone_controllers_reach_members_in_other_clusters_through_kubeconfig_con
     // An eviction in east reaches west's budget through the context.
     let evicted = evict(&env, "east", "db-a");
     assert_eq!(evicted.status, 0, "{}", evicted.stderr);
-    wait_for(
-        &env,
+    env.wait_for_in(
         "west",
         &[
             "get",

@@ -7,10 +7,10 @@
 //! kubectl_regressions.rs.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use ksim_testutils::TestCluster;
 use ksim_testutils::kubectl::{stdout_json, table_rows};
+use ksim_testutils::poll_until;
 
 fn cluster_with_nodes(nodes: usize) -> TestCluster {
     let cluster = TestCluster::start(Path::new(env!("CARGO_BIN_EXE_ksim")));
@@ -51,22 +51,18 @@ fn pods_of(cluster: &TestCluster, app: &str) -> Vec<(String, String, String)> {
 
 #[track_caller]
 fn wait_running(cluster: &TestCluster, app: &str, count: usize) -> Vec<(String, String, String)> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    poll_until(&format!("{count} running {app} pods"), || {
         let pods = pods_of(cluster, app);
         if pods.len() == count
             && pods
                 .iter()
                 .all(|(_, node, phase)| !node.is_empty() && phase == "Running")
         {
-            return pods;
+            Ok(pods)
+        } else {
+            Err(format!("{pods:?}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {count} running {app} pods: {pods:?}"
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    })
 }
 
 fn deployment(name: &str, replicas: usize, node: Option<&str>) -> String {

@@ -5,7 +5,6 @@
 //! only through the status subresource.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use ksim_testutils::TestCluster;
 use ksim_testutils::kubectl::{header_line, stdout_json, table_rows};
@@ -213,19 +212,10 @@ fn deleting_the_crd_removes_its_resources_and_kind() {
     );
     // `api-resources` refreshes kubectl's discovery cache; the group goes
     // once the CRD is gone.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let out = cluster.kubectl(&["api-resources", "--api-group=example.com", "-o", "name"]);
-        if out.status == 0 && out.stdout.is_empty() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "widgets still served: {}",
-            out.stdout
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    cluster.wait_for(
+        &["api-resources", "--api-group=example.com", "-o", "name"],
+        str::is_empty,
+    );
     let out = cluster.kubectl(&["get", "widgets"]);
     out.failure();
     assert_eq!(

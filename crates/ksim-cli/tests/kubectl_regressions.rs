@@ -6,6 +6,7 @@ use std::path::Path;
 
 use ksim_testutils::TestCluster;
 use ksim_testutils::kubectl::{header_line, stdout_json, table_rows};
+use ksim_testutils::poll_until;
 use serde_json::json;
 
 fn cluster() -> TestCluster {
@@ -518,11 +519,14 @@ fn crd_schema_defaults_are_applied() {
         ])
         .success();
     let gadget = "apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: g1\nspec: {}\n";
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while cluster.kubectl_stdin(&["apply", "-f", "-"], gadget).status != 0 {
-        assert!(std::time::Instant::now() < deadline, "gadgets never served");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    poll_until("gadgets served", || {
+        let applied = cluster.kubectl_stdin(&["apply", "-f", "-"], gadget);
+        if applied.status == 0 {
+            Ok(())
+        } else {
+            Err(applied.stderr)
+        }
+    });
     let object = stdout_json(&cluster.kubectl(&["get", "gadget", "g1", "-o", "json"]));
     assert_eq!(object["spec"], json!({"mode": "auto"}), "{object:#}");
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use ksim_testutils::TestCluster;
 use ksim_testutils::kubectl::BackgroundKubectl;
+use ksim_testutils::poll_until;
 
 fn cluster() -> TestCluster {
     TestCluster::start_api_only(Path::new(env!("CARGO_BIN_EXE_ksim")))
@@ -193,11 +194,14 @@ fn watch_of_custom_resources_prints_printer_columns() {
         ])
         .success();
     let widget = "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: small\n  replicas: 1\n";
-    let deadline = std::time::Instant::now() + WAIT;
-    while cluster.kubectl_stdin(&["apply", "-f", "-"], widget).status != 0 {
-        assert!(std::time::Instant::now() < deadline, "widgets never served");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    poll_until("widgets served", || {
+        let applied = cluster.kubectl_stdin(&["apply", "-f", "-"], widget);
+        if applied.status == 0 {
+            Ok(())
+        } else {
+            Err(applied.stderr)
+        }
+    });
     let watch = BackgroundKubectl::spawn(
         cluster.env(),
         &["get", "widgets", "-w", "--output-watch-events"],

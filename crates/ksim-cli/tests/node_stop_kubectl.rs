@@ -9,13 +9,10 @@
 //! (40 s) at once.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use ksim_testutils::TestCluster;
+use ksim_testutils::poll_until;
 use serde_json::Value;
-
-/// How long to wait for a new node to become Ready.
-const WAIT: Duration = Duration::from_secs(60);
 
 fn ksim_binary() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_ksim"))
@@ -64,18 +61,17 @@ fn renew_time(cluster: &TestCluster, name: &str) -> chrono::DateTime<chrono::Utc
         .to_utc()
 }
 
-/// Polls `node` until `done` holds, for at most `WAIT`.
+/// Polls `node` until `done` holds.
 #[track_caller]
 fn wait_for_node(cluster: &TestCluster, name: &str, what: &str, done: impl Fn(&Value) -> bool) {
-    let deadline = Instant::now() + WAIT;
-    loop {
+    poll_until(what, || {
         let node = node(cluster, name);
         if done(&node) {
-            return;
+            Ok(())
+        } else {
+            Err(format!("\n{node:#}"))
         }
-        assert!(Instant::now() < deadline, "timed out: {what}\n{node:#}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    });
 }
 
 #[test]

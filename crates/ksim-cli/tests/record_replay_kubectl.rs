@@ -8,6 +8,7 @@
 use std::path::Path;
 use std::process::Stdio;
 
+use ksim_testutils::poll_until;
 use ksim_testutils::{KsimEnv, TestCluster};
 
 fn ksim_binary() -> &'static Path {
@@ -32,13 +33,9 @@ fn pods(env: &KsimEnv, cluster: &str) -> Vec<String> {
     lines
 }
 
-/// Polls `check` every 100 ms for 60 s.
+/// Polls `check` until it holds.
 fn eventually(what: &str, check: impl Fn() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !check() {
-        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    poll_until(what, || check().then_some(()).ok_or_else(String::new));
 }
 
 fn signal(pid: u32, name: &str) {

@@ -3,7 +3,6 @@
 //! `ksim explain pod`.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use ksim_testutils::{KsimEnv, TestCluster};
 
@@ -47,24 +46,12 @@ fn add_pod(cluster: &KsimEnv, name: &str, cpu: &str, annotations: &str) {
         .success();
 }
 
-/// Runs kubectl until its output satisfies `done`; the last output.
-fn eventually(cluster: &KsimEnv, args: &[&str], done: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let output = cluster.kubectl(args).success().stdout.clone();
-        if done(&output) || Instant::now() > deadline {
-            return output;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 #[test]
 fn scheduled_pods_show_their_node_and_scheduled_event() {
     let cluster = cluster();
     add_node(cluster.env(), "n1", "4");
     add_pod(cluster.env(), "web", "500m", "");
-    let wide = eventually(cluster.env(), &["get", "pods", "-o", "wide"], |out| {
+    let wide = cluster.wait_for(&["get", "pods", "-o", "wide"], |out| {
         out.lines()
             .any(|l| l.starts_with("web ") && l.contains(" n1 "))
     });
@@ -75,7 +62,7 @@ fn scheduled_pods_show_their_node_and_scheduled_event() {
             .any(|l| l.starts_with("web ") && l.contains(" n1 ")),
         "{wide}"
     );
-    let describe = eventually(cluster.env(), &["describe", "pod", "web"], |out| {
+    let describe = cluster.wait_for(&["describe", "pod", "web"], |out| {
         out.contains("Successfully assigned default/web to n1")
     });
     assert!(
@@ -94,9 +81,7 @@ fn unschedulable_pods_show_the_failed_scheduling_message() {
     add_pod(cluster.env(), "big", "2", "");
     let message = "0/1 nodes are available: 1 Insufficient cpu. \
                    preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling..";
-    let describe = eventually(cluster.env(), &["describe", "pod", "big"], |out| {
-        out.contains(message)
-    });
+    let describe = cluster.wait_for(&["describe", "pod", "big"], |out| out.contains(message));
     assert!(
         describe.lines().any(|l| l.contains("Warning")
             && l.contains("FailedScheduling")
@@ -123,7 +108,7 @@ fn unschedulable_pods_show_the_failed_scheduling_message() {
     assert_eq!(reason, "Unschedulable");
     // Room appears: the pod is placed.
     add_node(cluster.env(), "n2", "4");
-    let wide = eventually(cluster.env(), &["get", "pods", "-o", "wide"], |out| {
+    let wide = cluster.wait_for(&["get", "pods", "-o", "wide"], |out| {
         out.lines()
             .any(|l| l.starts_with("big ") && l.contains(" n2 "))
     });
@@ -145,8 +130,7 @@ fn explain_pod_prints_recorded_decisions() {
         "500m",
         r#""ksim.io/record-decisions": "true""#,
     );
-    eventually(
-        cluster.env(),
+    cluster.wait_for(
         &[
             "get",
             "pod",
@@ -217,7 +201,7 @@ fn create_cluster_passes_the_scheduler_configuration() {
     let pod = r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "mine"},
         "spec": {"schedulerName": "my-scheduler", "containers": [{"name": "c", "image": "nginx"}]}}"#;
     env.kubectl_stdin(&["create", "-f", "-"], pod).success();
-    let describe = eventually(&env, &["describe", "pod", "mine"], |out| {
+    let describe = env.wait_for(&["describe", "pod", "mine"], |out| {
         out.contains("Successfully assigned default/mine to n1")
     });
     assert!(

@@ -60,15 +60,6 @@ fn kubectl(env: &KsimEnv, cluster: &str, args: &[&str]) -> String {
     output.stdout
 }
 
-/// Polls `kubectl --context ksim-<cluster> <args>` until `done` accepts
-/// its output (60 s at most).
-fn wait_for(env: &KsimEnv, cluster: &str, args: &[&str], done: impl Fn(&str) -> bool) -> String {
-    let context = format!("--context=ksim-{cluster}");
-    let mut all = vec![context.as_str()];
-    all.extend_from_slice(args);
-    env.wait_for(&all, done)
-}
-
 /// name node podIP phase, one pod a line, sorted.
 const PODS: &[&str] = &[
     "get",
@@ -104,10 +95,12 @@ fn source_cluster() -> (TestCluster, Vec<String>, String, String) {
     cluster
         .kubectl(&["rollout", "status", "deploy/web", "--timeout=60s"])
         .success();
-    let pods = wait_for(cluster.env(), "source", PODS, |out| {
+    let pods = cluster.env().wait_for_in("source", PODS, |out| {
         out.lines().count() == 4 && out.lines().all(|l| l.ends_with(" Running"))
     });
-    let numbers = wait_for(cluster.env(), "source", PDB_NUMBERS, |out| out == "4 3 1 4");
+    let numbers = cluster
+        .env()
+        .wait_for_in("source", PDB_NUMBERS, |out| out == "4 3 1 4");
     let rs = kubectl(
         cluster.env(),
         "source",
@@ -176,7 +169,7 @@ fn check_copy(env: &KsimEnv, copy: &str, pods: &[String], rs: &str, numbers: &st
 
     // The controllers own the restored objects: a scale adds exactly one pod.
     kubectl(env, copy, &["scale", "deploy/web", "--replicas=5"]);
-    let after = wait_for(env, copy, PODS, |out| {
+    let after = env.wait_for_in(copy, PODS, |out| {
         out.lines().filter(|l| l.ends_with(" Running")).count() == 5
     });
     let after = sorted_lines(&after);
@@ -193,7 +186,7 @@ fn check_copy(env: &KsimEnv, copy: &str, pods: &[String], rs: &str, numbers: &st
         rs,
         "no roll-out: one ReplicaSet"
     );
-    wait_for(env, copy, PDB_NUMBERS, |out| out == "5 3 2 5");
+    env.wait_for_in(copy, PDB_NUMBERS, |out| out == "5 3 2 5");
 }
 
 #[test]
@@ -353,7 +346,7 @@ fn a_kwokctl_k8s_snapshot_restores() {
         "--snapshot",
         fixture.to_str().expect("utf-8"),
     ]);
-    let pods = wait_for(&env, "ksim", PODS, |out| out.lines().count() == 2);
+    let pods = env.wait_for_in("ksim", PODS, |out| out.lines().count() == 2);
     assert_eq!(
         sorted_lines(&pods),
         [
@@ -401,7 +394,7 @@ fn a_kwokctl_k8s_snapshot_restores() {
         "{start}"
     );
     kubectl(&env, "ksim", &["scale", "deploy/app", "--replicas=3"]);
-    wait_for(&env, "ksim", PODS, |out| {
+    env.wait_for_in("ksim", PODS, |out| {
         out.lines().filter(|l| l.ends_with(" Running")).count() == 3
     });
 }

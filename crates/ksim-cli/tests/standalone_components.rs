@@ -4,102 +4,14 @@
 //! HTTP (the client every kubeconfig path builds, with client-go's retry
 //! rule), checked with the real kubectl.
 
-use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ksim_testutils::TestCluster;
+use ksim_testutils::component::{Component, TAINTS_POLICY};
 
 fn ksim_binary() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_ksim"))
-}
-
-/// A stand-alone component running as a child process with `--kubeconfig`
-/// (and no `$KUBECONFIG`, so the flag is what it uses); its logs go to a
-/// file; killed when dropped.
-struct Component {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Component {
-    fn start(cluster: &TestCluster, args: &[&str]) -> Self {
-        let log = cluster.env().root().join(format!("{}.log", args[0]));
-        let file = File::create(&log).expect("create the component's log");
-        let kubeconfig = cluster.kubeconfig().to_str().expect("utf-8 path");
-        let child = cluster
-            .env()
-            .ksim_command(args)
-            .args(["--kubeconfig", kubeconfig])
-            .env_remove("KUBECONFIG")
-            .stdout(Stdio::piped())
-            .stderr(file)
-            .spawn()
-            .expect("cannot start the component");
-        Component { child, log }
-    }
-
-    fn logs(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Waits for the component to exit on its own; fails the test (and
-    /// kills it) if it is still running after `limit`, a hang.
-    fn wait(&mut self, limit: Duration) -> (ExitStatus, String, String) {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("cannot wait for ksim") {
-                let mut stdout = String::new();
-                if let Some(mut pipe) = self.child.stdout.take() {
-                    std::io::Read::read_to_string(&mut pipe, &mut stdout)
-                        .expect("read the component's stdout");
-                }
-                return (status, stdout, self.logs());
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!(
-                    "the component did not return within {limit:?}; its logs:\n{}",
-                    self.logs()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Component {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Polls kubectl until `done`, showing the component's logs on a timeout.
-fn wait_for(
-    cluster: &TestCluster,
-    component: &Component,
-    args: &[&str],
-    done: impl Fn(&str) -> bool,
-) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let output = cluster.kubectl(args);
-        if output.status == 0 && done(&output.stdout) {
-            return output.stdout;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out: kubectl {args:?}: {}{}\ncomponent logs:\n{}",
-            output.stdout,
-            output.stderr,
-            component.logs()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 #[test]
@@ -110,16 +22,14 @@ fn the_standalone_scheduler_binds_a_pod_through_a_kubeconfig() {
         .kubectl(&["run", "web", "--image=nginx", "--restart=Never"])
         .success();
     let scheduler = Component::start(&cluster, &["scheduler"]);
-    let node = wait_for(
+    let node = scheduler.wait_for(
         &cluster,
-        &scheduler,
         &["get", "pod", "web", "-o", "jsonpath={.spec.nodeName}"],
         |out| !out.is_empty(),
     );
     assert_eq!(node, "node-000000");
-    let events = wait_for(
+    let events = scheduler.wait_for(
         &cluster,
-        &scheduler,
         &[
             "get",
             "events",
@@ -142,9 +52,8 @@ fn the_standalone_kubelet_makes_a_node_ready_through_a_kubeconfig() {
         )
         .success();
     let kubelet = Component::start(&cluster, &["kubelet", "--manage-all-nodes"]);
-    let ready = wait_for(
+    let ready = kubelet.wait_for(
         &cluster,
-        &kubelet,
         &[
             "get",
             "node",
@@ -170,16 +79,14 @@ fn the_standalone_controllers_create_a_deployments_pods_through_a_kubeconfig() {
         ])
         .success();
     let controllers = Component::start(&cluster, &["controllers"]);
-    let pods = wait_for(
+    let pods = controllers.wait_for(
         &cluster,
-        &controllers,
         &["get", "pods", "-l", "app=web", "-o", "name"],
         |out| out.lines().count() == 2,
     );
     assert!(pods.lines().all(|p| p.starts_with("pod/web-")), "{pods}");
-    let available = wait_for(
+    let available = controllers.wait_for(
         &cluster,
-        &controllers,
         &[
             "get",
             "deployment",
@@ -191,19 +98,6 @@ fn the_standalone_controllers_create_a_deployments_pods_through_a_kubeconfig() {
     );
     assert_eq!(available, "2");
 }
-
-const TAINTS_POLICY: &str = r#"
-apiVersion: descheduler/v1alpha2
-kind: DeschedulerPolicy
-profiles:
-- name: default
-  pluginConfig:
-  - name: DefaultEvictor
-  - name: RemovePodsViolatingNodeTaints
-  plugins:
-    deschedule:
-      enabled: [RemovePodsViolatingNodeTaints]
-"#;
 
 /// A cluster with two nodes running a Deployment's two pods, both nodes
 /// tainted NoSchedule after the pods started: the taints policy wants both
@@ -234,10 +128,7 @@ fn tainted_deployment() -> (TestCluster, PathBuf) {
     cluster
         .kubectl(&["taint", "node", "--all", "maintenance=true:NoSchedule"])
         .success();
-    let policy = cluster.env().root().join("policy.yaml");
-    File::create(&policy)
-        .and_then(|mut f| f.write_all(TAINTS_POLICY.as_bytes()))
-        .expect("write the policy");
+    let policy = cluster.write_file("policy.yaml", TAINTS_POLICY);
     (cluster, policy)
 }
 

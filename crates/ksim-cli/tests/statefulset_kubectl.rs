@@ -5,10 +5,10 @@
 //! DaemonSet's ControllerRevisions serve `kubectl rollout history|undo`.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use ksim_testutils::TestCluster;
 use ksim_testutils::kubectl::table_rows;
+use ksim_testutils::poll_until;
 
 const MANIFEST: &str = "\
 apiVersion: apps/v1
@@ -164,13 +164,12 @@ spec:
     cluster
         .kubectl(&["rollout", "status", "ds/agent", "--timeout=60s"])
         .success();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while revisions(&cluster) != ["2", "3"] {
-        assert!(
-            Instant::now() < deadline,
-            "history after undo: {:?}",
-            revisions(&cluster)
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    poll_until("the history after undo", || {
+        let revisions = revisions(&cluster);
+        if revisions == ["2", "3"] {
+            Ok(())
+        } else {
+            Err(format!("{revisions:?}"))
+        }
+    });
 }

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use ksim_testutils::TestCluster;
+use ksim_testutils::component::TAINTS_POLICY;
 use ksim_testutils::webdriver::Browser;
 use serde_json::Value;
 
@@ -482,19 +483,6 @@ fn running_pod(cluster: &TestCluster, selector: &str) -> (String, String) {
     let (name, node) = out.trim().split_once(' ').expect("name and node");
     (name.to_string(), node.to_string())
 }
-
-const TAINTS_POLICY: &str = r#"
-apiVersion: descheduler/v1alpha2
-kind: DeschedulerPolicy
-profiles:
-- name: default
-  pluginConfig:
-  - name: DefaultEvictor
-  - name: RemovePodsViolatingNodeTaints
-  plugins:
-    deschedule:
-      enabled: [RemovePodsViolatingNodeTaints]
-"#;
 
 /// `ksim deschedule` evicts a pod from a node tainted after it started:
 /// the timeline names the descheduler (not the scheduler, whose Scheduled

@@ -313,8 +313,8 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn the_same_event_within_the_window_is_a_series_and_after_it_a_new_event() {
         let clock = Clock::virtual_at("2026-01-01T00:00:00Z".parse().expect("time"));
-        let server = ksim_apiserver::ApiServer::with_clock(clock.clone());
-        let events = Events::new(ksim_runtime::client::in_process(&server), "test", &clock);
+        let cluster = ksim_testutils::in_process::InProcessCluster::with_clock(clock.clone());
+        let events = Events::new(cluster.client.clone(), "test", &clock);
         // Many distinct events: none of them is swept while within the window.
         for i in 0..200 {
             events.normal(pod(&format!("p{i}")), "Created", "Create", "made".into());

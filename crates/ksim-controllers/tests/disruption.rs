@@ -6,6 +6,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use ksim_controllers::ControllerName;
+use ksim_testutils::builders;
 use kube::api::{Api, EvictParams, PostParams};
 use serde_json::json;
 use support::{Cluster, eventually, make_ready, pods};
@@ -179,11 +180,7 @@ async fn ready_pods(client: &kube::Client, app: &str, count: usize) -> Vec<Strin
     let mut names = Vec::new();
     for i in 0..count {
         let name = format!("{app}-{i}");
-        let pod: Pod = serde_json::from_value(json!({
-            "metadata": {"name": name, "labels": {"app": app}},
-            "spec": {"containers": [{"name": "c", "image": "nginx"}]}
-        }))
-        .expect("pod");
+        let pod = builders::pod(&name).image("nginx").label("app", app).obj();
         api.create(&PostParams::default(), &pod)
             .await
             .expect("create pod");
@@ -348,11 +345,10 @@ async fn eviction_answers_as_kube_apiserver() {
     assert_eq!(status.disruptions_allowed, 1);
 
     // A Pending pod is deleted without looking at the (exhausted) budget.
-    let pending: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "full-pending", "labels": {"app": "full"}},
-        "spec": {"containers": [{"name": "c", "image": "nginx"}]}
-    }))
-    .expect("pod");
+    let pending = builders::pod("full-pending")
+        .image("nginx")
+        .label("app", "full")
+        .obj();
     pods_api
         .create(&PostParams::default(), &pending)
         .await
@@ -370,11 +366,7 @@ async fn eviction_answers_as_kube_apiserver() {
     );
 
     // A bound pod is marked DisruptionTarget and deleted gracefully.
-    let bound: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "bound"},
-        "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "nginx"}]}
-    }))
-    .expect("pod");
+    let bound = builders::pod("bound").image("nginx").node("n1").obj();
     pods_api
         .create(&PostParams::default(), &bound)
         .await
@@ -407,11 +399,7 @@ async fn a_disruption_target_no_deletion_followed_is_reset_after_two_minutes() {
     let stale = (now - k8s_openapi::jiff::SignedDuration::from_secs(180)).to_string();
     let recent = (now - k8s_openapi::jiff::SignedDuration::from_secs(10)).to_string();
     for (name, since) in [("stale", &stale), ("recent", &recent)] {
-        let pod: Pod = serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "spec": {"containers": [{"name": "c", "image": "nginx"}]}
-        }))
-        .expect("pod");
+        let pod = builders::pod(name).image("nginx").obj();
         api.create(&PostParams::default(), &pod)
             .await
             .expect("create pod");

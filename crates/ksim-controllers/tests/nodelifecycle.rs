@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use ksim_controllers::SharedInformers;
 use ksim_controllers::nodelifecycle::{NodeLifecycleConfig, run_with};
+use ksim_testutils::builders::{self, PodBuilder};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::{Cluster, eventually};
@@ -54,17 +55,9 @@ async fn ready_node(client: &kube::Client, name: &str) {
         .expect("lease");
 }
 
-async fn bound_pod(client: &kube::Client, name: &str, node: &str, tolerations: serde_json::Value) {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let mut spec = json!({"nodeName": node, "containers": [{"name": "c", "image": "nginx"}]});
-    if !tolerations.is_null() {
-        spec["tolerations"] = tolerations;
-    }
-    let pod: Pod =
-        serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).expect("pod");
-    pods.create(&PostParams::default(), &pod)
-        .await
-        .expect("pod");
+/// A pod bound to `node`.
+fn bound_pod(name: &str, node: &str) -> PodBuilder {
+    builders::pod(name).image("nginx").node(node)
 }
 
 fn taint_keys(node: &Node) -> Vec<String> {
@@ -79,19 +72,24 @@ fn taint_keys(node: &Node) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_node_goes_unknown_and_its_intolerant_pods_are_evicted() {
-    let cluster = Cluster::start(&[]);
+    let mut cluster = Cluster::start(&[]);
     let client = cluster.client.clone();
     ready_node(&client, "n1").await;
-    bound_pod(
-        &client,
-        "short",
-        "n1",
-        json!([{"key": "node.kubernetes.io/unreachable", "operator": "Exists",
-                "effect": "NoExecute", "tolerationSeconds": 1}]),
-    )
-    .await;
-    bound_pod(&client, "forever", "n1", json!([{"operator": "Exists"}])).await;
-    bound_pod(&client, "default", "n1", serde_json::Value::Null).await;
+    cluster
+        .create_pod(
+            &bound_pod("short", "n1")
+                .toleration_seconds("node.kubernetes.io/unreachable", 1)
+                .obj(),
+        )
+        .await;
+    cluster
+        .create_pod(
+            &bound_pod("forever", "n1")
+                .toleration("", "Exists", "", "")
+                .obj(),
+        )
+        .await;
+    cluster.create_pod(&bound_pod("default", "n1").obj()).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let defaulted = pods.get("default").await.expect("pod");
     let tolerations = defaulted
@@ -106,7 +104,7 @@ async fn a_silent_node_goes_unknown_and_its_intolerant_pods_are_evicted() {
         "DefaultTolerationSeconds admission: {tolerations:?}"
     );
 
-    let controller = tokio::spawn(run_with(
+    cluster.spawn(run_with(
         client.clone(),
         short(),
         SharedInformers::new(client.clone()),
@@ -154,15 +152,14 @@ async fn a_silent_node_goes_unknown_and_its_intolerant_pods_are_evicted() {
             "{name} was evicted"
         );
     }
-    controller.abort();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cordoned_nodes_get_the_unschedulable_taint() {
-    let cluster = Cluster::start(&[]);
+    let mut cluster = Cluster::start(&[]);
     let client = cluster.client.clone();
     ready_node(&client, "n1").await;
-    let controller = tokio::spawn(run_with(
+    cluster.spawn(run_with(
         client.clone(),
         NodeLifecycleConfig {
             grace_period: Duration::from_secs(600),
@@ -190,7 +187,6 @@ async fn cordoned_nodes_get_the_unschedulable_taint() {
         taint_keys(&node).is_empty().then_some(())
     })
     .await;
-    controller.abort();
 }
 
 fn ready_condition(pod: &Pod) -> Option<String> {
@@ -204,33 +200,33 @@ fn ready_condition(pod: &Pod) -> Option<String> {
 }
 
 /// Renews the node's Lease every 200 ms, as a kubelet that came back does.
-fn renew_lease_forever(client: kube::Client, name: &'static str) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let leases: Api<Lease> = Api::namespaced(client, "kube-node-lease");
-        loop {
-            let now = Timestamp::now()
-                .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
-                .to_string();
-            let _ = leases
-                .patch(
-                    name,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"spec": {"renewTime": now}})),
-                )
-                .await;
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    })
+async fn renew_lease_forever(client: kube::Client, name: &'static str) {
+    let leases: Api<Lease> = Api::namespaced(client, "kube-node-lease");
+    loop {
+        let now = Timestamp::now()
+            .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+            .to_string();
+        let _ = leases
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"renewTime": now}})),
+            )
+            .await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_node_marks_its_pods_not_ready_and_recovers_when_it_posts_ready() {
-    let cluster = Cluster::start(&[]);
+    let mut cluster = Cluster::start(&[]);
     let client = cluster.client.clone();
     ready_node(&client, "n1").await;
-    bound_pod(&client, "p", "n1", json!([{"operator": "Exists"}])).await;
+    cluster
+        .create_pod(&bound_pod("p", "n1").toleration("", "Exists", "", "").obj())
+        .await;
     support::make_ready(&client, "default", "p").await;
-    let controller = tokio::spawn(run_with(
+    cluster.spawn(run_with(
         client.clone(),
         short(),
         SharedInformers::new(client.clone()),
@@ -271,7 +267,7 @@ async fn an_unreachable_node_marks_its_pods_not_ready_and_recovers_when_it_posts
     );
 
     // The kubelet comes back: Lease renewed, Ready posted again.
-    let renewing = renew_lease_forever(client.clone(), "n1");
+    cluster.spawn(renew_lease_forever(client.clone(), "n1"));
     let now = Timestamp::now().to_string();
     nodes
         .patch_status(
@@ -295,8 +291,6 @@ async fn an_unreachable_node_marks_its_pods_not_ready_and_recovers_when_it_posts
     assert!(taint_keys(&node).is_empty(), "{:?}", taint_keys(&node));
     let pod = pods.get("p").await.expect("the tolerating pod stays");
     assert!(pod.metadata.deletion_timestamp.is_none());
-    renewing.abort();
-    controller.abort();
 }
 
 /// The first event with this reason, once there is one.
@@ -316,12 +310,12 @@ async fn event_with_reason(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_that_come_and_go_get_registered_and_removing_events() {
-    let cluster = Cluster::start(&[]);
+    let mut cluster = Cluster::start(&[]);
     let client = cluster.client.clone();
     ready_node(&client, "n1").await;
     let nodes: Api<Node> = Api::all(client.clone());
     let uid = nodes.get("n1").await.expect("node").metadata.uid;
-    let controller = tokio::spawn(run_with(
+    cluster.spawn(run_with(
         client.clone(),
         short(),
         SharedInformers::new(client.clone()),
@@ -350,23 +344,21 @@ async fn nodes_that_come_and_go_get_registered_and_removing_events() {
         Some("Removing Node n1 from Controller")
     );
     assert_eq!(removing.regarding.and_then(|r| r.uid), uid);
-    controller.abort();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recovering_node_cancels_its_pods_pending_eviction() {
-    let cluster = Cluster::start(&[]);
+    let mut cluster = Cluster::start(&[]);
     let client = cluster.client.clone();
     ready_node(&client, "n1").await;
-    bound_pod(
-        &client,
-        "p",
-        "n1",
-        json!([{"key": "node.kubernetes.io/unreachable", "operator": "Exists",
-                "effect": "NoExecute", "tolerationSeconds": 300}]),
-    )
-    .await;
-    let controller = tokio::spawn(run_with(
+    cluster
+        .create_pod(
+            &bound_pod("p", "n1")
+                .toleration_seconds("node.kubernetes.io/unreachable", 300)
+                .obj(),
+        )
+        .await;
+    cluster.spawn(run_with(
         client.clone(),
         short(),
         SharedInformers::new(client.clone()),
@@ -379,7 +371,7 @@ async fn a_recovering_node_cancels_its_pods_pending_eviction() {
             .then_some(())
     })
     .await;
-    let renewing = renew_lease_forever(client.clone(), "n1");
+    cluster.spawn(renew_lease_forever(client.clone(), "n1"));
     let now = Timestamp::now().to_string();
     nodes
         .patch_status(
@@ -397,6 +389,4 @@ async fn a_recovering_node_cancels_its_pods_pending_eviction() {
         cancelled.note.as_deref(),
         Some("Cancelling deletion of Pod default/p")
     );
-    renewing.abort();
-    controller.abort();
 }

@@ -6,6 +6,7 @@ mod support;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use ksim_controllers::ControllerName;
+use ksim_testutils::builders;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::{Cluster, eventually, make_ready, pods};
@@ -87,11 +88,10 @@ async fn replica_set_creates_named_owned_pods_and_reports_status() {
 async fn replica_set_adopts_matching_orphans_and_releases_relabeled_pods() {
     let cluster = Cluster::start(&[ControllerName::ReplicaSet]);
     let pods_api: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
-    let orphan: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "orphan", "labels": {"app": "db"}},
-        "spec": {"containers": [{"name": "c", "image": "nginx"}]}
-    }))
-    .expect("pod");
+    let orphan = builders::pod("orphan")
+        .image("nginx")
+        .label("app", "db")
+        .obj();
     pods_api
         .create(&PostParams::default(), &orphan)
         .await
@@ -145,11 +145,11 @@ async fn scale_down_deletes_unscheduled_then_pending_then_not_ready_pods_first()
         ("running", Some("n2")),
         ("ready", Some("n3")),
     ] {
-        let pod: Pod = serde_json::from_value(json!({
-            "metadata": {"name": name, "labels": {"app": "order"}},
-            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "nginx"}]}
-        }))
-        .expect("pod");
+        let mut pod = builders::pod(name).image("nginx").label("app", "order");
+        if let Some(node) = node {
+            pod = pod.node(node);
+        }
+        let pod = pod.obj();
         pods_api
             .create(&PostParams::default(), &pod)
             .await

@@ -314,12 +314,12 @@ pub fn after_eviction(result: Result<(), EvictionError>, plugin: &'static str) -
 
 #[cfg(test)]
 pub(crate) mod testing {
-    //! Builders for the plugins' unit tests.
+    //! Fixtures of the plugins' unit tests: ksim-testutils' builders set up
+    //! as these tests need them, and a recording evictor.
     use super::*;
-    use k8s_openapi::api::core::v1::{Container, Node};
-    use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus, PodSpec, PodStatus};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+    use k8s_openapi::api::core::v1::Node;
     use k8s_openapi::jiff::Timestamp;
+    use ksim_testutils::builders;
     use std::collections::HashSet;
 
     use crate::framework::{EvictionRequest, PodEvictor};
@@ -384,70 +384,33 @@ pub(crate) mod testing {
         }
     }
 
-    /// A ready node with labels.
+    /// A ready node with labels (only those: no hostname label).
     pub fn node(name: &str, labels: &[(&str, &str)]) -> Node {
-        Node {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                labels: Some(
-                    labels
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
-                        .collect(),
-                ),
-                ..Default::default()
-            },
-            spec: Some(NodeSpec::default()),
-            status: Some(NodeStatus {
-                conditions: Some(vec![NodeCondition {
-                    type_: "Ready".into(),
-                    status: "True".into(),
-                    ..Default::default()
-                }]),
-                allocatable: Some(
-                    [(
-                        "pods".to_string(),
-                        k8s_openapi::apimachinery::pkg::api::resource::Quantity("110".into()),
-                    )]
-                    .into_iter()
-                    .collect(),
-                ),
-                ..Default::default()
-            }),
+        let mut node = builders::node(name)
+            .without_label("kubernetes.io/hostname")
+            .ready();
+        for (key, value) in labels {
+            node = node.label(key, value);
         }
+        node.obj()
     }
 
     /// A running pod in `default` bound to `node`, owned by a ReplicaSet,
     /// created at the epoch.
     pub fn pod(name: &str, node: &str) -> Pod {
-        Pod {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some("default".into()),
-                uid: Some(format!("uid-{name}")),
-                creation_timestamp: Some(Time(Timestamp::UNIX_EPOCH)),
-                owner_references: Some(vec![OwnerReference {
-                    api_version: "apps/v1".into(),
-                    kind: "ReplicaSet".into(),
-                    name: "rs".into(),
-                    uid: "rs-uid".into(),
-                    ..Default::default()
-                }]),
+        builders::pod(name)
+            .uid(&format!("uid-{name}"))
+            .created_at(Timestamp::UNIX_EPOCH)
+            .owner_reference(OwnerReference {
+                api_version: "apps/v1".into(),
+                kind: "ReplicaSet".into(),
+                name: "rs".into(),
+                uid: "rs-uid".into(),
                 ..Default::default()
-            },
-            spec: Some(PodSpec {
-                node_name: Some(node.into()),
-                containers: vec![Container {
-                    name: "c".into(),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }),
-            status: Some(PodStatus {
-                phase: Some("Running".into()),
-                ..Default::default()
-            }),
-        }
+            })
+            .node(node)
+            .phase("Running")
+            .obj()
     }
 }
 

@@ -5,19 +5,22 @@
 //! (kubelet simulator, controllers, scheduler) so that evicted pods come
 //! back and are placed again.
 
+mod support;
+
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use ksim_apiserver::ApiServer;
 use ksim_descheduler::evictor::EvictionResult;
 use ksim_descheduler::{CycleReport, Descheduler, DeschedulerPolicy};
+use ksim_testutils::builders::{NodeBuilder, PodBuilder};
+use ksim_testutils::in_process::{InProcessCluster, eventually};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
+use support::{roomy_node, web_pod};
 
 /// Everything logged by the tests of this binary (they run in parallel:
 /// each looks for its own pod names).
@@ -58,41 +61,42 @@ fn log_lines_with(needle: &str) -> Vec<String> {
         .collect()
 }
 
-struct Cluster {
-    _server: ApiServer,
-    client: kube::Client,
+/// ksim-testutils' in-process cluster, with the objects and descheduling
+/// cycles these tests need.
+struct Cluster(InProcessCluster);
+
+impl std::ops::Deref for Cluster {
+    type Target = InProcessCluster;
+    fn deref(&self) -> &InProcessCluster {
+        &self.0
+    }
 }
 
 impl Cluster {
-    async fn start() -> Self {
+    fn start() -> Self {
         logs();
-        let server = ApiServer::new();
-        let client = ksim_runtime::client::in_process(&server);
-        Cluster {
-            _server: server,
-            client,
-        }
+        Cluster(InProcessCluster::new())
     }
 
     /// A cluster whose kubelet simulator, controllers and scheduler run in
     /// process as clients of the API server, as `ksim serve` wires them.
-    async fn start_with_components() -> Self {
-        let cluster = Self::start().await;
+    fn start_with_components() -> Self {
+        let mut cluster = Self::start();
         let kubelet = ksim_kubelet::KubeletSimulator::new(
-            ksim_runtime::client::in_process(&cluster._server),
+            cluster.new_client(),
             ksim_kubelet::KubeletOptions::default(),
         );
-        tokio::spawn(async move {
+        cluster.0.spawn(async move {
             if let Err(error) = kubelet.run().await {
                 tracing::error!(%error, "the kubelet simulator stopped");
             }
         });
-        tokio::spawn(ksim_controllers::run_controllers(
-            ksim_runtime::client::in_process(&cluster._server),
+        cluster.0.spawn(ksim_controllers::run_controllers(
+            cluster.new_client(),
             ksim_controllers::ALL_CONTROLLERS,
         ));
-        let client = ksim_runtime::client::in_process(&cluster._server);
-        tokio::spawn(async move {
+        let client = cluster.new_client();
+        cluster.0.spawn(async move {
             let options = ksim_scheduler::scheduler::SchedulerOptions::default();
             if let Err(error) = ksim_scheduler::scheduler::run(client, options).await {
                 tracing::error!(%error, "the scheduler stopped");
@@ -101,26 +105,8 @@ impl Cluster {
         cluster
     }
 
-    async fn node(&self, name: &str, labels: serde_json::Value, taints: serde_json::Value) {
-        let api: Api<Node> = Api::all(self.client.clone());
-        let node: Node = serde_json::from_value(json!({
-            "metadata": {"name": name, "labels": labels},
-            "spec": {"taints": taints},
-        }))
-        .expect("node");
-        api.create(&PostParams::default(), &node)
-            .await
-            .expect("create node");
-        api.patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-                "conditions": [{"type": "Ready", "status": "True"}],
-                "allocatable": {"cpu": "32", "memory": "64Gi", "pods": "110"},
-            }})),
-        )
-        .await
-        .expect("node status");
+    async fn node(&self, node: NodeBuilder) {
+        self.create_node(&node.obj()).await;
     }
 
     async fn patch_node(&self, name: &str, patch: serde_json::Value) {
@@ -130,40 +116,12 @@ impl Cluster {
             .expect("patch node");
     }
 
-    /// A running pod owned by ReplicaSet `web`, bound to `node`.
-    async fn pod(&self, name: &str, node: &str, spec: serde_json::Value) {
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), "default");
-        let mut body = json!({
-            "metadata": {
-                "name": name,
-                "labels": {"app": "web"},
-                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "web-uid", "controller": true}],
-            },
-            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "nginx"}]},
-        });
-        if let (Some(target), Some(extra)) = (body["spec"].as_object_mut(), spec.as_object()) {
-            target.extend(extra.clone());
-        }
-        let pod: Pod = serde_json::from_value(body).expect("pod");
-        api.create(&PostParams::default(), &pod)
-            .await
-            .expect("create pod");
-        api.patch_status(
-            name,
-            &PatchParams::default(),
-            // Ready: the eviction API lets unready pods go while the budget
-            // is healthy (IfHealthyBudget), so budgets only hold Ready pods.
-            &Patch::Merge(json!({"status": {
-                "phase": "Running",
-                "conditions": [{"type": "Ready", "status": "True"}],
-            }})),
-        )
-        .await
-        .expect("pod status");
+    async fn pod(&self, pod: PodBuilder) {
+        self.create_pod(&pod.obj()).await;
     }
 
     /// The nodes of the live (not terminating) Running pods labelled
-    /// `app=<app>`, polled until `done` holds (60 s: loaded machines).
+    /// `app=<app>`, polled until `done` holds.
     async fn running_pod_nodes_until(
         &self,
         app: &str,
@@ -172,8 +130,7 @@ impl Cluster {
     ) -> Vec<String> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), "default");
         let params = ListParams::default().labels(&format!("app={app}"));
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        loop {
+        eventually(what, || async {
             let mut nodes: Vec<String> = api
                 .list(&params)
                 .await
@@ -187,15 +144,9 @@ impl Cluster {
                 .filter_map(|pod| pod.spec.and_then(|spec| spec.node_name))
                 .collect();
             nodes.sort();
-            if done(&nodes) {
-                return nodes;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "timed out waiting for {what}: {nodes:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            done(&nodes).then_some(nodes)
+        })
+        .await
     }
 
     async fn pod_names(&self) -> Vec<String> {
@@ -254,17 +205,13 @@ fn evicted(report: &CycleReport) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pdb_at_its_minimum_blocks_every_eviction_and_the_log_says_why() {
-    let cluster = Cluster::start().await;
+    let cluster = Cluster::start();
     cluster
-        .node(
-            "pdb-a",
-            json!({}),
-            json!([{"key": "maintenance", "effect": "NoSchedule"}]),
-        )
+        .node(roomy_node("pdb-a").taint("maintenance", "", "NoSchedule"))
         .await;
-    cluster.node("pdb-b", json!({}), json!([])).await;
+    cluster.node(roomy_node("pdb-b")).await;
     for name in ["pdb-web-1", "pdb-web-2", "pdb-web-3"] {
-        cluster.pod(name, "pdb-a", json!({})).await;
+        cluster.pod(web_pod(name, "pdb-a")).await;
     }
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(cluster.client.clone(), "default");
     let pdb: PodDisruptionBudget = serde_json::from_value(json!({
@@ -315,16 +262,16 @@ async fn a_pdb_at_its_minimum_blocks_every_eviction_and_the_log_says_why() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_node_and_total_limits_bound_the_evictions() {
-    let cluster = Cluster::start().await;
-    let taint = json!([{"key": "maintenance", "effect": "NoSchedule"}]);
-    cluster.node("lim-a", json!({}), taint.clone()).await;
-    cluster.node("lim-b", json!({}), taint).await;
-    cluster.node("lim-c", json!({}), json!([])).await;
+    let cluster = Cluster::start();
+    for name in ["lim-a", "lim-b"] {
+        cluster
+            .node(roomy_node(name).taint("maintenance", "", "NoSchedule"))
+            .await;
+    }
+    cluster.node(roomy_node("lim-c")).await;
     for node in ["lim-a", "lim-b"] {
         for index in 0..3 {
-            cluster
-                .pod(&format!("{node}-{index}"), node, json!({}))
-                .await;
+            cluster.pod(web_pod(&format!("{node}-{index}"), node)).await;
         }
     }
 
@@ -352,13 +299,12 @@ async fn per_node_and_total_limits_bound_the_evictions() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_that_loses_its_label_has_its_affine_pods_evicted_with_an_event() {
-    let cluster = Cluster::start().await;
-    cluster.node("aff-a", json!({"zone": "x"}), json!([])).await;
-    cluster.node("aff-b", json!({"zone": "y"}), json!([])).await;
-    let affinity = json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["x"]}]}]
-    }}}});
-    cluster.pod("aff-web", "aff-a", affinity).await;
+    let cluster = Cluster::start();
+    cluster.node(roomy_node("aff-a").label("zone", "x")).await;
+    cluster.node(roomy_node("aff-b").label("zone", "y")).await;
+    cluster
+        .pod(web_pod("aff-web", "aff-a").node_affinity_in("zone", &["x"]))
+        .await;
     let policy = r#"
 apiVersion: descheduler/v1alpha2
 kind: DeschedulerPolicy
@@ -396,41 +342,36 @@ profiles:
     );
 
     let events: Api<Event> = Api::namespaced(cluster.client.clone(), "default");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
+    // The descheduler's own event (action Descheduled) on the pod.
+    let event = eventually("the descheduler's event", || async {
         let list = events.list(&ListParams::default()).await.expect("events");
-        // The descheduler's own event (action Descheduled) on the pod.
-        let found = list.items.iter().find(|event| {
+        list.items.into_iter().find(|event| {
             event.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("aff-web")
                 && event.action.as_deref() == Some("Descheduled")
-        });
-        if let Some(event) = found {
-            assert_eq!(event.type_.as_deref(), Some("Normal"));
-            assert_eq!(
-                event.reason.as_deref(),
-                Some("RemovePodsViolatingNodeAffinity")
-            );
-            assert_eq!(event.action.as_deref(), Some("Descheduled"));
-            assert_eq!(
-                event.note.as_deref(),
-                Some("pod eviction from aff-a node by sigs.k8s.io/descheduler")
-            );
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "no event recorded");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        })
+    })
+    .await;
+    assert_eq!(event.type_.as_deref(), Some("Normal"));
+    assert_eq!(
+        event.reason.as_deref(),
+        Some("RemovePodsViolatingNodeAffinity")
+    );
+    assert_eq!(event.action.as_deref(), Some("Descheduled"));
+    assert_eq!(
+        event.note.as_deref(),
+        Some("pod eviction from aff-a node by sigs.k8s.io/descheduler")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_tainted_after_its_pods_started_loses_the_intolerant_ones() {
-    let cluster = Cluster::start().await;
-    cluster.node("taint-a", json!({}), json!([])).await;
-    cluster.node("taint-b", json!({}), json!([])).await;
-    cluster.pod("taint-plain", "taint-a", json!({})).await;
-    let toleration =
-        json!({"tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]});
-    cluster.pod("taint-tolerant", "taint-a", toleration).await;
+    let cluster = Cluster::start();
+    cluster.node(roomy_node("taint-a")).await;
+    cluster.node(roomy_node("taint-b")).await;
+    cluster.pod(web_pod("taint-plain", "taint-a")).await;
+    cluster
+        .pod(web_pod("taint-tolerant", "taint-a").toleration("gpu", "Exists", "", "NoSchedule"))
+        .await;
     assert_eq!(
         cluster.deschedule(&taints_policy("")).await.total_evicted,
         0
@@ -449,15 +390,11 @@ async fn a_node_tainted_after_its_pods_started_loses_the_intolerant_ones() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cycle_with_one_ready_node_is_skipped_with_upstreams_message() {
-    let cluster = Cluster::start().await;
+    let cluster = Cluster::start();
     cluster
-        .node(
-            "lonely",
-            json!({}),
-            json!([{"key": "k", "effect": "NoSchedule"}]),
-        )
+        .node(roomy_node("lonely").taint("k", "", "NoSchedule"))
         .await;
-    cluster.pod("lonely-web", "lonely", json!({})).await;
+    cluster.pod(web_pod("lonely-web", "lonely")).await;
     let report = cluster.deschedule(&taints_policy("")).await;
     assert!(report.skipped.is_some());
     assert_eq!(cluster.pod_names().await, ["lonely-web"]);
@@ -485,11 +422,10 @@ fn count_on(nodes: &[String], node: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deployment_skewed_3_to_1_with_schedule_anyway_spread_ends_2_to_2_after_one_cycle() {
-    let cluster = Cluster::start_with_components().await;
+    let cluster = Cluster::start_with_components();
     for name in ["spread-a", "spread-b"] {
-        cluster
-            .node(name, json!({"kubernetes.io/hostname": name}), json!([]))
-            .await;
+        // The builder labels kubernetes.io/hostname.
+        cluster.node(roomy_node(name)).await;
     }
     // Pods can only start on spread-a while spread-b is cordoned.
     cluster
@@ -577,9 +513,9 @@ async fn a_deployment_skewed_3_to_1_with_schedule_anyway_spread_ends_2_to_2_afte
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_with_claims_of_protected_storage_classes_are_kept() {
-    let cluster = Cluster::start().await;
-    cluster.node("pvc-a", json!({}), json!([])).await;
-    cluster.node("pvc-b", json!({}), json!([])).await;
+    let cluster = Cluster::start();
+    cluster.node(roomy_node("pvc-a")).await;
+    cluster.node(roomy_node("pvc-b")).await;
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(cluster.client.clone(), "default");
     for (name, class) in [("fast-data", "fast"), ("slow-data", "slow")] {
         let claim: PersistentVolumeClaim = serde_json::from_value(json!({
@@ -596,17 +532,16 @@ async fn pods_with_claims_of_protected_storage_classes_are_kept() {
             .await
             .expect("create claim");
     }
-    let mounting = |claim: &str| json!({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]});
-    cluster
-        .pod("pvc-fast", "pvc-a", mounting("fast-data"))
-        .await;
-    cluster
-        .pod("pvc-slow", "pvc-a", mounting("slow-data"))
-        .await;
-    cluster
-        .pod("pvc-missing", "pvc-a", mounting("no-such-claim"))
-        .await;
-    cluster.pod("pvc-none", "pvc-a", json!({})).await;
+    for (name, claim) in [
+        ("pvc-fast", "fast-data"),
+        ("pvc-slow", "slow-data"),
+        ("pvc-missing", "no-such-claim"),
+    ] {
+        cluster
+            .pod(web_pod(name, "pvc-a").claim_volume("data", claim))
+            .await;
+    }
+    cluster.pod(web_pod("pvc-none", "pvc-a")).await;
     cluster
         .patch_node(
             "pvc-a",

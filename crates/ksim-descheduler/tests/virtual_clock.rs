@@ -5,16 +5,18 @@
 //! cycle after maxPodLifeTimeSeconds of cluster time, with its event at
 //! that time.
 
+mod support;
+
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
 use ksim_descheduler::{Descheduler, DeschedulerPolicy};
 use ksim_testutils::in_process::InProcessCluster;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use serde_json::json;
+use kube::api::{Api, ListParams};
+use support::{roomy_node, web_pod};
 
 /// ksim-testutils' in-process cluster on a virtual clock, with the
 /// objects and the descheduler these tests need.
@@ -37,49 +39,11 @@ impl Cluster {
     }
 
     async fn node(&self, name: &str) {
-        let api: Api<Node> = Api::all(self.client.clone());
-        let node: Node = serde_json::from_value(json!({"metadata": {"name": name}})).expect("node");
-        api.create(&PostParams::default(), &node)
-            .await
-            .expect("create node");
-        api.patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-                "conditions": [{"type": "Ready", "status": "True"}],
-                "allocatable": {"cpu": "32", "memory": "64Gi", "pods": "110"},
-            }})),
-        )
-        .await
-        .expect("node status");
+        self.create_node(&roomy_node(name).obj()).await;
     }
 
-    /// A running pod owned by ReplicaSet `web` (which does not exist, so
-    /// an evicted pod is not replaced), bound to `node`.
     async fn pod(&self, name: &str, node: &str) {
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), "default");
-        let pod: Pod = serde_json::from_value(json!({
-            "metadata": {
-                "name": name,
-                "labels": {"app": "web"},
-                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "web-uid", "controller": true}],
-            },
-            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "nginx"}]},
-        }))
-        .expect("pod");
-        api.create(&PostParams::default(), &pod)
-            .await
-            .expect("create pod");
-        api.patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-                "phase": "Running",
-                "conditions": [{"type": "Ready", "status": "True"}],
-            }})),
-        )
-        .await
-        .expect("pod status");
+        self.create_pod(&web_pod(name, node).obj()).await;
     }
 
     /// Whether the pod is still there and not terminating.

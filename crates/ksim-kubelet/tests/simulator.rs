@@ -6,14 +6,13 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use ksim_apiserver::ApiServer;
 use ksim_kubelet::simulator::{create_stage, ensure_stage_crd};
 use ksim_kubelet::stages::{StageSet, parse_stage};
 use ksim_kubelet::{KubeletOptions, KubeletSimulator, NodeSelection};
+use ksim_testutils::builders;
 use ksim_testutils::in_process::{InProcessCluster, eventually};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use tokio::task::JoinHandle;
 
 /// ksim-testutils' in-process cluster, with the simulator spawned on it.
 type Cluster = InProcessCluster;
@@ -25,13 +24,14 @@ fn options() -> KubeletOptions {
     }
 }
 
-fn spawn_simulator(client: kube::Client, options: KubeletOptions) -> JoinHandle<()> {
+/// Runs the simulator on `cluster` with `client` until the cluster is dropped.
+fn spawn_simulator(cluster: &mut Cluster, client: kube::Client, options: KubeletOptions) {
     let simulator = KubeletSimulator::new(client, options);
-    tokio::spawn(async move {
+    cluster.spawn(async move {
         if let Err(error) = simulator.run().await {
             panic!("simulator failed: {error}");
         }
-    })
+    });
 }
 
 /// Starts a server and the simulator; `stages`, when given, are created before the
@@ -46,12 +46,7 @@ async fn start(stages: Option<Vec<&str>>) -> Cluster {
             assert!(create_stage(&client, &stage).await.expect("stage created"));
         }
     }
-    let simulator = KubeletSimulator::new(client, options());
-    cluster.spawn(async move {
-        if let Err(error) = simulator.run().await {
-            panic!("simulator failed: {error}");
-        }
-    });
+    spawn_simulator(&mut cluster, client, options());
     cluster
 }
 
@@ -64,9 +59,9 @@ fn default_stage(name: &str) -> &'static str {
         .expect("shipped stage")
 }
 
-async fn create_node(client: &kube::Client, name: &str, cidr: &str, ip: &str) -> Node {
-    let created = submit_node(client, name, "fake", cidr, ip).await;
-    let nodes = Api::<Node>::all(client.clone());
+async fn create_node(cluster: &Cluster, name: &str, cidr: &str, ip: &str) -> Node {
+    let created = submit_node(cluster, name, "fake", cidr, ip).await;
+    let nodes = Api::<Node>::all(cluster.client.clone());
     eventually("node Ready with its address", || async {
         let node = nodes.get(name).await.ok().filter(is_ready)?;
         let addresses = node.status?.addresses?;
@@ -80,38 +75,20 @@ async fn create_node(client: &kube::Client, name: &str, cidr: &str, ip: &str) ->
 }
 
 /// Creates a node with annotation `kwok.x-k8s.io/node: <fake>` and the given CIDR and address.
-async fn submit_node(client: &kube::Client, name: &str, fake: &str, cidr: &str, ip: &str) -> Node {
-    let node: Node = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": fake}},
-        "spec": {"podCIDR": cidr},
-        "status": {"addresses": [{"type": "InternalIP", "address": ip}]},
-    }))
-    .expect("valid node");
-    let nodes = Api::<Node>::all(client.clone());
-    let created = nodes
-        .create(&PostParams::default(), &node)
-        .await
-        .expect("node created");
-    // ksim's API server drops a Node's status on create (kube-apiserver keeps it).
-    nodes
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": node.status})),
-        )
-        .await
-        .expect("node status set");
-    created
+async fn submit_node(cluster: &Cluster, name: &str, fake: &str, cidr: &str, ip: &str) -> Node {
+    let node = builders::node(name)
+        .annotation("kwok.x-k8s.io/node", fake)
+        .pod_cidr(cidr)
+        .address("InternalIP", ip);
+    cluster.create_node(&node.obj()).await
 }
 
 fn pod(name: &str, node: &str, finalizers: &[&str]) -> Pod {
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "finalizers": finalizers},
-        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "nginx"}]},
-    }))
-    .expect("valid pod")
+    let mut pod = builders::pod(name).image("nginx").node(node);
+    for finalizer in finalizers {
+        pod = pod.finalizer(finalizer);
+    }
+    pod.obj()
 }
 
 fn is_ready(node: &Node) -> bool {
@@ -138,7 +115,7 @@ async fn running_pod(pods: &Api<Pod>, name: &str) -> Pod {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_becomes_ready_and_its_lease_is_renewed() {
     let cluster = start(None).await;
-    let created = create_node(&cluster.client, "node-a", "10.0.7.0/24", "10.128.0.17").await;
+    let created = create_node(&cluster, "node-a", "10.0.7.0/24", "10.128.0.17").await;
     let nodes = Api::<Node>::all(cluster.client.clone());
     let node = eventually("node Ready", || async {
         nodes.get("node-a").await.ok().filter(is_ready)
@@ -189,8 +166,8 @@ async fn lease_renewals(leases: &Api<Lease>, name: &str, times: usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleted_nodes_lease_is_neither_renewed_nor_recreated() {
     let cluster = start(None).await;
-    create_node(&cluster.client, "node-gone", "10.0.11.0/24", "10.128.0.21").await;
-    create_node(&cluster.client, "node-kept", "10.0.12.0/24", "10.128.0.22").await;
+    create_node(&cluster, "node-gone", "10.0.11.0/24", "10.128.0.21").await;
+    create_node(&cluster, "node-kept", "10.0.12.0/24", "10.128.0.22").await;
     let leases = Api::<Lease>::namespaced(cluster.client.clone(), "kube-node-lease");
     lease_renewals(&leases, "node-gone", 1).await;
 
@@ -215,7 +192,7 @@ async fn deleted_nodes_lease_is_neither_renewed_nor_recreated() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bound_pod_runs_with_an_ip_from_its_nodes_cidr_and_is_removed_when_deleted() {
     let cluster = start(None).await;
-    create_node(&cluster.client, "node-b", "10.0.9.0/24", "10.128.0.19").await;
+    create_node(&cluster, "node-b", "10.0.9.0/24", "10.128.0.19").await;
     let pods = Api::<Pod>::namespaced(cluster.client.clone(), "default");
     pods.create(&PostParams::default(), &pod("web", "node-b", &[]))
         .await
@@ -250,7 +227,7 @@ async fn a_pod_runs_once_it_is_bound_and_not_before() {
     // The simulator watches bound pods only: a pod entering that selection
     // through its binding must still be seen and run.
     let cluster = start(None).await;
-    create_node(&cluster.client, "node-late", "10.0.8.0/24", "10.128.0.18").await;
+    create_node(&cluster, "node-late", "10.0.8.0/24", "10.128.0.18").await;
     let pods = Api::<Pod>::namespaced(cluster.client.clone(), "default");
     pods.create(&PostParams::default(), &pod("unbound", "", &[]))
         .await
@@ -284,7 +261,7 @@ async fn a_pod_runs_once_it_is_bound_and_not_before() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn terminating_pod_waits_for_a_foreign_finalizer() {
     let cluster = start(None).await;
-    create_node(&cluster.client, "node-c", "10.0.10.0/24", "10.128.0.20").await;
+    create_node(&cluster, "node-c", "10.0.10.0/24", "10.128.0.20").await;
     let pods = Api::<Pod>::namespaced(cluster.client.clone(), "default");
     pods.create(
         &PostParams::default(),
@@ -348,7 +325,7 @@ spec:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn custom_stage_delay_is_honoured() {
     let cluster = start(Some(vec![default_stage("node-initialize"), SLOW_READY])).await;
-    create_node(&cluster.client, "node-d", "10.0.11.0/24", "10.128.0.21").await;
+    create_node(&cluster, "node-d", "10.0.11.0/24", "10.128.0.21").await;
     let pods = Api::<Pod>::namespaced(cluster.client.clone(), "default");
     let started = tokio::time::Instant::now();
     pods.create(&PostParams::default(), &pod("slow", "node-d", &[]))
@@ -362,10 +339,25 @@ async fn custom_stage_delay_is_honoured() {
     );
 }
 
+/// The shipped pod-ready stage restricted to pods labelled `marker=yes`: a
+/// pod the simulator must have looked at, to tell when it has seen the
+/// pods created before it.
+fn marker_runs() -> String {
+    let mut stage = parse_stage(default_stage("pod-ready")).expect("parses");
+    stage.metadata.name = "pod-marker-ready".to_string();
+    stage
+        .spec
+        .selector
+        .get_or_insert_with(Default::default)
+        .match_labels = Some([("marker".to_string(), "yes".to_string())].into());
+    serde_json::to_string(&stage).expect("a stage serializes")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stage_applied_after_pods_exist_takes_effect_at_once() {
-    let cluster = start(Some(vec![default_stage("node-initialize")])).await;
-    create_node(&cluster.client, "node-e", "10.0.12.0/24", "10.128.0.22").await;
+    let marker_runs = marker_runs();
+    let cluster = start(Some(vec![default_stage("node-initialize"), &marker_runs])).await;
+    create_node(&cluster, "node-e", "10.0.12.0/24", "10.128.0.22").await;
     let nodes = Api::<Node>::all(cluster.client.clone());
     eventually("node Ready", || async {
         nodes.get("node-e").await.ok().filter(is_ready)
@@ -375,7 +367,16 @@ async fn stage_applied_after_pods_exist_takes_effect_at_once() {
     pods.create(&PostParams::default(), &pod("waiting", "node-e", &[]))
         .await
         .expect("pod created");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A later pod on the same node that a stage does run: once it runs,
+    // the simulator has seen "waiting" too and left it alone.
+    let marker = builders::pod("marker")
+        .image("nginx")
+        .node("node-e")
+        .label("marker", "yes");
+    pods.create(&PostParams::default(), &marker.obj())
+        .await
+        .expect("pod created");
+    running_pod(&pods, "marker").await;
     let pending = pods.get("waiting").await.expect("pod exists");
     assert_eq!(phase(&pending), Some("Pending"), "no pod stage yet");
     let stage = parse_stage(default_stage("pod-ready")).expect("parses");
@@ -388,28 +389,17 @@ async fn stage_applied_after_pods_exist_takes_effect_at_once() {
     assert!(running.status.and_then(|s| s.pod_ip).is_some());
 }
 
-/// A client of `server` over HTTP on a loopback port, as the stand-alone simulator
-/// talks to any cluster.
-async fn http_client(server: &ApiServer) -> kube::Client {
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-        .await
-        .expect("bind loopback");
-    let address = listener.local_addr().expect("local address");
-    tokio::spawn(ksim_apiserver::serve(listener, server.clone()));
-    let url: http::Uri = format!("http://{address}").parse().expect("url");
-    ksim_runtime::client::from_config(kube::Config::new(url)).expect("client")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stand_alone_over_http_manages_only_selected_nodes() {
-    let server = ApiServer::new();
-    let client = http_client(&server).await;
+    // A client over HTTP on a loopback port, as the stand-alone simulator
+    // talks to any cluster.
+    let mut cluster = InProcessCluster::new();
+    let client = cluster.http_client().await;
     let options = KubeletOptions {
         manage: NodeSelection::annotation("kwok.x-k8s.io/node=fake").expect("valid"),
         ..options()
     };
-    let simulator = spawn_simulator(client.clone(), options);
-    let _abort = AbortOnDrop(simulator);
+    spawn_simulator(&mut cluster, client.clone(), options);
     // The CRD and default stages are installed by the simulator; wait for them.
     eventually("default stages", || async {
         let list = client
@@ -423,8 +413,8 @@ async fn stand_alone_over_http_manages_only_selected_nodes() {
         (list["items"].as_array()?.len() == 5).then_some(())
     })
     .await;
-    submit_node(&client, "other", "real", "10.0.2.0/24", "10.128.0.4").await;
-    create_node(&client, "fake-0", "10.0.1.0/24", "10.128.0.3").await;
+    submit_node(&cluster, "other", "real", "10.0.2.0/24", "10.128.0.4").await;
+    create_node(&cluster, "fake-0", "10.0.1.0/24", "10.128.0.3").await;
     let pods = Api::<Pod>::namespaced(client.clone(), "default");
     pods.create(&PostParams::default(), &pod("on-fake", "fake-0", &[]))
         .await
@@ -455,18 +445,10 @@ async fn stand_alone_over_http_manages_only_selected_nodes() {
     assert!(leases.get("other").await.is_err());
 }
 
-struct AbortOnDrop(JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn job_pods_succeed_and_host_network_pods_get_the_node_ip() {
     let cluster = start(None).await;
-    create_node(&cluster.client, "node-f", "10.0.13.0/24", "10.128.0.23").await;
+    create_node(&cluster, "node-f", "10.0.13.0/24", "10.128.0.23").await;
     let pods = Api::<Pod>::namespaced(cluster.client.clone(), "default");
     let job_pod: Pod = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -539,7 +521,7 @@ spec:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stage_records_its_event_and_adds_finalizers() {
     let cluster = start(Some(vec![default_stage("node-initialize"), EVENT_STAGE])).await;
-    create_node(&cluster.client, "node-g", "10.0.14.0/24", "10.128.0.24").await;
+    create_node(&cluster, "node-g", "10.0.14.0/24", "10.128.0.24").await;
     let pods = Api::<Pod>::namespaced(cluster.client.clone(), "default");
     pods.create(&PostParams::default(), &pod("evented", "node-g", &[]))
         .await

@@ -15,6 +15,7 @@ use ksim_kubelet::simulator::{
 use ksim_kubelet::stages::{StageSet, parse_stage};
 use ksim_kubelet::{KubeletOptions, KubeletSimulator};
 use ksim_runtime::clock::Random;
+use ksim_testutils::builders;
 use ksim_testutils::in_process::{InProcessCluster, start_time};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -92,12 +93,7 @@ async fn start_seeded(stages: &[&str], lease_seconds: i32, seed: u64) -> Cluster
 }
 
 async fn create_node(client: &kube::Client, name: &str) {
-    let node: Node = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name},
-        "spec": {"podCIDR": "10.0.1.0/24"},
-    }))
-    .expect("valid node");
+    let node = builders::node(name).pod_cidr("10.0.1.0/24").obj();
     Api::<Node>::all(client.clone())
         .create(&PostParams::default(), &node)
         .await
@@ -105,12 +101,7 @@ async fn create_node(client: &kube::Client, name: &str) {
 }
 
 async fn create_pod(client: &kube::Client, name: &str, node: &str) {
-    let pod: Pod = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "nginx"}]},
-    }))
-    .expect("valid pod");
+    let pod = builders::pod(name).image("nginx").node(node).obj();
     Api::<Pod>::namespaced(client.clone(), "default")
         .create(&PostParams::default(), &pod)
         .await

@@ -5,29 +5,14 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use ksim_apiserver::ApiServer;
+use ksim_testutils::builders;
+use ksim_testutils::in_process::{InProcessCluster, eventually};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use serde_json::json;
 
 fn pod(name: &str, app: &str) -> Pod {
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": app}},
-        "spec": {"containers": [{"name": "c", "image": "nginx"}]}
-    }))
-    .expect("valid pod")
-}
-
-async fn http_client(server: &ApiServer) -> kube::Client {
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-        .await
-        .expect("bind loopback");
-    let address = listener.local_addr().expect("local address");
-    tokio::spawn(ksim_apiserver::serve(listener, server.clone()));
-    let url: http::Uri = format!("http://{address}").parse().expect("url");
-    let config = kube::Config::new(url);
-    ksim_runtime::client::from_config(config).expect("client")
+    builders::pod(name).image("nginx").label("app", app).obj()
 }
 
 async fn crud_and_conflicts(client: kube::Client) {
@@ -108,21 +93,15 @@ async fn reflector_follows_changes(client: kube::Client) {
         .delete("cm-0", &DeleteParams::default())
         .await
         .expect("delete configmap");
-    let settled = tokio::time::timeout(Duration::from_secs(60), async {
-        loop {
-            let names: Vec<String> = reader
-                .state()
-                .iter()
-                .filter_map(|cm| cm.metadata.name.clone())
-                .collect();
-            if names.len() == 4 && !names.contains(&"cm-0".to_string()) {
-                break names;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+    let settled = eventually("the reflector sees every create and the delete", || async {
+        let names: Vec<String> = reader
+            .state()
+            .iter()
+            .filter_map(|cm| cm.metadata.name.clone())
+            .collect();
+        (names.len() == 4 && !names.contains(&"cm-0".to_string())).then_some(names)
     })
-    .await
-    .expect("the reflector sees every create and the delete");
+    .await;
     assert!(settled.contains(&"cm-4".to_string()));
     task.abort();
 }
@@ -165,38 +144,38 @@ async fn watcher_uses_streaming_lists(client: kube::Client) {
 
 #[tokio::test]
 async fn in_process_client_crud_and_conflicts() {
-    let server = ApiServer::new();
-    crud_and_conflicts(ksim_runtime::client::in_process(&server)).await;
+    let cluster = InProcessCluster::new();
+    crud_and_conflicts(cluster.client.clone()).await;
 }
 
 #[tokio::test]
 async fn http_client_crud_and_conflicts() {
-    let server = ApiServer::new();
-    crud_and_conflicts(http_client(&server).await).await;
+    let mut cluster = InProcessCluster::new();
+    crud_and_conflicts(cluster.http_client().await).await;
 }
 
 #[tokio::test]
 async fn in_process_reflector_follows_changes() {
-    let server = ApiServer::new();
-    reflector_follows_changes(ksim_runtime::client::in_process(&server)).await;
+    let cluster = InProcessCluster::new();
+    reflector_follows_changes(cluster.client.clone()).await;
 }
 
 #[tokio::test]
 async fn http_reflector_follows_changes() {
-    let server = ApiServer::new();
-    reflector_follows_changes(http_client(&server).await).await;
+    let mut cluster = InProcessCluster::new();
+    reflector_follows_changes(cluster.http_client().await).await;
 }
 
 #[tokio::test]
 async fn in_process_watcher_with_streaming_lists() {
-    let server = ApiServer::new();
-    watcher_uses_streaming_lists(ksim_runtime::client::in_process(&server)).await;
+    let cluster = InProcessCluster::new();
+    watcher_uses_streaming_lists(cluster.client.clone()).await;
 }
 
 #[tokio::test]
 async fn http_watcher_with_streaming_lists() {
-    let server = ApiServer::new();
-    watcher_uses_streaming_lists(http_client(&server).await).await;
+    let mut cluster = InProcessCluster::new();
+    watcher_uses_streaming_lists(cluster.http_client().await).await;
 }
 
 /// A client that lists in pages and then watches from the list's
@@ -205,8 +184,8 @@ async fn http_watcher_with_streaming_lists() {
 /// revision, as kube-apiserver's snapshot lists do.
 #[tokio::test]
 async fn paged_list_then_watch_sees_changes_made_while_paging() {
-    let server = ApiServer::new();
-    let client = ksim_runtime::client::in_process(&server);
+    let cluster = InProcessCluster::new();
+    let client = cluster.client.clone();
     let pods: Api<Pod> = Api::namespaced(client, "default");
     for name in ["a", "b", "c", "d"] {
         pods.create(&PostParams::default(), &pod(name, "web"))
@@ -320,12 +299,12 @@ async fn metadata_reads_match_the_full_objects(client: kube::Client) {
 
 #[tokio::test]
 async fn in_process_metadata_reads_match_the_full_objects() {
-    let server = ApiServer::new();
-    metadata_reads_match_the_full_objects(ksim_runtime::client::in_process(&server)).await;
+    let cluster = InProcessCluster::new();
+    metadata_reads_match_the_full_objects(cluster.client.clone()).await;
 }
 
 #[tokio::test]
 async fn http_metadata_reads_match_the_full_objects() {
-    let server = ApiServer::new();
-    metadata_reads_match_the_full_objects(http_client(&server).await).await;
+    let mut cluster = InProcessCluster::new();
+    metadata_reads_match_the_full_objects(cluster.http_client().await).await;
 }

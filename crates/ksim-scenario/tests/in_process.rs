@@ -4,25 +4,27 @@
 
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{Node, Pod};
-use ksim_apiserver::ApiServer;
+use k8s_openapi::api::core::v1::Pod;
 use ksim_scenario::{GetArgs, Outcome, Report, Resolver, Scenario, Target};
+use ksim_testutils::builders;
+use ksim_testutils::in_process::InProcessCluster;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-struct Cluster {
-    _server: ApiServer,
-    client: kube::Client,
+/// ksim-testutils' in-process cluster (the API server alone), with the
+/// objects and scenario runs these tests need.
+struct Cluster(InProcessCluster);
+
+impl std::ops::Deref for Cluster {
+    type Target = InProcessCluster;
+    fn deref(&self) -> &InProcessCluster {
+        &self.0
+    }
 }
 
 impl Cluster {
     fn start() -> Self {
-        let server = ApiServer::new();
-        let client = ksim_runtime::client::in_process(&server);
-        Cluster {
-            _server: server,
-            client,
-        }
+        Cluster(InProcessCluster::new())
     }
 
     fn target(&self) -> Target {
@@ -36,31 +38,20 @@ impl Cluster {
         }
     }
 
+    /// A node labelled `zone` (and, by the builder, its hostname), with no
+    /// status.
     async fn node(&self, name: &str, zone: &str) {
-        let node: Node = serde_json::from_value(json!({
-            "metadata": {"name": name, "labels": {"zone": zone}},
-        }))
-        .expect("node");
-        Api::<Node>::all(self.client.clone())
-            .create(&PostParams::default(), &node)
-            .await
-            .expect("create node");
+        let mut node = builders::node(name).label("zone", zone).obj();
+        node.status = None;
+        self.create_node(&node).await;
     }
 
     async fn pod(&self, name: &str, node: Option<&str>) {
-        let mut spec = json!({"containers": [{"name": "c", "image": "x"}]});
+        let mut pod = builders::pod(name).image("x").label("app", "web");
         if let Some(node) = node {
-            spec["nodeName"] = json!(node);
+            pod = pod.node(node);
         }
-        let pod: Pod = serde_json::from_value(json!({
-            "metadata": {"name": name, "labels": {"app": "web"}},
-            "spec": spec,
-        }))
-        .expect("pod");
-        Api::<Pod>::namespaced(self.client.clone(), "default")
-            .create(&PostParams::default(), &pod)
-            .await
-            .expect("create pod");
+        self.create_pod(&pod.obj()).await;
     }
 
     async fn run(&self, steps: &str) -> Report {
@@ -328,14 +319,14 @@ async fn evictions_count_what_the_api_server_recorded_and_no_event_is_recorded()
 /// A scenario on a virtual clock standing at 2026-01-01T00:00:00Z, with a
 /// task that creates ConfigMap `late` 5 minutes (cluster time) in.
 async fn run_virtual(steps: &str) -> Report {
-    let cluster = Cluster::start();
+    let mut cluster = Cluster::start();
     let start = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
         .expect("time")
         .with_timezone(&chrono::Utc);
     let clock = ksim_runtime::Clock::virtual_at(start);
     let timer = clock.clone();
     let client = cluster.client.clone();
-    tokio::spawn(async move {
+    cluster.0.spawn(async move {
         timer.sleep(std::time::Duration::from_secs(300)).await;
         let _busy = timer.busy();
         let cm: k8s_openapi::api::core::v1::ConfigMap =

@@ -2,26 +2,27 @@
 //! placement by each constraint type, spread across labelled domains, the
 //! FailedScheduling message, pods placed when room appears, preemption.
 
-use std::collections::BTreeMap;
-use std::time::Duration;
+mod support;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use ksim_apiserver::ApiServer;
 use ksim_scheduler::scheduler::{SchedulerOptions, run};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use serde_json::{Value, json};
+use ksim_testutils::builders::{NodeBuilder, PodBuilder};
+use ksim_testutils::in_process::{InProcessCluster, eventually};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use serde_json::json;
+use support::{cpu_node, cpu_pod};
 
-struct Cluster {
-    client: kube::Client,
-    _server: ApiServer,
-    scheduler: tokio::task::JoinHandle<()>,
-}
+/// ksim-testutils' in-process cluster with the scheduler running on it.
+struct Cluster(InProcessCluster);
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        self.scheduler.abort();
+impl std::ops::Deref for Cluster {
+    type Target = InProcessCluster;
+    fn deref(&self) -> &InProcessCluster {
+        &self.0
     }
 }
 
@@ -30,74 +31,21 @@ fn start() -> Cluster {
 }
 
 fn start_with(options: SchedulerOptions) -> Cluster {
-    let server = ApiServer::new();
-    let client = ksim_runtime::client::in_process(&server);
-    let scheduler = tokio::spawn({
-        let client = client.clone();
-        async move {
-            let _ = run(client, options).await;
-        }
+    let mut cluster = InProcessCluster::new();
+    let client = cluster.new_client();
+    cluster.spawn(async move {
+        let _ = run(client, options).await;
     });
-    Cluster {
-        client,
-        _server: server,
-        scheduler,
-    }
-}
-
-fn node(name: &str, cpu: &str, labels: Value, spec: Value) -> Node {
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": labels},
-        "spec": spec,
-        "status": {
-            "allocatable": {"cpu": cpu, "memory": "32Gi", "pods": "110"},
-            "capacity": {"cpu": cpu, "memory": "32Gi", "pods": "110"},
-        },
-    }))
-    .expect("valid node")
-}
-
-fn pod(name: &str, cpu: &str, labels: Value, spec: Value) -> Pod {
-    let mut spec = spec;
-    spec["containers"] = json!([{"name": "c", "image": "pause",
-        "resources": {"requests": {"cpu": cpu}}}]);
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "labels": labels},
-        "spec": spec,
-    }))
-    .expect("valid pod")
+    Cluster(cluster)
 }
 
 impl Cluster {
-    /// Creates the node, then sets its status (the create drops it).
-    async fn add_node(&self, node: Node) {
-        let nodes = Api::<Node>::all(self.client.clone());
-        let created = nodes
-            .create(&PostParams::default(), &node)
-            .await
-            .expect("create node");
-        if created
-            .status
-            .as_ref()
-            .and_then(|s| s.allocatable.as_ref())
-            .is_none()
-        {
-            let name = node.metadata.name.clone().expect("named");
-            let status = json!({"status": node.status});
-            nodes
-                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
-                .await
-                .expect("set node status");
-        }
+    async fn add_node(&self, node: NodeBuilder) {
+        self.create_node(&node.obj()).await;
     }
 
-    async fn add_pod(&self, pod: Pod) {
-        Api::<Pod>::namespaced(self.client.clone(), "default")
-            .create(&PostParams::default(), &pod)
-            .await
-            .expect("create pod");
+    async fn add_pod(&self, pod: PodBuilder) {
+        self.create_pod(&pod.obj()).await;
     }
 
     async fn pod(&self, name: &str) -> Option<Pod> {
@@ -109,17 +57,10 @@ impl Cluster {
 
     /// Waits until the pod is bound; its node.
     async fn node_of(&self, name: &str) -> String {
-        for _ in 0..200 {
-            if let Some(node) = self
-                .pod(name)
-                .await
-                .and_then(|p| p.spec.and_then(|s| s.node_name))
-            {
-                return node;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!("pod {name} was not scheduled");
+        eventually(&format!("pod {name} scheduled"), || async {
+            self.pod(name).await.and_then(|p| p.spec?.node_name)
+        })
+        .await
     }
 
     async fn events_of(&self, pod: &str, reason: &str) -> Vec<Event> {
@@ -137,13 +78,10 @@ impl Cluster {
     }
 
     async fn wait_for_event(&self, pod: &str, reason: &str) -> Event {
-        for _ in 0..200 {
-            if let Some(event) = self.events_of(pod, reason).await.into_iter().next() {
-                return event;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!("no {reason} event for {pod}");
+        eventually(&format!("a {reason} event for {pod}"), || async {
+            self.events_of(pod, reason).await.into_iter().next()
+        })
+        .await
     }
 }
 
@@ -151,46 +89,43 @@ impl Cluster {
 async fn places_pods_by_node_selector_affinity_and_taints() {
     let cluster = start();
     cluster
-        .add_node(node("ssd", "4", json!({"disk": "ssd"}), json!({})))
+        .add_node(cpu_node("ssd", "4").label("disk", "ssd"))
         .await;
     cluster
-        .add_node(node("hdd", "4", json!({"disk": "hdd"}), json!({})))
+        .add_node(cpu_node("hdd", "4").label("disk", "hdd"))
         .await;
     cluster
-        .add_node(node(
-            "gpu",
-            "4",
-            json!({"disk": "hdd", "gpu": "true"}),
-            json!({"taints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"}]}),
-        ))
+        .add_node(
+            cpu_node("gpu", "4")
+                .label("disk", "hdd")
+                .label("gpu", "true")
+                .taint("gpu", "true", "NoSchedule"),
+        )
         .await;
     cluster
-        .add_pod(pod(
-            "selector",
-            "100m",
-            json!({}),
-            json!({"nodeSelector": {"disk": "ssd"}}),
-        ))
+        .add_pod(cpu_pod("selector", "100m").node_selector("disk", "ssd"))
         .await;
+    let mut affinity = cpu_pod("affinity", "100m");
+    let requirement =
+        |key: &str, operator: &str, values: Option<Vec<String>>| NodeSelectorRequirement {
+            key: key.to_string(),
+            operator: operator.to_string(),
+            values,
+        };
+    affinity.required_node_term(NodeSelectorTerm {
+        match_expressions: Some(vec![
+            requirement("disk", "In", Some(vec!["hdd".to_string()])),
+            requirement("gpu", "DoesNotExist", None),
+        ]),
+        match_fields: None,
+    });
+    cluster.add_pod(affinity).await;
     cluster
-        .add_pod(pod(
-            "affinity",
-            "100m",
-            json!({}),
-            json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [
-                    {"key": "disk", "operator": "In", "values": ["hdd"]},
-                    {"key": "gpu", "operator": "DoesNotExist"}]}]}}}}),
-        ))
-        .await;
-    cluster
-        .add_pod(pod(
-            "tolerating",
-            "100m",
-            json!({}),
-            json!({"nodeSelector": {"gpu": "true"},
-                   "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]}),
-        ))
+        .add_pod(
+            cpu_pod("tolerating", "100m")
+                .node_selector("gpu", "true")
+                .toleration("gpu", "Exists", "", "NoSchedule"),
+        )
         .await;
     assert_eq!(cluster.node_of("selector").await, "ssd");
     assert_eq!(cluster.node_of("affinity").await, "hdd");
@@ -221,24 +156,16 @@ async fn eleven_replicas_spread_six_five_over_even_and_odd_nodes() {
     for i in 0..10 {
         let parity = if i % 2 == 0 { "even" } else { "odd" };
         cluster
-            .add_node(node(
-                &format!("node-{i}"),
-                "8",
-                json!({"parity": parity}),
-                json!({}),
-            ))
+            .add_node(cpu_node(&format!("node-{i}"), "8").label("parity", parity))
             .await;
     }
     for i in 0..11 {
         cluster
-            .add_pod(pod(
-                &format!("web-{i}"),
-                "100m",
-                json!({"app": "web"}),
-                json!({"topologySpreadConstraints": [{
-                    "maxSkew": 1, "topologyKey": "parity", "whenUnsatisfiable": "DoNotSchedule",
-                    "labelSelector": {"matchLabels": {"app": "web"}}}]}),
-            ))
+            .add_pod(
+                cpu_pod(&format!("web-{i}"), "100m")
+                    .label("app", "web")
+                    .spread(1, "parity", "DoNotSchedule", &[("app", "web")]),
+            )
             .await;
     }
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
@@ -267,48 +194,30 @@ async fn eleven_replicas_spread_six_five_over_even_and_odd_nodes() {
 #[tokio::test]
 async fn failed_scheduling_message_for_cpu_and_spread() {
     let cluster = start();
-    let zone = |z: &str| json!({"zone": z});
     cluster
-        .add_node(node("n1", "2", zone("a"), json!({})))
+        .add_node(cpu_node("n1", "2").label("zone", "a"))
         .await;
     cluster
-        .add_node(node("n2", "4", zone("b"), json!({})))
+        .add_node(cpu_node("n2", "4").label("zone", "b"))
         .await;
     cluster
-        .add_node(node("n3", "4", zone("b"), json!({})))
+        .add_node(cpu_node("n3", "4").label("zone", "b"))
         .await;
     cluster
-        .add_pod(pod(
-            "db-1",
-            "1",
-            json!({"app": "db"}),
-            json!({"nodeName": "n1"}),
-        ))
+        .add_pod(cpu_pod("db-1", "1").label("app", "db").node("n1"))
         .await;
     cluster
-        .add_pod(pod(
-            "web-1",
-            "0",
-            json!({"app": "web"}),
-            json!({"nodeName": "n2"}),
-        ))
+        .add_pod(cpu_pod("web-1", "0").label("app", "web").node("n2"))
         .await;
     cluster
-        .add_pod(pod(
-            "web-2",
-            "0",
-            json!({"app": "web"}),
-            json!({"nodeName": "n3"}),
-        ))
+        .add_pod(cpu_pod("web-2", "0").label("app", "web").node("n3"))
         .await;
     cluster
-        .add_pod(pod(
-            "web-3",
-            "2",
-            json!({"app": "web"}),
-            json!({"topologySpreadConstraints": [{
-                "maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
-                "labelSelector": {"matchLabels": {"app": "web"}}}]}),
+        .add_pod(cpu_pod("web-3", "2").label("app", "web").spread(
+            1,
+            "zone",
+            "DoNotSchedule",
+            &[("app", "web")],
         ))
         .await;
     let expected = "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't match pod topology spread constraints. \
@@ -317,20 +226,16 @@ async fn failed_scheduling_message_for_cpu_and_spread() {
     assert_eq!(event.note.as_deref(), Some(expected));
     assert_eq!(event.type_.as_deref(), Some("Warning"));
     assert_eq!(event.action.as_deref(), Some("Scheduling"));
-    let mut condition = None;
-    for _ in 0..200 {
-        condition = cluster
+    let condition = eventually("web-3's PodScheduled condition", || async {
+        cluster
             .pod("web-3")
-            .await
-            .and_then(|p| p.status)
-            .and_then(|s| s.conditions)
-            .and_then(|c| c.into_iter().find(|c| c.type_ == "PodScheduled"));
-        if condition.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    let condition = condition.expect("PodScheduled condition");
+            .await?
+            .status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "PodScheduled")
+    })
+    .await;
     assert_eq!(condition.status, "False");
     assert_eq!(condition.reason.as_deref(), Some("Unschedulable"));
     assert_eq!(condition.message.as_deref(), Some(expected));
@@ -339,10 +244,8 @@ async fn failed_scheduling_message_for_cpu_and_spread() {
 #[tokio::test]
 async fn pending_pod_is_placed_when_a_node_is_added() {
     let cluster = start();
-    cluster
-        .add_node(node("small", "1", json!({}), json!({})))
-        .await;
-    cluster.add_pod(pod("big", "2", json!({}), json!({}))).await;
+    cluster.add_node(cpu_node("small", "1")).await;
+    cluster.add_pod(cpu_pod("big", "2")).await;
     let event = cluster.wait_for_event("big", "FailedScheduling").await;
     assert!(
         event
@@ -352,9 +255,7 @@ async fn pending_pod_is_placed_when_a_node_is_added() {
         "{:?}",
         event.note
     );
-    cluster
-        .add_node(node("large", "4", json!({}), json!({})))
-        .await;
+    cluster.add_node(cpu_node("large", "4")).await;
     assert_eq!(cluster.node_of("big").await, "large");
 }
 
@@ -370,18 +271,11 @@ async fn higher_priority_pod_preempts_a_lower_priority_one() {
         .create(&PostParams::default(), &class)
         .await
         .expect("create class");
-    cluster
-        .add_node(node("only", "2", json!({}), json!({})))
-        .await;
-    cluster.add_pod(pod("low", "2", json!({}), json!({}))).await;
+    cluster.add_node(cpu_node("only", "2")).await;
+    cluster.add_pod(cpu_pod("low", "2")).await;
     assert_eq!(cluster.node_of("low").await, "only");
     cluster
-        .add_pod(pod(
-            "high",
-            "2",
-            json!({}),
-            json!({"priorityClassName": "high"}),
-        ))
+        .add_pod(cpu_pod("high", "2").priority_class_name("high"))
         .await;
     let failed = cluster.wait_for_event("high", "FailedScheduling").await;
     assert!(
@@ -395,8 +289,7 @@ async fn higher_priority_pod_preempts_a_lower_priority_one() {
     // The victim is marked and deleted gracefully; finish the deletion
     // as the kubelet would.
     let pods = Api::<Pod>::namespaced(cluster.client.clone(), "default");
-    let mut marked = false;
-    for _ in 0..200 {
+    eventually("the victim marked for deletion", || async {
         match cluster.pod("low").await {
             Some(victim) if victim.metadata.deletion_timestamp.is_some() => {
                 let condition = victim
@@ -412,17 +305,13 @@ async fn higher_priority_pod_preempts_a_lower_priority_one() {
                 let _ = pods
                     .delete("low", &DeleteParams::default().grace_period(0))
                     .await;
-                marked = true;
-                break;
+                Some(())
             }
-            Some(_) => tokio::time::sleep(Duration::from_millis(25)).await,
-            None => {
-                marked = true;
-                break;
-            }
+            Some(_) => None,
+            None => Some(()),
         }
-    }
-    assert!(marked, "the victim was not deleted");
+    })
+    .await;
     let nominated = cluster
         .pod("high")
         .await
@@ -451,36 +340,27 @@ async fn answers_only_for_its_profiles_scheduler_names() {
     let mut options = SchedulerOptions::from(config);
     options.record_decisions = true;
     let cluster = start_with(options);
+    cluster.add_node(cpu_node("n1", "4")).await;
+    // "theirs" comes first: by the time the scheduler has placed "mine"
+    // (queued after it, same priority), it has seen "theirs" and left it.
+    cluster.add_pod(cpu_pod("theirs", "100m")).await;
     cluster
-        .add_node(node("n1", "4", json!({}), json!({})))
-        .await;
-    cluster
-        .add_pod(pod(
-            "mine",
-            "100m",
-            json!({}),
-            json!({"schedulerName": "my-scheduler"}),
-        ))
-        .await;
-    cluster
-        .add_pod(pod("theirs", "100m", json!({}), json!({})))
+        .add_pod(cpu_pod("mine", "100m").scheduler_name("my-scheduler"))
         .await;
     assert_eq!(cluster.node_of("mine").await, "n1");
     let event = cluster.wait_for_event("mine", "Scheduled").await;
     assert_eq!(event.reporting_controller.as_deref(), Some("my-scheduler"));
-    let mut recorded = None;
-    for _ in 0..200 {
-        recorded = cluster
+    let recorded = eventually("the recorded decision", || async {
+        cluster
             .pod("mine")
-            .await
-            .and_then(|p| p.metadata.annotations)
-            .and_then(|a| a.get(ksim_scheduler::scheduler::SELECTED_NODE).cloned());
-        if recorded.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    assert_eq!(recorded.as_deref(), Some("n1"));
+            .await?
+            .metadata
+            .annotations?
+            .get(ksim_scheduler::scheduler::SELECTED_NODE)
+            .cloned()
+    })
+    .await;
+    assert_eq!(recorded, "n1");
     let theirs = cluster.pod("theirs").await.expect("pod");
     assert!(theirs.spec.and_then(|s| s.node_name).is_none());
     assert!(

@@ -5,16 +5,19 @@
 //! 2 s) ends; the cluster settles between; a seeded clock breaks score
 //! ties the same way on every run.
 
+mod support;
+
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
 use ksim_runtime::clock::Random;
 use ksim_scheduler::scheduler::{SchedulerOptions, run};
 use ksim_testutils::in_process::{InProcessCluster, at, start_time};
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
+use support::{cpu_node, cpu_pod};
 
 /// The cluster (ksim-testutils' in-process one) with the scheduler's helpers.
 struct Cluster(InProcessCluster);
@@ -48,33 +51,11 @@ impl Cluster {
     /// Creates a node with its status (as a kubelet registers it: one
     /// event).
     async fn add_node(&self, name: &str, cpu: &str) {
-        let node: Node = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name},
-            "status": {
-                "allocatable": {"cpu": cpu, "memory": "32Gi", "pods": "110"},
-                "capacity": {"cpu": cpu, "memory": "32Gi", "pods": "110"},
-            },
-        }))
-        .expect("valid node");
-        Api::<Node>::all(self.client.clone())
-            .create(&PostParams::default(), &node)
-            .await
-            .expect("create node");
+        self.create_node(&cpu_node(name, cpu).obj()).await;
     }
 
     async fn add_pod(&self, name: &str, cpu: &str) {
-        let pod: Pod = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name},
-            "spec": {"containers": [{"name": "c", "image": "pause",
-                "resources": {"requests": {"cpu": cpu}}}]},
-        }))
-        .expect("valid pod");
-        Api::<Pod>::namespaced(self.client.clone(), "default")
-            .create(&PostParams::default(), &pod)
-            .await
-            .expect("create pod");
+        self.create_pod(&cpu_pod(name, cpu).obj()).await;
     }
 
     async fn pod(&self, name: &str) -> Pod {

@@ -1,18 +1,23 @@
 //! Builders of nodes and pods for tests: `node("n").cpu("4").label(..).obj()`,
 //! `pod("p").cpu("1").node("n").obj()`, with selectors, taints,
-//! tolerations, affinity terms and topology spread constraints, as
-//! k8s-openapi values (no server needed).
+//! tolerations, affinity terms, topology spread constraints, owners,
+//! images, priority classes, scheduler names, phases and conditions, as
+//! k8s-openapi values (no server needed; [`crate::in_process`] creates
+//! them on a server).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, ContainerImage, ContainerPort, Node, NodeAffinity, NodeSelector,
-    NodeSelectorRequirement, NodeSelectorTerm, NodeSpec, NodeStatus, Pod, PodAffinity,
-    PodAffinityTerm, PodAntiAffinity, PodSpec, ResourceRequirements, Taint, Toleration,
-    TopologySpreadConstraint, WeightedPodAffinityTerm,
+    Affinity, Container, ContainerImage, ContainerPort, Node, NodeAddress, NodeAffinity,
+    NodeCondition, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, NodeSpec, NodeStatus,
+    PersistentVolumeClaimVolumeSource, Pod, PodAffinity, PodAffinityTerm, PodAntiAffinity,
+    PodCondition, PodSpec, PodStatus, ResourceRequirements, Taint, Toleration,
+    TopologySpreadConstraint, Volume, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, ObjectMeta, OwnerReference, Time,
+};
 
 pub struct NodeBuilder(Node);
 
@@ -37,14 +42,37 @@ pub fn node(name: &str) -> NodeBuilder {
     })
 }
 
+/// Sets `key` to `value` in an optional map, creating the map.
+fn insert<T>(map: &mut Option<BTreeMap<String, T>>, key: &str, value: T) {
+    map.get_or_insert_with(BTreeMap::new)
+        .insert(key.to_string(), value);
+}
+
+/// Appends `item` to an optional list, creating the list.
+fn push<T>(list: &mut Option<Vec<T>>, item: T) {
+    list.get_or_insert_with(Vec::new).push(item);
+}
+
+fn quantity(value: &str) -> Quantity {
+    Quantity(value.to_string())
+}
+
 impl NodeBuilder {
+    fn spec(&mut self) -> &mut NodeSpec {
+        self.0.spec.get_or_insert_with(NodeSpec::default)
+    }
+    fn status(&mut self) -> &mut NodeStatus {
+        self.0.status.get_or_insert_with(NodeStatus::default)
+    }
+    /// `status.allocatable[name]`.
     pub fn capacity(mut self, name: &str, value: &str) -> Self {
-        if let Some(status) = self.0.status.as_mut() {
-            status
-                .allocatable
-                .get_or_insert_with(BTreeMap::new)
-                .insert(name.to_string(), Quantity(value.to_string()));
-        }
+        insert(&mut self.status().allocatable, name, quantity(value));
+        self
+    }
+    /// `status.capacity[name]` (what [`NodeBuilder::capacity`] sets is
+    /// the allocatable amount).
+    pub fn total_capacity(mut self, name: &str, value: &str) -> Self {
+        insert(&mut self.status().capacity, name, quantity(value));
         self
     }
     pub fn cpu(self, value: &str) -> Self {
@@ -57,11 +85,7 @@ impl NodeBuilder {
         self.capacity("pods", value)
     }
     pub fn label(mut self, key: &str, value: &str) -> Self {
-        self.0
-            .metadata
-            .labels
-            .get_or_insert_with(BTreeMap::new)
-            .insert(key.to_string(), value.to_string());
+        insert(&mut self.0.metadata.labels, key, value.to_string());
         self
     }
     pub fn without_label(mut self, key: &str) -> Self {
@@ -70,34 +94,58 @@ impl NodeBuilder {
         }
         self
     }
+    pub fn annotation(mut self, key: &str, value: &str) -> Self {
+        insert(&mut self.0.metadata.annotations, key, value.to_string());
+        self
+    }
     pub fn taint(mut self, key: &str, value: &str, effect: &str) -> Self {
-        if let Some(spec) = self.0.spec.as_mut() {
-            spec.taints.get_or_insert_with(Vec::new).push(Taint {
-                key: key.to_string(),
-                value: (!value.is_empty()).then(|| value.to_string()),
-                effect: effect.to_string(),
-                time_added: None,
-            });
-        }
+        let taint = Taint {
+            key: key.to_string(),
+            value: (!value.is_empty()).then(|| value.to_string()),
+            effect: effect.to_string(),
+            time_added: None,
+        };
+        push(&mut self.spec().taints, taint);
         self
     }
     pub fn unschedulable(mut self) -> Self {
-        if let Some(spec) = self.0.spec.as_mut() {
-            spec.unschedulable = Some(true);
-        }
+        self.spec().unschedulable = Some(true);
+        self
+    }
+    pub fn pod_cidr(mut self, cidr: &str) -> Self {
+        self.spec().pod_cidr = Some(cidr.to_string());
         self
     }
     pub fn image(mut self, names: &[&str], size: i64) -> Self {
-        if let Some(status) = self.0.status.as_mut() {
-            status
-                .images
-                .get_or_insert_with(Vec::new)
-                .push(ContainerImage {
-                    names: Some(names.iter().map(|n| n.to_string()).collect()),
-                    size_bytes: Some(size),
-                });
-        }
+        let image = ContainerImage {
+            names: Some(names.iter().map(|n| n.to_string()).collect()),
+            size_bytes: Some(size),
+        };
+        push(&mut self.status().images, image);
         self
+    }
+    /// A status address (`InternalIP`, `Hostname`...).
+    pub fn address(mut self, type_: &str, address: &str) -> Self {
+        let address = NodeAddress {
+            type_: type_.to_string(),
+            address: address.to_string(),
+        };
+        push(&mut self.status().addresses, address);
+        self
+    }
+    /// A status condition (`Ready`, `MemoryPressure`...).
+    pub fn condition(mut self, type_: &str, status: &str) -> Self {
+        let condition = NodeCondition {
+            type_: type_.to_string(),
+            status: status.to_string(),
+            ..Default::default()
+        };
+        push(&mut self.status().conditions, condition);
+        self
+    }
+    /// `Ready=True`.
+    pub fn ready(self) -> Self {
+        self.condition("Ready", "True")
     }
     pub fn obj(self) -> Node {
         self.0
@@ -156,11 +204,7 @@ impl PodBuilder {
         self
     }
     pub fn label(mut self, key: &str, value: &str) -> Self {
-        self.0
-            .metadata
-            .labels
-            .get_or_insert_with(BTreeMap::new)
-            .insert(key.to_string(), value.to_string());
+        insert(&mut self.0.metadata.labels, key, value.to_string());
         self
     }
     pub fn request(mut self, name: &str, value: &str) -> Self {
@@ -206,10 +250,7 @@ impl PodBuilder {
         self
     }
     pub fn overhead(mut self, name: &str, value: &str) -> Self {
-        self.spec()
-            .overhead
-            .get_or_insert_with(BTreeMap::new)
-            .insert(name.to_string(), Quantity(value.to_string()));
+        insert(&mut self.spec().overhead, name, quantity(value));
         self
     }
     pub fn node(mut self, node: &str) -> Self {
@@ -247,11 +288,20 @@ impl PodBuilder {
             });
         self
     }
+    /// Tolerates the NoExecute taint `key` (any value) for `seconds`.
+    pub fn toleration_seconds(mut self, key: &str, seconds: i64) -> Self {
+        let toleration = Toleration {
+            key: Some(key.to_string()),
+            operator: Some("Exists".to_string()),
+            effect: Some("NoExecute".to_string()),
+            toleration_seconds: Some(seconds),
+            value: None,
+        };
+        push(&mut self.spec().tolerations, toleration);
+        self
+    }
     pub fn node_selector(mut self, key: &str, value: &str) -> Self {
-        self.spec()
-            .node_selector
-            .get_or_insert_with(BTreeMap::new)
-            .insert(key.to_string(), value.to_string());
+        insert(&mut self.spec().node_selector, key, value.to_string());
         self
     }
     pub fn node_affinity_in(mut self, key: &str, values: &[&str]) -> Self {
@@ -333,6 +383,86 @@ impl PodBuilder {
                 pod_affinity_term: term,
             });
         self
+    }
+    pub fn finalizer(mut self, finalizer: &str) -> Self {
+        push(&mut self.0.metadata.finalizers, finalizer.to_string());
+        self
+    }
+    pub fn uid(mut self, uid: &str) -> Self {
+        self.0.metadata.uid = Some(uid.to_string());
+        self
+    }
+    pub fn annotation(mut self, key: &str, value: &str) -> Self {
+        insert(&mut self.0.metadata.annotations, key, value.to_string());
+        self
+    }
+    /// The controller owner reference (`controller: true`).
+    pub fn owner(self, api_version: &str, kind: &str, name: &str, uid: &str) -> Self {
+        self.owner_reference(OwnerReference {
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+            name: name.to_string(),
+            uid: uid.to_string(),
+            controller: Some(true),
+            block_owner_deletion: None,
+        })
+    }
+    pub fn owner_reference(mut self, reference: OwnerReference) -> Self {
+        push(&mut self.0.metadata.owner_references, reference);
+        self
+    }
+    pub fn created_at(mut self, at: k8s_openapi::jiff::Timestamp) -> Self {
+        self.0.metadata.creation_timestamp = Some(Time(at));
+        self
+    }
+    /// The first container's image (the API server requires one).
+    pub fn image(mut self, image: &str) -> Self {
+        self.spec().containers[0].image = Some(image.to_string());
+        self
+    }
+    pub fn scheduler_name(mut self, name: &str) -> Self {
+        self.spec().scheduler_name = Some(name.to_string());
+        self
+    }
+    pub fn priority_class_name(mut self, name: &str) -> Self {
+        self.spec().priority_class_name = Some(name.to_string());
+        self
+    }
+    /// A volume `name` mounting the PersistentVolumeClaim `claim`.
+    pub fn claim_volume(mut self, name: &str, claim: &str) -> Self {
+        self.spec()
+            .volumes
+            .get_or_insert_with(Vec::new)
+            .push(Volume {
+                name: name.to_string(),
+                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                    claim_name: claim.to_string(),
+                    read_only: None,
+                }),
+                ..Default::default()
+            });
+        self
+    }
+    fn status(&mut self) -> &mut PodStatus {
+        self.0.status.get_or_insert_with(PodStatus::default)
+    }
+    pub fn phase(mut self, phase: &str) -> Self {
+        self.status().phase = Some(phase.to_string());
+        self
+    }
+    /// A status condition (`Ready`, `PodScheduled`...).
+    pub fn condition(mut self, type_: &str, status: &str) -> Self {
+        let condition = PodCondition {
+            type_: type_.to_string(),
+            status: status.to_string(),
+            ..Default::default()
+        };
+        push(&mut self.status().conditions, condition);
+        self
+    }
+    /// Phase `Running` and `Ready=True`, as the kubelet reports a started pod.
+    pub fn running(self) -> Self {
+        self.phase("Running").condition("Ready", "True")
     }
     pub fn obj(self) -> Pod {
         self.0

@@ -12,6 +12,25 @@ const KUBECTL: &str = "/usr/bin/kubectl";
 /// The name `TestCluster::start` gives its cluster (ksim's default).
 pub const KSIM_CLUSTER_NAME: &str = "ksim";
 
+/// Calls `check` every 200 ms until it returns `Ok`, and returns that;
+/// fails the test after 60 s with `what` and the last `Err` (what was seen
+/// instead). The end-to-end tests' one poller (a bound on a hang, not a
+/// timing).
+#[track_caller]
+pub fn poll_until<T>(what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        match check() {
+            Ok(value) => return value,
+            Err(seen) => assert!(
+                std::time::Instant::now() < deadline,
+                "timed out waiting for {what}: {seen}"
+            ),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
 /// The result of one kubectl run.
 #[derive(Debug, Clone)]
 pub struct KubectlOutput {
@@ -187,20 +206,40 @@ impl KsimEnv {
     /// accepts, and returns that stdout; fails the test after 60 s.
     #[track_caller]
     pub fn wait_for(&self, args: &[&str], done: impl Fn(&str) -> bool) -> String {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        loop {
+        self.wait_for_showing(args, done, String::new)
+    }
+
+    /// [`KsimEnv::wait_for`] against cluster `name` of this environment
+    /// (`kubectl --context ksim-<name> <args>`).
+    #[track_caller]
+    pub fn wait_for_in(&self, name: &str, args: &[&str], done: impl Fn(&str) -> bool) -> String {
+        let context = format!("--context=ksim-{name}");
+        let mut all = vec![context.as_str()];
+        all.extend_from_slice(args);
+        self.wait_for(&all, done)
+    }
+
+    /// [`KsimEnv::wait_for`] whose timeout message ends with `context()`
+    /// (a component's logs, say).
+    #[track_caller]
+    pub fn wait_for_showing(
+        &self,
+        args: &[&str],
+        done: impl Fn(&str) -> bool,
+        context: impl Fn() -> String,
+    ) -> String {
+        poll_until(&format!("kubectl {args:?}"), || {
             let output = self.kubectl(args);
             if output.status == 0 && done(&output.stdout) {
-                return output.stdout;
+                return Ok(output.stdout);
             }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "timed out: kubectl {args:?}\nstdout:\n{}\nstderr:\n{}",
+            Err(format!(
+                "\nstdout:\n{}\nstderr:\n{}{}",
                 output.stdout,
-                output.stderr
-            );
-            std::thread::sleep(std::time::Duration::from_millis(200));
-        }
+                output.stderr,
+                context()
+            ))
+        })
     }
 
     /// Runs `kubectl --request-timeout=20s <args>` in this environment.
@@ -389,6 +428,35 @@ impl TestCluster {
         self.env.wait_for(args, done)
     }
 
+    /// `kubectl get pods -o wide` rows as (name, status, node), polled
+    /// until `done` holds; fails the test after 60 s, showing the rows.
+    #[track_caller]
+    pub fn pods_until(
+        &self,
+        what: &str,
+        done: impl Fn(&[(String, String, String)]) -> bool,
+    ) -> Vec<(String, String, String)> {
+        poll_until(what, || {
+            let output = self.kubectl(&["get", "pods", "-o", "wide"]);
+            output.success();
+            let header = output.stdout.lines().next().unwrap_or_default().to_string();
+            let columns: Vec<&str> = header.split_whitespace().collect();
+            let position = |name: &str| columns.iter().position(|c| *c == name);
+            let rows: Vec<(String, String, String)> = match (position("STATUS"), position("NODE")) {
+                (Some(status), Some(node)) => crate::kubectl::table_rows(&output)
+                    .into_iter()
+                    .map(|row| (row[0].clone(), row[status].clone(), row[node].clone()))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            if done(&rows) {
+                Ok(rows)
+            } else {
+                Err(format!("{rows:?}"))
+            }
+        })
+    }
+
     /// Applies the CustomResourceDefinition manifest at `manifest` (named
     /// `crd_name`, e.g. `widgets.example.com`), waits until it is
     /// Established and until `kubectl get <crd_name>` is served (discovery
@@ -405,19 +473,14 @@ impl TestCluster {
             "--timeout=60s",
         ])
         .success();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        loop {
+        poll_until(&format!("{crd_name} served"), || {
             let listed = self.kubectl(&["get", crd_name]);
             if listed.status == 0 {
-                break;
+                Ok(())
+            } else {
+                Err(listed.stderr)
             }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{crd_name} never served: {}",
-                listed.stderr
-            );
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
+        });
         applied
     }
 }

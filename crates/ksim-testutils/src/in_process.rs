@@ -1,13 +1,18 @@
 //! One in-process cluster for the crates' tests: an API server (on the real
-//! clock or a virtual one) and a client that reaches it without a socket,
-//! plus the components a test spawns on it, aborted when the cluster is
-//! dropped. A virtual clock is advanced and settled through the cluster.
+//! clock or a virtual one) and a client that reaches it without a socket
+//! (or, on request, one over HTTP on a loopback port), plus the components
+//! a test spawns on it, aborted when the cluster is dropped. A virtual clock
+//! is advanced and settled through the cluster. Nodes and pods (from
+//! [`crate::builders`]) are created with their status; [`set_pod_phase`]
+//! does what a kubelet would; [`eventually`] is the one poller.
 
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use ksim_apiserver::ApiServer;
 use ksim_runtime::clock::{Clock, Random};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use tokio::task::JoinHandle;
 
 /// The instant virtual clusters start at unless a test says otherwise
@@ -69,6 +74,74 @@ impl InProcessCluster {
         ksim_runtime::client::in_process(&self.server)
     }
 
+    /// A client of the server over HTTP on a free loopback port, built as
+    /// every kubeconfig path builds one (`ksim_runtime::client::from_config`),
+    /// as a stand-alone component talks to any cluster. The listener runs
+    /// until the cluster is dropped.
+    pub async fn http_client(&mut self) -> kube::Client {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .expect("bind a loopback port");
+        let address = listener.local_addr().expect("the listener's address");
+        let server = self.server.clone();
+        self.spawn(async move {
+            if let Err(error) = ksim_apiserver::serve(listener, server).await {
+                panic!("the API server stopped serving HTTP: {error}");
+            }
+        });
+        let url: http::Uri = format!("http://{address}").parse().expect("a loopback URL");
+        ksim_runtime::client::from_config(kube::Config::new(url)).expect("an HTTP client")
+    }
+
+    /// Creates `node`, then sets its status when the create did not keep
+    /// it; the node as stored.
+    pub async fn create_node(&self, node: &Node) -> Node {
+        let nodes = Api::<Node>::all(self.client.clone());
+        let created = nodes
+            .create(&PostParams::default(), node)
+            .await
+            .expect("create the node");
+        match &node.status {
+            Some(status) if created.status.as_ref() != Some(status) => {
+                let name = node.metadata.name.as_deref().expect("a named node");
+                nodes
+                    .patch_status(
+                        name,
+                        &PatchParams::default(),
+                        &Patch::Merge(serde_json::json!({"status": status})),
+                    )
+                    .await
+                    .expect("set the node's status")
+            }
+            _ => created,
+        }
+    }
+
+    /// Creates `pod` (in its namespace, `default` when unset), then sets
+    /// the status it carries (phase, conditions), which a create resets;
+    /// the pod as stored.
+    pub async fn create_pod(&self, pod: &Pod) -> Pod {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let pods = Api::<Pod>::namespaced(self.client.clone(), namespace);
+        let created = pods
+            .create(&PostParams::default(), pod)
+            .await
+            .expect("create the pod");
+        match &pod.status {
+            Some(status) => {
+                let name = pod.metadata.name.as_deref().expect("a named pod");
+                pods.patch_status(
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Merge(serde_json::json!({"status": status})),
+                )
+                .await
+                .expect("set the pod's status")
+            }
+            None => created,
+        }
+    }
+
     /// Runs a component until the cluster is dropped.
     pub fn spawn(&mut self, component: impl std::future::Future<Output = ()> + Send + 'static) {
         self.components.push(tokio::spawn(component));
@@ -80,6 +153,12 @@ impl InProcessCluster {
         self.clock.settle().await.expect("the cluster settles");
     }
 
+    /// Moves the virtual clock to `at`, firing the timers due on the way
+    /// and settling after each.
+    pub async fn advance_to(&self, at: DateTime<Utc>) {
+        self.clock.advance_to(at).await.expect("the clock advances");
+    }
+
     /// Moves the virtual clock `seconds` on, firing the timers due on the
     /// way and settling after each.
     pub async fn advance(&self, seconds: u64) {
@@ -88,6 +167,26 @@ impl InProcessCluster {
             .await
             .expect("the clock advances");
     }
+}
+
+/// Sets a pod's phase, with `Ready=True` when it is `Running` and
+/// `Ready=False` otherwise, as the kubelet simulator would (the transition
+/// stamped with the wall clock: for clusters on the real clock).
+pub async fn set_pod_phase(client: &kube::Client, namespace: &str, name: &str, phase: &str) {
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let ready = if phase == "Running" { "True" } else { "False" };
+    Api::<Pod>::namespaced(client.clone(), namespace)
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                serde_json::json!({"status": {"phase": phase, "conditions": [
+                    {"type": "Ready", "status": ready, "lastTransitionTime": now}
+                ]}}),
+            ),
+        )
+        .await
+        .expect("set the pod's phase");
 }
 
 /// Polls `check` until it returns `Some` and returns that; fails the test

@@ -3,15 +3,17 @@
 //! [`KsimEnv`] is a private environment (temporary `KSIM_HOME`, `KUBECONFIG`
 //! and `HOME`) in which to run the `ksim` binary and the real `kubectl`;
 //! [`TestCluster`] is a cluster created in such an environment and deleted on
-//! drop. [`webdriver::Browser`] drives headless Chromium for the web view.
+//! drop; [`component::Component`] a stand-alone component run against one
+//! through its kubeconfig. [`webdriver::Browser`] drives headless Chromium for the web view.
 //! [`builders`] make nodes and pods;
 //! [`in_process::InProcessCluster`] is the crates' in-process cluster (API
 //! server, client, clock, spawned components).
 
 pub mod builders;
 mod cluster;
+pub mod component;
 pub mod in_process;
 pub mod kubectl;
 pub mod webdriver;
 
-pub use cluster::{KSIM_CLUSTER_NAME, KsimEnv, KubectlOutput, TestCluster};
+pub use cluster::{KSIM_CLUSTER_NAME, KsimEnv, KubectlOutput, TestCluster, poll_until};

@@ -15,13 +15,11 @@ use serde_json::json;
 use super::target_node;
 use crate::ControllerName;
 use crate::statefulset::testing::{Cluster, eventually};
+use ksim_testutils::builders::{self, NodeBuilder};
 
-fn node(name: &str, labels: serde_json::Value, taints: serde_json::Value) -> Node {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": labels},
-        "spec": {"taints": taints}
-    }))
-    .expect("node")
+/// A node labelled `role`.
+fn node(name: &str, role: &str) -> NodeBuilder {
+    builders::node(name).label("role", role)
 }
 
 async fn targets(cluster: &Cluster) -> Vec<String> {
@@ -41,20 +39,12 @@ async fn one_pod_per_eligible_node_follows_nodes_coming_and_going() {
     let cluster = Cluster::start(&[ControllerName::DaemonSet]);
     let nodes: Api<Node> = Api::all(cluster.client.clone());
     for n in [
-        node("node-a", json!({"role": "agent"}), json!([])),
-        node(
-            "node-b",
-            json!({"role": "agent"}),
-            json!([
-                {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
-            ]),
-        ),
-        node(
-            "node-c",
-            json!({"role": "agent"}),
-            json!([{"key": "gpu", "effect": "NoSchedule"}]),
-        ),
-        node("node-d", json!({"role": "other"}), json!([])),
+        node("node-a", "agent").obj(),
+        node("node-b", "agent")
+            .taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+            .obj(),
+        node("node-c", "agent").taint("gpu", "", "NoSchedule").obj(),
+        node("node-d", "other").obj(),
     ] {
         nodes
             .create(&PostParams::default(), &n)
@@ -107,10 +97,7 @@ async fn one_pod_per_eligible_node_follows_nodes_coming_and_going() {
     assert_eq!(status.number_ready, 0);
 
     nodes
-        .create(
-            &PostParams::default(),
-            &node("node-e", json!({"role": "agent"}), json!([])),
-        )
+        .create(&PostParams::default(), &node("node-e", "agent").obj())
         .await
         .expect("new node");
     eventually("the new node gets a pod", || async {
@@ -171,10 +158,7 @@ async fn twenty_nodes_get_exactly_one_pod_each_and_follow_label_changes() {
     let name = |i: usize| format!("node-{i:02}");
     for i in 0..20 {
         nodes
-            .create(
-                &PostParams::default(),
-                &node(&name(i), json!({"role": "agent"}), json!([])),
-            )
+            .create(&PostParams::default(), &node(&name(i), "agent").obj())
             .await
             .expect("node");
     }
@@ -249,10 +233,7 @@ async fn twenty_nodes_get_exactly_one_pod_each_and_follow_label_changes() {
 
     // A node added later gets its pod; a node labelled out loses its pod.
     nodes
-        .create(
-            &PostParams::default(),
-            &node("node-20", json!({"role": "agent"}), json!([])),
-        )
+        .create(&PostParams::default(), &node("node-20", "agent").obj())
         .await
         .expect("new node");
     want.push("node-20".into());
@@ -287,10 +268,7 @@ async fn pods_and_revisions_that_stop_matching_are_released() {
     let cluster = Cluster::start(&[ControllerName::DaemonSet]);
     let nodes: Api<Node> = Api::all(cluster.client.clone());
     nodes
-        .create(
-            &PostParams::default(),
-            &node("node-a", json!({"role": "agent"}), json!([])),
-        )
+        .create(&PostParams::default(), &node("node-a", "agent").obj())
         .await
         .expect("node");
     let sets: Api<DaemonSet> = Api::namespaced(cluster.client.clone(), "default");

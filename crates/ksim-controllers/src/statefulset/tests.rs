@@ -146,8 +146,14 @@ async fn ordered_ready_creates_in_order_rolls_back_to_front_and_scales_down_in_r
         (terminating().await == ["web-2"]).then_some(())
     })
     .await;
-    // web-1 waits for web-2 to be gone.
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // web-1 waits for web-2 to be gone. The status counts live pods from
+    // the controller's cache before it acts: 2 replicas means it has synced
+    // with web-2 terminating, and any deletion that sync made is done.
+    eventually("a sync that sees web-2 terminating", || async {
+        let s = api.get("web").await.ok()?.status?;
+        (s.replicas == 2).then_some(())
+    })
+    .await;
     assert_eq!(terminating().await, ["web-2"]);
     pods_api
         .patch("web-2", &PatchParams::default(), &hold(json!(null)))

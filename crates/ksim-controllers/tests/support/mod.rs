@@ -5,9 +5,8 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use ksim_controllers::ControllerName;
-use ksim_testutils::in_process::InProcessCluster;
-use kube::api::{Api, ListParams, Patch, PatchParams};
-use serde_json::json;
+use ksim_testutils::in_process::{InProcessCluster, at, set_pod_phase, start_time};
+use kube::api::{Api, ListParams};
 
 #[allow(unused_imports)] // not every test file polls
 pub use ksim_testutils::in_process::eventually;
@@ -20,6 +19,12 @@ impl std::ops::Deref for Cluster {
     type Target = InProcessCluster;
     fn deref(&self) -> &InProcessCluster {
         &self.0
+    }
+}
+
+impl std::ops::DerefMut for Cluster {
+    fn deref_mut(&mut self) -> &mut InProcessCluster {
+        &mut self.0
     }
 }
 
@@ -46,22 +51,12 @@ pub async fn pods(client: &kube::Client, namespace: &str, selector: &str) -> Vec
 
 /// Marks a pod Running and Ready (what the kubelet simulator would do).
 pub async fn make_ready(client: &kube::Client, namespace: &str, name: &str) {
-    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let now = k8s_openapi::jiff::Timestamp::now().to_string();
-    api.patch_status(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"phase": "Running", "conditions": [
-            {"type": "Ready", "status": "True", "lastTransitionTime": now}
-        ]}})),
-    )
-    .await
-    .expect("make pod ready");
+    set_pod_phase(client, namespace, name, "Running").await;
 }
 
 /// ksim-testutils' in-process cluster with controllers on its virtual
-/// clock: time stands still at [`VirtualCluster::start`] until the test
-/// advances it.
+/// clock: time stands still at [`VirtualCluster::start`] (ksim-testutils'
+/// start time) until the test advances it.
 pub struct VirtualCluster {
     cluster: InProcessCluster,
     pub start: chrono::DateTime<chrono::Utc>,
@@ -75,44 +70,32 @@ impl std::ops::Deref for VirtualCluster {
 }
 
 impl VirtualCluster {
-    /// Starts `controllers` on a virtual clock standing at
-    /// 2026-01-01T00:00:00Z, and lets them settle (caches listed).
+    /// Starts `controllers` on a virtual clock with seeded draws, and lets
+    /// them settle (caches listed).
     pub async fn start(controllers: &[ControllerName]) -> Self {
-        use chrono::TimeZone;
-        let start = chrono::Utc
-            .with_ymd_and_hms(2026, 1, 1, 0, 0, 0)
-            .single()
-            .expect("start time");
-        let mut cluster = InProcessCluster::with_clock(ksim_runtime::clock::Clock::virtual_with(
-            start,
-            ksim_runtime::clock::Random::seeded(7),
-        ));
+        let mut cluster = InProcessCluster::virtual_with(ksim_runtime::clock::Random::seeded(7));
         let client = cluster.new_client();
         let clock = cluster.clock.clone();
         let controllers = controllers.to_vec();
         cluster.spawn(async move {
             ksim_controllers::run_controllers_with_clock(client, &controllers, clock).await;
         });
-        let cluster = VirtualCluster { cluster, start };
         cluster.settle().await;
-        cluster
+        VirtualCluster {
+            cluster,
+            start: start_time(),
+        }
     }
 
     /// `start + seconds`, as the API writes times.
     pub fn at(&self, seconds: i64) -> k8s_openapi::jiff::Timestamp {
-        let t = self.start + chrono::Duration::seconds(seconds);
-        k8s_openapi::jiff::Timestamp::from_second(t.timestamp()).expect("time")
-    }
-
-    /// Lets the cluster settle (what the controllers do without time passing).
-    pub async fn settle(&self) {
-        self.clock.settle().await.expect("the cluster settles");
+        at(seconds)
     }
 
     /// Advances the clock to `start + seconds`, firing every timer on the way.
     pub async fn advance_to(&self, seconds: i64) {
         let to = self.start + chrono::Duration::seconds(seconds);
-        self.clock.advance_to(to).await.expect("advance");
+        self.cluster.advance_to(to).await;
         assert_eq!(self.clock.now(), to);
     }
 }

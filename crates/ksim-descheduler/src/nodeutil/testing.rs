@@ -1,4 +1,5 @@
-//! Test fixtures of the balance plugins: node and pod builders from JSON,
+//! Test fixtures of the balance plugins: ksim-testutils' node and pod
+//! builders with JSON merged in,
 //! and a recording evictor that accepts pods per closures, honours optional
 //! per-node and total limits, and records evictions in order.
 
@@ -6,7 +7,8 @@ use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
-use serde_json::{Value, json};
+use ksim_testutils::builders;
+use serde_json::Value;
 
 use crate::framework::{ClusterSnapshot, EvictionError, EvictionRequest, PodEvictor};
 
@@ -22,45 +24,42 @@ fn merge(base: &mut Value, patch: Value) {
     }
 }
 
-/// A Ready node with this allocatable cpu, memory and pods, merged with `extra`.
-pub(crate) fn node(name: &str, cpu: &str, memory: &str, pods: &str, extra: Value) -> Node {
-    let mut value = json!({
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-        "spec": {},
-        "status": {
-            "allocatable": {"cpu": cpu, "memory": memory, "pods": pods},
-            "capacity": {"cpu": cpu, "memory": memory, "pods": pods},
-            "conditions": [{"type": "Ready", "status": "True"}]
-        }
-    });
+/// `object` with `extra` merged into its JSON.
+fn merged<T: serde::Serialize + serde::de::DeserializeOwned>(object: T, extra: Value) -> T {
+    let mut value = serde_json::to_value(object).expect("a serializable object");
     merge(&mut value, extra);
-    serde_json::from_value(value).expect("a valid node")
+    serde_json::from_value(value).expect("a valid object")
+}
+
+/// A Ready node with this allocatable (and capacity) cpu, memory and pods,
+/// merged with `extra`.
+pub(crate) fn node(name: &str, cpu: &str, memory: &str, pods: &str, extra: Value) -> Node {
+    let mut node = builders::node(name).ready();
+    for (resource, value) in [("cpu", cpu), ("memory", memory), ("pods", pods)] {
+        node = node
+            .capacity(resource, value)
+            .total_capacity(resource, value);
+    }
+    merged(node.obj(), extra)
 }
 
 /// A running pod of ReplicaSet `rs` in `ns` on `node` with one container
 /// requesting `cpu` and `memory` (empty strings request nothing), merged
 /// with `extra`.
 pub(crate) fn pod(ns: &str, name: &str, node: &str, cpu: &str, memory: &str, extra: Value) -> Pod {
-    let mut requests = serde_json::Map::new();
-    if !cpu.is_empty() {
-        requests.insert("cpu".into(), json!(cpu));
+    let mut pod = builders::pod(name)
+        .namespace(ns)
+        .uid(&format!("uid-{ns}-{name}"))
+        .owner("apps/v1", "ReplicaSet", "rs", "rs-uid")
+        .node(node)
+        .image("nginx")
+        .phase("Running");
+    for (resource, value) in [("cpu", cpu), ("memory", memory)] {
+        if !value.is_empty() {
+            pod = pod.request(resource, value);
+        }
     }
-    if !memory.is_empty() {
-        requests.insert("memory".into(), json!(memory));
-    }
-    let mut value = json!({
-        "metadata": {
-            "name": name, "namespace": ns, "uid": format!("uid-{ns}-{name}"),
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "rs-uid", "controller": true}]
-        },
-        "spec": {
-            "nodeName": node,
-            "containers": [{"name": "c", "image": "nginx", "resources": {"requests": requests}}]
-        },
-        "status": {"phase": "Running"}
-    });
-    merge(&mut value, extra);
-    serde_json::from_value(value).expect("a valid pod")
+    merged(pod.obj(), extra)
 }
 
 /// A snapshot of these nodes and pods.
