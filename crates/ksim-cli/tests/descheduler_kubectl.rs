@@ -476,7 +476,7 @@ fn scheduler_and_descheduler_agree_on_node_inclusion_policies() {
     cluster
         .kubectl_stdin(&["create", "-f", "-"], INCLUSION_DEPLOYMENTS)
         .success();
-    let rows = pods_until(&cluster, "8 running pods", |rows| all_running(rows, 8));
+    let rows = cluster.pods_until("8 running pods", |rows| all_running(rows, 8));
     for app in ["tainted", "affine"] {
         let on = |node: &str| {
             rows.iter()
@@ -561,9 +561,7 @@ fn descheduler_node_fit_counts_cpu_as_the_scheduler_does() {
     cluster
         .kubectl_stdin(&["create", "-f", "-"], NODE_FIT_OBJECTS)
         .success();
-    pods_until(&cluster, "filler and mover running", |rows| {
-        all_running(rows, 2)
-    });
+    cluster.pods_until("filler and mover running", |rows| all_running(rows, 2));
     cluster
         .kubectl(&[
             "taint",
