@@ -129,6 +129,9 @@ enum Command {
     /// Stop or start the simulated kubelet of nodes (as when a machine dies).
     #[command(subcommand)]
     Node(commands::NodeCommand),
+    /// Drain nodes as `kubectl drain` does, waiting in the cluster's time (a
+    /// virtual clock is advanced while the drain waits).
+    Drain(commands::DrainCommand),
     /// Print the URL of the cluster's web view (and open it in a browser
     /// when one is available).
     Ui {
@@ -315,9 +318,11 @@ fn main() -> ExitCode {
         | Command::Deschedule(_)
         | Command::Autoscaler(_) => "info",
         // The API's own message is the error line; kube's log of it is noise.
-        Command::Snapshot(_) | Command::Record(_) | Command::Replay(_) | Command::Clock(_) => {
-            "warn,kube_client=off"
-        }
+        Command::Snapshot(_)
+        | Command::Record(_)
+        | Command::Replay(_)
+        | Command::Clock(_)
+        | Command::Drain(_) => "warn,kube_client=off",
         _ => "warn",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -329,6 +334,8 @@ fn main() -> ExitCode {
         .init();
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
+        // The drain has printed kubectl's own last lines.
+        Err(e) if e.is::<commands::DrainFailed>() => ExitCode::FAILURE,
         Err(e) => {
             use std::io::Write;
             let message = format!("{e:#}").replace('\n', " ");
@@ -408,6 +415,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Deschedule(flags) => commands::deschedule(&home()?, &flags),
         Command::Clock(flags) => commands::clock(&home()?, &flags),
         Command::Node(command) => commands::node(&home()?, &command),
+        Command::Drain(flags) => commands::drain(&home()?, &flags),
         Command::Autoscaler(flags) => commands::autoscaler(&home()?, &flags),
         Command::Scheduler {
             kubeconfig,

@@ -5,14 +5,87 @@
 //! deadline, so the latest decision about an object wins. Deadlines are on
 //! the queue's [`Clock`]; while keys are ready or being processed the queue
 //! holds a busy guard, so a virtual cluster does not count as settled.
+//!
+//! A queue arms one clock timer, whatever the number of its workers: an
+//! alarm task sleeps until the earliest deadline (re-armed whenever that
+//! changes) and then wakes a worker, which hands out the keys that fell due.
+//! Idle workers only wait to be woken, so how many timers a virtual clock
+//! holds, and when they fire, does not depend on which workers happen to be
+//! idle.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ksim_clock::{Busy, Clock, Instant};
 use tokio::sync::Notify;
+
+/// The queue's one timer: when its earliest deadline falls, and the task
+/// that sleeps until then.
+#[derive(Debug, Default)]
+struct Alarm {
+    /// The earliest deadline of the queue, if any.
+    at: Mutex<Option<Instant>>,
+    /// Rung when `at` changes or the queue shuts down.
+    changed: Notify,
+    /// The queue is shut down (or dropped): the task ends.
+    shut: AtomicBool,
+    /// The task has been started.
+    started: AtomicBool,
+}
+
+impl Alarm {
+    fn at(&self) -> Option<Instant> {
+        *self.at.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sets the earliest deadline, waking the task if it moved.
+    fn set(&self, at: Option<Instant>) {
+        let mut current = self.at.lock().unwrap_or_else(|e| e.into_inner());
+        if *current != at {
+            *current = at;
+            drop(current);
+            self.changed.notify_one();
+        }
+    }
+
+    fn shut(&self) {
+        self.shut.store(true, Ordering::SeqCst);
+        self.changed.notify_one();
+    }
+
+    /// The task: sleeps until the earliest deadline, then wakes a worker
+    /// (which promotes what fell due and moves the deadline on).
+    async fn ring(self: Arc<Self>, workers: Arc<Notify>, clock: Clock) {
+        let mut rung = None;
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.shut.load(Ordering::SeqCst) {
+                return;
+            }
+            match self.at() {
+                Some(at) if rung != Some(at) => {
+                    tokio::select! {
+                        biased;
+                        () = &mut changed => {}
+                        () = clock.sleep_until(at) => {
+                            rung = Some(at);
+                            // A virtual cluster is not settled until a worker has
+                            // taken what fell due.
+                            clock.touch();
+                            workers.notify_one();
+                        }
+                    }
+                }
+                _ => changed.await,
+            }
+        }
+    }
+}
 
 #[derive(Debug)]
 struct State<K> {
@@ -68,8 +141,15 @@ impl<K: Hash + Eq + Clone> State<K> {
 #[derive(Debug)]
 pub struct WorkQueue<K> {
     state: Mutex<State<K>>,
-    notify: Notify,
+    notify: Arc<Notify>,
+    alarm: Arc<Alarm>,
     clock: Clock,
+}
+
+impl<K> Drop for WorkQueue<K> {
+    fn drop(&mut self) {
+        self.alarm.shut();
+    }
 }
 
 impl<K: Hash + Eq + Clone> Default for WorkQueue<K> {
@@ -99,8 +179,15 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
                 shut_down: false,
                 busy: None,
             }),
-            notify: Notify::new(),
+            notify: Arc::new(Notify::new()),
+            alarm: Arc::new(Alarm::default()),
         }
+    }
+
+    /// Points the alarm at the earliest deadline (after any change of them).
+    fn arm(&self, state: &State<K>) {
+        self.alarm
+            .set(state.timers.first_key_value().map(|((at, _), _)| *at));
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State<K>> {
@@ -117,6 +204,7 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
             state.cancel_timer(&key);
             state.make_ready(key);
             state.account(&self.clock);
+            self.arm(&state);
         }
         self.notify.notify_one();
     }
@@ -139,8 +227,8 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
             let slot = (at, state.sequence);
             state.timers.insert(slot, key.clone());
             state.scheduled.insert(key, slot);
+            self.arm(&state);
         }
-        self.notify.notify_one();
     }
 
     /// Drops `key`'s pending deadline and, if it waits to be handed out, the key itself.
@@ -152,6 +240,7 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
             state.ready.retain(|k| k != key);
         }
         state.account(&self.clock);
+        self.arm(&state);
     }
 
     /// Whether `key` has a pending deadline.
@@ -173,16 +262,24 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
     /// Waits for a ready key and marks it processing; `None` once the queue is shut down.
     /// The worker must call [`WorkQueue::done`] with the key when finished.
     pub async fn get(&self) -> Option<K> {
+        if !self.alarm.started.swap(true, Ordering::SeqCst) {
+            tokio::spawn(
+                self.alarm
+                    .clone()
+                    .ring(self.notify.clone(), self.clock.clone()),
+            );
+        }
         loop {
             let notified = self.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let next_deadline = {
+            {
                 let mut state = self.lock();
                 if state.shut_down {
                     return None;
                 }
                 state.promote_due(self.clock.instant());
+                self.arm(&state);
                 state.account(&self.clock);
                 if let Some(key) = state.ready.pop_front() {
                     state.queued.remove(&key);
@@ -195,18 +292,9 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
                     }
                     return Some(key);
                 }
-                state.timers.first_key_value().map(|((at, _), _)| *at)
-            };
-            match next_deadline {
-                Some(at) => {
-                    tokio::select! {
-                        biased;
-                        () = &mut notified => {}
-                        () = self.clock.sleep_until(at) => {}
-                    }
-                }
-                None => notified.await,
             }
+            // The alarm wakes a worker when the earliest deadline falls.
+            notified.await;
         }
     }
 
@@ -236,6 +324,7 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
             state.shut_down = true;
             state.busy = None;
         }
+        self.alarm.shut();
         self.notify.notify_waiters();
         self.notify.notify_one();
     }
@@ -395,6 +484,44 @@ mod virtual_tests {
         let (key, at) = worker.await.expect("joins");
         assert_eq!(key, Some("a"));
         assert_eq!(at, start() + chrono::Duration::seconds(300));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn one_timer_follows_the_earliest_deadline_however_many_workers_are_idle() {
+        let clock = Clock::virtual_at(start());
+        let queue = std::sync::Arc::new(WorkQueue::with_clock(clock.clone()));
+        let seen = std::sync::Arc::new(Mutex::new(Vec::new()));
+        queue.add_after("a", Duration::from_secs(10));
+        queue.add_after("b", Duration::from_secs(20));
+        for _ in 0..4 {
+            tokio::spawn({
+                let (queue, seen, clock) = (queue.clone(), seen.clone(), clock.clone());
+                async move {
+                    while let Some(key) = queue.get().await {
+                        seen.lock().expect("seen").push((key, clock.now()));
+                        queue.done(&key);
+                    }
+                }
+            });
+        }
+        let at = |seconds| Some(start() + chrono::Duration::seconds(seconds));
+        clock.settle().await.expect("settles");
+        assert_eq!(clock.next_timer(), at(10));
+        // The earliest deadline moves later: no timer stays behind at 10s.
+        queue.add_after("a", Duration::from_secs(30));
+        clock.settle().await.expect("settles");
+        assert_eq!(clock.next_timer(), at(20));
+        queue.forget(&"b");
+        clock.settle().await.expect("settles");
+        assert_eq!(clock.next_timer(), at(30));
+        let fired = clock.fire_next(start() + chrono::Duration::hours(1)).await;
+        assert_eq!(fired.expect("virtual"), at(30));
+        assert_eq!(
+            *seen.lock().expect("seen"),
+            [("a", start() + chrono::Duration::seconds(30))]
+        );
+        assert_eq!(clock.next_timer(), None);
+        queue.shut_down();
     }
 
     #[tokio::test(flavor = "current_thread")]

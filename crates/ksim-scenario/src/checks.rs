@@ -101,8 +101,8 @@ pub struct Pending {
 /// `/ksim/v1alpha1/evictions`; none on a cluster without that path) and by
 /// the node lifecycle controller's taint manager (its
 /// `TaintManagerEviction` Events); `by` is one of
-/// `descheduler`, `drain`, `node-lifecycle`, `autoscaler`, or text of the
-/// requester (`kubectl drain`, a user agent).
+/// `descheduler`, `drain` (`kubectl drain` and `ksim drain`),
+/// `node-lifecycle`, `autoscaler`, or text of the requester (a user agent).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Evictions {
@@ -557,7 +557,7 @@ async fn pending(p: &Pending, client: &kube::Client) -> CheckResult {
 pub(crate) fn evicted_by(requester: &str) -> String {
     if requester.contains("descheduler") {
         "descheduler".into()
-    } else if requester.starts_with("kubectl drain") {
+    } else if requester.starts_with("kubectl drain") || requester.starts_with("ksim drain") {
         "drain".into()
     } else if requester.contains("autoscaler") {
         "autoscaler".into()
@@ -784,6 +784,7 @@ mod tests {
     fn requesters_are_named_as_the_web_view_names_them() {
         assert_eq!(evicted_by("sigs.k8s.io/descheduler"), "descheduler");
         assert_eq!(evicted_by("kubectl drain"), "drain");
+        assert_eq!(evicted_by("ksim drain"), "drain");
         assert_eq!(evicted_by("cluster-autoscaler"), "autoscaler");
         assert_eq!(evicted_by("curl"), "curl");
     }

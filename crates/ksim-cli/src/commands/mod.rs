@@ -4,7 +4,8 @@
 //! `controllers`, `scheduler`, `deschedule`, `autoscaler`, `explain pod`,
 //! `dpdb-controller`, `node stop|start`; `snapshot save|restore|export`,
 //! `record`, `replay`; `ui`, the web view's URL; `run`, scenario files;
-//! `clock` (`clock advance`), the cluster's time.
+//! `clock` (`clock advance`), the cluster's time; `drain`, kubectl's drain
+//! waiting in the cluster's time.
 
 mod autoscaler;
 mod bench;
@@ -16,6 +17,7 @@ mod create;
 mod delete;
 mod deschedule;
 mod dpdb;
+mod drain;
 mod explain;
 mod get;
 mod kubelet;
@@ -43,6 +45,7 @@ pub use create::{CreateCluster, create_cluster};
 pub use delete::{DeleteCluster, delete_cluster};
 pub use deschedule::{ClusterDescheduler, DescheduleCommand, deschedule, start_descheduler};
 pub use dpdb::{DpdbControllerCommand, dpdb_controller};
+pub use drain::{DrainCommand, DrainFailed, drain};
 pub use explain::{ExplainPod, explain_pod};
 pub use get::{get_clusters, get_kubeconfig};
 pub use kubelet::{Kubelet, kubelet};
