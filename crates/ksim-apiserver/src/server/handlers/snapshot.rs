@@ -120,12 +120,28 @@ fn documents(state: Arc<State>, request: Request) -> Result<Response, ApiError> 
 
 /// Appends `---` and the object as a snapshot keeps it, on one line.
 fn write_document(out: &mut Vec<u8>, resource: &ResourceInfo, object: &StoredObject) {
-    let value = if conversion::is_identity(resource, &object.value) {
+    out.extend_from_slice(b"---\n");
+    let api_version = resource.api_version();
+    let identity = conversion::is_identity(resource, &object.value);
+    let typed = object.value["apiVersion"].as_str() == Some(api_version.as_str())
+        && object.value["kind"].as_str() == Some(resource.kind.as_str());
+    if identity
+        && typed
+        && let Some(Value::Object(metadata)) = object.value.get("metadata")
+        && let Some((start, end)) = metadata_span(&object.json)
+    {
+        // The bytes serialized at write time, but for metadata.
+        out.extend_from_slice(&object.json[..start]);
+        write_metadata(out, metadata);
+        out.extend_from_slice(&object.json[end..]);
+        out.push(b'\n');
+        return;
+    }
+    let value = if identity {
         Cow::Borrowed(&object.value)
     } else {
         conversion::from_storage(resource, &object.value)
     };
-    let api_version = resource.api_version();
     let typed = value["apiVersion"].as_str() == Some(api_version.as_str())
         && value["kind"].as_str() == Some(resource.kind.as_str());
     let value = match value {
@@ -140,9 +156,85 @@ fn write_document(out: &mut Vec<u8>, resource: &ResourceInfo, object: &StoredObj
             Cow::Owned(value)
         }
     };
-    out.extend_from_slice(b"---\n");
     write_without_server_owned(out, &value);
     out.push(b'\n');
+}
+
+/// Where the value of the top-level `metadata` field of compact JSON (as
+/// serde_json writes it: no white space) starts and ends; `None` when there
+/// is none or the text is not such JSON.
+fn metadata_span(json: &[u8]) -> Option<(usize, usize)> {
+    if json.first() != Some(&b'{') {
+        return None;
+    }
+    let mut at = 1;
+    loop {
+        if *json.get(at)? != b'"' {
+            return None;
+        }
+        let key_end = skip_value(json, at)?;
+        let key = json.get(at + 1..key_end - 1)?;
+        if *json.get(key_end)? != b':' {
+            return None;
+        }
+        let value_start = key_end + 1;
+        let value_end = skip_value(json, value_start)?;
+        if key == b"metadata" {
+            return (json.get(value_start) == Some(&b'{')).then_some((value_start, value_end));
+        }
+        match json.get(value_end)? {
+            b',' => at = value_end + 1,
+            _ => return None,
+        }
+    }
+}
+
+/// The end of the compact JSON value starting at `at`.
+fn skip_value(json: &[u8], at: usize) -> Option<usize> {
+    match *json.get(at)? {
+        b'"' => skip_string(json, at),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut i = at;
+            loop {
+                match *json.get(i)? {
+                    b'"' => {
+                        i = skip_string(json, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+        }
+        _ => {
+            // A number, true, false or null: up to what follows it.
+            let length = json
+                .get(at..)?
+                .iter()
+                .position(|b| matches!(b, b',' | b'}' | b']'))?;
+            Some(at + length)
+        }
+    }
+}
+
+/// The end of the JSON string starting (with its quote) at `at`.
+fn skip_string(json: &[u8], at: usize) -> Option<usize> {
+    let mut i = at + 1;
+    loop {
+        match *json.get(i)? {
+            b'"' => return Some(i + 1),
+            b'\\' => i += 2,
+            _ => i += 1,
+        }
+    }
 }
 
 /// Appends the compact JSON of `object` without [`SERVER_OWNED`] metadata:
@@ -219,6 +311,50 @@ mod tests {
                 serde_json::to_string(&expected).expect("serializable"),
                 "{object}"
             );
+        }
+    }
+
+    #[test]
+    fn the_stored_bytes_are_copied_around_fresh_metadata() {
+        let resource = crate::resources::built_in_resources()
+            .into_iter()
+            .find(|r| r.group.is_empty() && r.kind == "Pod")
+            .expect("pods");
+        let managed = json!([{"manager": "m", "operation": "Update", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {"f:labels": {"f:a\"{[": {}}}, "f:spec": {}}}]);
+        let cases = [
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "n", "uid": "u",
+                "resourceVersion": "7", "managedFields": managed, "labels": {"a\"{[": "}]\\\"", "b": "é"},
+                "ownerReferences": [{"uid": "o", "controller": true}]},
+                "spec": {"nodeName": "x", "priority": -3, "f": 2.5e-7, "containers": [{"name": "c"}]},
+                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}),
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}),
+            json!({"apiVersion": "v1", "a": null, "b": [true, {"c": [1, []]}], "kind": "Pod", "metadata": {}, "z": {}}),
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": "odd"}),
+            json!({"apiVersion": "v1", "kind": "Other", "metadata": {"name": "p", "resourceVersion": "1"}}),
+            json!({"apiVersion": "v2", "kind": "Pod", "metadata": {"name": "p", "resourceVersion": "1"}}),
+        ];
+        for object in cases {
+            let stored = StoredObject::dry_run(object.clone());
+            let mut out = Vec::new();
+            write_document(&mut out, &resource, &stored);
+            let mut expected = stored.value.clone();
+            expected["apiVersion"] = json!("v1");
+            expected["kind"] = json!("Pod");
+            let mut want = b"---\n".to_vec();
+            write_without_server_owned(&mut want, &expected);
+            want.push(b'\n');
+            assert_eq!(
+                String::from_utf8(out).expect("utf-8"),
+                String::from_utf8(want).expect("utf-8"),
+                "{object}"
+            );
+        }
+        let json = br#"{"apiVersion":"v1","kind":"Pod","metadata":{"a":"}\"{"},"spec":{}}"#;
+        let (start, end) = metadata_span(json).expect("a span");
+        assert_eq!(&json[start..end], br#"{"a":"}\"{"}"#);
+        for broken in [&b"{"[..], b"[]", br#"{"metadata":"#, br#"{"a":1"#, b""] {
+            assert_eq!(metadata_span(broken), None);
         }
     }
 }
