@@ -96,6 +96,32 @@ struct BulkResult {
     status: Option<kube::core::Status>,
 }
 
+/// ksim's path reading collections as snapshot documents.
+const SNAPSHOT_PATH: &str = "/ksim/v1alpha1/snapshot";
+
+/// The streamed answer of [`Target::snapshot_documents`].
+pub struct SnapshotDocuments {
+    body: kube::client::Body,
+}
+
+impl SnapshotDocuments {
+    /// The next piece of the documents (pieces end anywhere); `None` at the end.
+    pub async fn next(&mut self) -> Option<Result<bytes::Bytes, Error>> {
+        use http_body_util::BodyExt;
+        loop {
+            match self.body.frame().await? {
+                Ok(frame) => match frame.into_data() {
+                    Ok(data) if data.is_empty() => {}
+                    Ok(data) => return Some(Ok(data)),
+                    // Trailers: nothing to read.
+                    Err(_) => {}
+                },
+                Err(error) => return Some(Err(Error::from_kube(error))),
+            }
+        }
+    }
+}
+
 /// A served resource: where it lives and what it allows.
 #[derive(Debug, Clone)]
 pub struct Resource {
@@ -304,6 +330,42 @@ impl Target {
                 return Ok(());
             }
         }
+    }
+
+    /// Reads every object of `resource` through ksim's snapshot path
+    /// (`GET /ksim/v1alpha1/snapshot/<collection path>`): the objects as
+    /// the documents of a snapshot file, streamed. `None` when the cluster
+    /// has no such path (not a ksim cluster: 404, or 403 where RBAC guards
+    /// non-resource paths), so the caller lists instead.
+    pub async fn snapshot_documents(
+        &self,
+        resource: &Resource,
+    ) -> Result<Option<SnapshotDocuments>, Error> {
+        self.throttle().await;
+        let http = http::Request::get(format!("{SNAPSHOT_PATH}{}", resource.path(None)))
+            .header(http::header::ACCEPT, "application/yaml")
+            .body(kube::client::Body::empty())
+            .map_err(|e| Error::Transport(e.to_string()))?;
+        let response = self.client.send(http).await.map_err(Error::from_kube)?;
+        let status = response.status();
+        if matches!(status.as_u16(), 403..=405) {
+            return Ok(None);
+        }
+        if !status.is_success() {
+            let body = response
+                .into_body()
+                .collect_bytes()
+                .await
+                .map_err(Error::from_kube)?;
+            let message = match serde_json::from_slice::<kube::core::Status>(&body) {
+                Ok(status) if !status.message.is_empty() => status.message,
+                _ => format!("{status}: {}", String::from_utf8_lossy(&body).trim()),
+            };
+            return Err(Error::Api(message));
+        }
+        Ok(Some(SnapshotDocuments {
+            body: response.into_body(),
+        }))
     }
 
     /// Creates `object`; the created object as the server stored it.

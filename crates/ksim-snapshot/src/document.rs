@@ -241,6 +241,26 @@ pub enum Style {
     Block,
 }
 
+/// Appends one object as a document of a snapshot file: `---`, then the
+/// object in `style`.
+pub fn write_document(object: &Value, style: Style, out: &mut Vec<u8>) -> Result<(), String> {
+    out.extend_from_slice(b"---\n");
+    match style {
+        Style::Flow => {
+            serde_json::to_writer(&mut *out, object).map_err(|e| e.to_string())?;
+            out.push(b'\n');
+        }
+        Style::Block => {
+            out.extend_from_slice(
+                serde_saphyr::to_string(object)
+                    .map_err(|e| e.to_string())?
+                    .as_bytes(),
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Serializes objects as multi-document YAML after [`HEADER`], in parallel
 /// for large snapshots.
 pub fn write_documents(
@@ -248,19 +268,10 @@ pub fn write_documents(
     style: Style,
     out: &mut impl std::io::Write,
 ) -> std::io::Result<()> {
-    let render = |part: &[Value]| -> Result<String, String> {
-        let mut text = String::with_capacity(part.len() * 1024);
+    let render = |part: &[Value]| -> Result<Vec<u8>, String> {
+        let mut text = Vec::with_capacity(part.len() * 1024);
         for object in part {
-            text.push_str("---\n");
-            match style {
-                Style::Flow => {
-                    text.push_str(&serde_json::to_string(object).map_err(|e| e.to_string())?);
-                    text.push('\n');
-                }
-                Style::Block => {
-                    text.push_str(&serde_saphyr::to_string(object).map_err(|e| e.to_string())?);
-                }
-            }
+            write_document(object, style, &mut text)?;
         }
         Ok(text)
     };
@@ -270,7 +281,7 @@ pub fn write_documents(
         .min(8);
     writeln!(out, "{HEADER}")?;
     let per = objects.len().div_ceil(workers).max(256);
-    let parts: Vec<Result<String, String>> = std::thread::scope(|scope| {
+    let parts: Vec<Result<Vec<u8>, String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = objects
             .chunks(per)
             .map(|part| scope.spawn(move || render(part)))
@@ -285,7 +296,7 @@ pub fn write_documents(
     });
     for part in parts {
         let text = part.map_err(std::io::Error::other)?;
-        out.write_all(text.as_bytes())?;
+        out.write_all(&text)?;
     }
     out.flush()
 }

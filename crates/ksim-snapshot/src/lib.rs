@@ -4,8 +4,10 @@
 //!
 //! - [`save`]: every object of every served resource as multi-document
 //!   YAML ([`document`] reads and writes the files, kwokctl's `--format k8s`
-//!   files included); [`save::ExportOptions`] narrows it to what a
-//!   simulation needs when copying a real cluster;
+//!   files included), written while the cluster is read ([`save::write`];
+//!   a ksim cluster sends its objects as snapshot documents already);
+//!   [`save::SaveOptions::export`] narrows it to what a simulation needs
+//!   when copying a real cluster;
 //! - [`restore`]: loads such a file into a cluster, keeping pods on their
 //!   nodes with their status and remapping owner uids so that controllers
 //!   adopt what they own;

@@ -8,7 +8,8 @@
 use serde_json::{Map, Value, json};
 
 use crate::Error;
-use crate::api::{Resource, Target};
+use crate::api::{Resource, Resources, Target};
+use crate::document::{HEADER, Style, write_document};
 
 /// The annotation the kubelet simulator manages nodes by (KWOK's).
 pub const FAKE_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
@@ -28,6 +29,11 @@ pub struct SaveOptions {
     pub secret_data: bool,
     /// Items per list page.
     pub page_size: u32,
+    /// Read through ksim's snapshot path when the cluster has one (objects
+    /// arrive as snapshot documents, cleaned by the server); plain paged
+    /// lists otherwise. Only for a whole-cluster save (not `export`, no
+    /// namespace or selector).
+    pub server_side: bool,
 }
 
 impl SaveOptions {
@@ -40,6 +46,7 @@ impl SaveOptions {
             label_selector: None,
             secret_data: true,
             page_size: 500,
+            server_side: true,
         }
     }
 
@@ -107,61 +114,244 @@ pub struct Saved {
     pub tokens_skipped: usize,
 }
 
-/// Reads the cluster's objects.
-pub async fn collect(target: &Target, options: &SaveOptions) -> Result<Saved, Error> {
-    let resources = target.resources().await?;
-    let mut saved = Saved::default();
+/// The resources saved, in the order of the file: cluster-scoped first
+/// (namespaces, nodes, CRDs), then namespaced; a stable order so that saves
+/// of one state compare equal.
+fn saved_resources<'a>(resources: &'a Resources, options: &SaveOptions) -> Vec<&'a Resource> {
     let mut ordered: Vec<&Resource> = resources
         .preferred
         .iter()
         .filter(|r| !skipped(r, options))
         .collect();
-    // Cluster-scoped first (namespaces, nodes, CRDs), then namespaced; a
-    // stable order so that saves of one state compare equal.
     ordered.sort_by_key(|r| (r.namespaced, r.group.clone(), r.kind.clone()));
-    for resource in ordered {
-        let namespace = options.namespace.as_deref().filter(|_| resource.namespaced);
-        let selector = options
-            .label_selector
-            .as_deref()
-            .filter(|_| resource.namespaced);
-        target
-            .list_pages(resource, namespace, selector, options.page_size, |items| {
-                for mut item in items {
-                    if let Some(object) = item.as_object_mut() {
-                        object.insert("apiVersion".into(), json!(resource.api_version));
-                        object.insert("kind".into(), json!(resource.kind));
-                    }
-                    if resource.kind == "Namespace"
-                        && resource.group.is_empty()
-                        && let Some(only) = &options.namespace
-                        && item["metadata"]["name"].as_str() != Some(only.as_str())
-                    {
-                        continue;
-                    }
-                    match clean(item, resource, options) {
-                        Some(object) => saved.objects.push(object),
-                        None => saved.tokens_skipped += 1,
-                    }
+    ordered
+}
+
+/// Lists `resource` in pages, handing each page's objects, cleaned, to
+/// `each` with the number of service-account tokens left out.
+async fn list_cleaned(
+    target: &Target,
+    resource: &Resource,
+    options: &SaveOptions,
+    mut each: impl FnMut(Vec<Value>, usize),
+) -> Result<(), Error> {
+    let namespace = options.namespace.as_deref().filter(|_| resource.namespaced);
+    let selector = options
+        .label_selector
+        .as_deref()
+        .filter(|_| resource.namespaced);
+    target
+        .list_pages(resource, namespace, selector, options.page_size, |items| {
+            let mut objects = Vec::with_capacity(items.len());
+            let mut tokens_skipped = 0;
+            for mut item in items {
+                if let Some(object) = item.as_object_mut() {
+                    object.insert("apiVersion".into(), json!(resource.api_version));
+                    object.insert("kind".into(), json!(resource.kind));
                 }
-                Ok(())
-            })
-            .await
-            .or_else(|error| match error {
-                // A resource the caller may not list is left out, with a
-                // warning; not nodes or pods, without which there is no copy.
-                Error::Api(message)
-                    if message.contains("forbidden")
-                        && !(resource.group.is_empty()
-                            && matches!(resource.kind.as_str(), "Node" | "Pod")) =>
+                if resource.kind == "Namespace"
+                    && resource.group.is_empty()
+                    && let Some(only) = &options.namespace
+                    && item["metadata"]["name"].as_str() != Some(only.as_str())
                 {
-                    tracing::warn!(kind = %resource.group_kind(), %message, "not saved");
-                    Ok(())
+                    continue;
                 }
-                other => Err(other),
-            })?;
+                match clean(item, resource, options) {
+                    Some(object) => objects.push(object),
+                    None => tokens_skipped += 1,
+                }
+            }
+            each(objects, tokens_skipped);
+            Ok(())
+        })
+        .await
+        .or_else(|error| match error {
+            // A resource the caller may not list is left out, with a
+            // warning; not nodes or pods, without which there is no copy.
+            Error::Api(message)
+                if message.contains("forbidden")
+                    && !(resource.group.is_empty()
+                        && matches!(resource.kind.as_str(), "Node" | "Pod")) =>
+            {
+                tracing::warn!(kind = %resource.group_kind(), %message, "not saved");
+                Ok(())
+            }
+            other => Err(other),
+        })
+}
+
+/// Reads the cluster's objects (through paged lists).
+pub async fn collect(target: &Target, options: &SaveOptions) -> Result<Saved, Error> {
+    let resources = target.resources().await?;
+    let mut saved = Saved::default();
+    for resource in saved_resources(&resources, options) {
+        list_cleaned(target, resource, options, |objects, tokens_skipped| {
+            saved.objects.extend(objects);
+            saved.tokens_skipped += tokens_skipped;
+        })
+        .await?;
     }
     Ok(saved)
+}
+
+/// What [`write`] wrote.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Written {
+    /// Objects written.
+    pub objects: usize,
+    /// Service-account tokens left out.
+    pub tokens_skipped: usize,
+    /// Bytes written, the header included.
+    pub bytes: u64,
+    /// Whether the objects were read through ksim's snapshot path (else
+    /// through paged lists).
+    pub server_side: bool,
+}
+
+/// What the reading side hands the writing thread.
+enum Piece {
+    /// Snapshot documents as ksim's snapshot path answers them (flow
+    /// style), in pieces that may end anywhere.
+    Documents(bytes::Bytes),
+    /// Listed objects, cleaned.
+    Objects(Vec<Value>),
+}
+
+/// Reads the cluster's objects and writes them to `out` as a snapshot file
+/// ([`crate::document::HEADER`], then a document per object in `style`),
+/// each piece written as soon as it is read: the file is written while the
+/// cluster is still being read, on a thread of its own. From a ksim cluster
+/// (with [`SaveOptions::server_side`]) the objects arrive as documents and
+/// are written as they come; from any other cluster they are listed and
+/// cleaned here. Both give the same file. Returns `out`, flushed.
+pub async fn write<W: std::io::Write + Send + 'static>(
+    target: &Target,
+    options: &SaveOptions,
+    style: Style,
+    out: W,
+) -> Result<(Written, W), Error> {
+    let resources = target.resources().await?;
+    let (sender, receiver) = std::sync::mpsc::channel::<Piece>();
+    let writer = std::thread::Builder::new()
+        .name("snapshot-writer".into())
+        .spawn(move || write_pieces(&receiver, style, out))
+        .map_err(|e| Error::Invalid(format!("cannot start the snapshot writer: {e}")))?;
+    let mut server_side = options.server_side
+        && !options.export
+        && options.namespace.is_none()
+        && options.label_selector.is_none();
+    let mut used_server_side = false;
+    let mut tokens_skipped = 0;
+    let read = async {
+        for resource in saved_resources(&resources, options) {
+            if server_side {
+                match target.snapshot_documents(resource).await? {
+                    Some(mut documents) => {
+                        used_server_side = true;
+                        while let Some(piece) = documents.next().await {
+                            if sender.send(Piece::Documents(piece?)).is_err() {
+                                // The writer stopped: its error is returned.
+                                return Ok(());
+                            }
+                        }
+                        continue;
+                    }
+                    None => {
+                        tracing::debug!("no ksim snapshot path: saving through lists");
+                        server_side = false;
+                    }
+                }
+            }
+            list_cleaned(target, resource, options, |objects, skipped| {
+                tokens_skipped += skipped;
+                // A stopped writer's error is returned below.
+                let _ = sender.send(Piece::Objects(objects));
+            })
+            .await?;
+        }
+        Ok::<(), Error>(())
+    };
+    let read = read.await;
+    drop(sender);
+    let written = writer
+        .join()
+        .unwrap_or_else(|_| Err(std::io::Error::other("the snapshot writer panicked")));
+    read?;
+    let (out, objects, bytes) = written.map_err(|source| Error::Io {
+        path: "snapshot".into(),
+        source,
+    })?;
+    Ok((
+        Written {
+            objects,
+            tokens_skipped,
+            bytes,
+            server_side: used_server_side,
+        },
+        out,
+    ))
+}
+
+/// The writing thread of [`write`]: every piece until the reading side
+/// hangs up; the output, the objects and bytes written.
+fn write_pieces<W: std::io::Write>(
+    receiver: &std::sync::mpsc::Receiver<Piece>,
+    style: Style,
+    mut out: W,
+) -> std::io::Result<(W, usize, u64)> {
+    let mut bytes = 0u64;
+    let mut objects = 0usize;
+    // Lines of ksim's documents seen (two a document: `---` and the object).
+    let mut document_lines = 0usize;
+    // The unfinished line of documents being turned into block style.
+    let mut pending: Vec<u8> = Vec::new();
+    let mut rendered: Vec<u8> = Vec::with_capacity(1 << 20);
+    let header = format!("{HEADER}\n");
+    out.write_all(header.as_bytes())?;
+    bytes += header.len() as u64;
+    for piece in receiver {
+        rendered.clear();
+        match piece {
+            Piece::Documents(text) if style == Style::Flow => {
+                document_lines += text.iter().filter(|b| **b == b'\n').count();
+                out.write_all(&text)?;
+                bytes += text.len() as u64;
+                continue;
+            }
+            Piece::Documents(text) => {
+                pending.extend_from_slice(&text);
+                let Some(end) = pending.iter().rposition(|b| *b == b'\n') else {
+                    continue;
+                };
+                for line in pending[..end].split(|b| *b == b'\n') {
+                    if line.is_empty() || line == b"---" {
+                        continue;
+                    }
+                    let object: Value = serde_json::from_slice(line).map_err(|e| {
+                        std::io::Error::other(format!("a document the cluster sent: {e}"))
+                    })?;
+                    write_document(&object, style, &mut rendered).map_err(std::io::Error::other)?;
+                    objects += 1;
+                }
+                pending.drain(..=end);
+            }
+            Piece::Objects(values) => {
+                for object in &values {
+                    write_document(object, style, &mut rendered).map_err(std::io::Error::other)?;
+                }
+                objects += values.len();
+            }
+        }
+        out.write_all(&rendered)?;
+        bytes += rendered.len() as u64;
+    }
+    if !pending.is_empty() {
+        return Err(std::io::Error::other(
+            "the cluster's snapshot documents end in the middle of one",
+        ));
+    }
+    out.flush()?;
+    Ok((out, objects + document_lines / 2, bytes))
 }
 
 /// An object as a snapshot keeps it; `None` for what is never exported

@@ -207,6 +207,10 @@ impl ApiServer {
             .route(evictions::PATH, any(evictions::serve))
             .route(evictions::TIMELINE_PATH, any(evictions::serve_timeline))
             .route(handlers::bulk::OBJECTS_PATH, any(handlers::bulk::create))
+            .route(
+                handlers::snapshot::SNAPSHOT_ROUTE,
+                any(handlers::snapshot::serve),
+            )
             .route("/api", any(handlers::handle))
             .route("/api/{*rest}", any(handlers::handle))
             .route("/apis", any(handlers::handle))

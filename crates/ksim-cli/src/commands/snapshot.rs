@@ -119,12 +119,16 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
-/// Writes `objects` to `path` through a temporary file (never half-written).
-fn write_snapshot(
+/// Writes a snapshot to `path` through a temporary file (never
+/// half-written): `save` reads the cluster and writes the file into the
+/// writer it is given, handing it back. The file's size, and what `save`
+/// said.
+fn write_snapshot<T>(
     path: &Path,
-    objects: &[serde_json::Value],
-    format: Format,
-) -> anyhow::Result<u64> {
+    save: impl AsyncFnOnce(
+        std::io::BufWriter<std::fs::File>,
+    ) -> anyhow::Result<(T, std::io::BufWriter<std::fs::File>)>,
+) -> anyhow::Result<(u64, T)> {
     let directory = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -133,20 +137,24 @@ fn write_snapshot(
         .file_name()
         .with_context(|| format!("{}: not a file path", path.display()))?;
     let temporary = directory.join(format!(".{}.partial", file_name.to_string_lossy()));
-    let result = (|| -> std::io::Result<u64> {
-        let file = std::fs::File::create(&temporary)?;
-        let mut writer = std::io::BufWriter::with_capacity(1 << 20, file);
-        ksim_snapshot::write_documents(objects, format.style(), &mut writer)?;
-        let file = writer.into_inner().map_err(|e| e.into_error())?;
-        file.sync_all()?;
-        let size = file.metadata()?.len();
-        std::fs::rename(&temporary, path)?;
-        Ok(size)
-    })();
-    result.map_err(|e| {
+    let cannot_write = |e: std::io::Error| anyhow::anyhow!("cannot write {}: {e}", path.display());
+    let file = std::fs::File::create(&temporary).map_err(cannot_write)?;
+    let writer = std::io::BufWriter::with_capacity(1 << 20, file);
+    let saved = runtime()?.block_on(save(writer));
+    let result = saved.and_then(|(said, writer)| {
+        let finish = || -> std::io::Result<u64> {
+            let file = writer.into_inner().map_err(|e| e.into_error())?;
+            file.sync_all()?;
+            let size = file.metadata()?.len();
+            std::fs::rename(&temporary, path)?;
+            Ok(size)
+        };
+        finish().map(|size| (size, said)).map_err(cannot_write)
+    });
+    if result.is_err() {
         let _ = std::fs::remove_file(&temporary);
-        anyhow::anyhow!("cannot write {}: {e}", path.display())
-    })
+    }
+    result
 }
 
 /// Reads and parses a snapshot file (times relative to now, for kwok's files).
@@ -160,21 +168,20 @@ pub fn read_snapshot(path: &Path) -> anyhow::Result<Vec<ksim_snapshot::Document>
 
 /// `ksim snapshot save`.
 pub fn snapshot_save(home: &KsimHome, flags: &SnapshotSave) -> anyhow::Result<()> {
-    let objects = runtime()?.block_on(async {
+    let (size, written) = write_snapshot(&flags.path, async |writer| {
         let client =
             super::connect::cluster_client(home, &flags.name, flags.kubeconfig.as_deref()).await?;
         let options = SaveOptions {
             events: flags.events,
             ..SaveOptions::all()
         };
-        ksim_snapshot::save::collect(&Target::new(client), &options)
+        ksim_snapshot::save::write(&Target::new(client), &options, flags.format.style(), writer)
             .await
             .with_context(|| format!("cannot read cluster {:?}", flags.name))
     })?;
-    let size = write_snapshot(&flags.path, &objects.objects, flags.format)?;
     print_line(format_args!(
         "Saved {} objects of cluster {:?} to {} ({size} bytes).",
-        objects.objects.len(),
+        written.objects,
         flags.name,
         flags.path.display()
     ))
@@ -247,7 +254,7 @@ pub fn snapshot_restore(home: &KsimHome, flags: &SnapshotRestore) -> anyhow::Res
 
 /// `ksim snapshot export`.
 pub fn snapshot_export(flags: &SnapshotExport) -> anyhow::Result<()> {
-    let saved = runtime()?.block_on(async {
+    let (size, written) = write_snapshot(&flags.path, async |writer| {
         let client = ksim_runtime::client::from_kubeconfig(
             Some(&flags.kubeconfig),
             flags.context.as_deref(),
@@ -261,14 +268,13 @@ pub fn snapshot_export(flags: &SnapshotExport) -> anyhow::Result<()> {
             page_size: flags.chunk_size.max(1),
             ..SaveOptions::export()
         };
-        ksim_snapshot::save::collect(&target, &options)
+        ksim_snapshot::save::write(&target, &options, flags.format.style(), writer)
             .await
             .context("cannot export the cluster")
     })?;
-    let size = write_snapshot(&flags.path, &saved.objects, flags.format)?;
     print_line(format_args!(
         "Exported {} objects to {} ({size} bytes).",
-        saved.objects.len(),
+        written.objects,
         flags.path.display()
     ))
 }

@@ -40,6 +40,7 @@ mod eviction;
 mod patch;
 mod read;
 mod review;
+pub(crate) mod snapshot;
 mod subresources;
 mod write;
 

@@ -3,7 +3,9 @@
 //! Running on them, owned by ReplicaSets; then:
 //!
 //! - save: every object read through the in-process client and written as
-//!   YAML (time, file size);
+//!   YAML, as `ksim snapshot save` does (ksim's snapshot path; time, file
+//!   size), then through paged lists for comparison (`--save-only` stops
+//!   there);
 //! - restore: the file parsed and loaded into a fresh in-process cluster
 //!   before its components start (what `create cluster --snapshot` does),
 //!   then the kubelet simulator, scheduler and controllers started, until
@@ -48,6 +50,9 @@ pub struct SnapshotBench {
     /// Skip the export over HTTP (it starts a `ksim serve` child).
     #[arg(long)]
     pub skip_export: bool,
+    /// Stop after the saves (no restore, export or replay).
+    #[arg(long)]
+    pub save_only: bool,
 }
 
 const CONCURRENCY: usize = 64;
@@ -165,6 +170,25 @@ async fn fill_source(client: &kube::Client, bench: &SnapshotBench) -> anyhow::Re
     Ok(())
 }
 
+/// Saves the cluster behind `client` to `path` as `ksim snapshot save` does.
+async fn save_to(
+    client: &kube::Client,
+    path: &std::path::Path,
+    options: &SaveOptions,
+) -> anyhow::Result<ksim_snapshot::save::Written> {
+    let file = std::fs::File::create(path)?;
+    let writer = std::io::BufWriter::with_capacity(1 << 20, file);
+    let (written, writer) = ksim_snapshot::save::write(
+        &Target::new(client.clone()),
+        options,
+        ksim_snapshot::Style::Flow,
+        writer,
+    )
+    .await?;
+    writer.into_inner().map_err(|e| e.into_error())?;
+    Ok(written)
+}
+
 /// pod name → node name of every Running pod.
 async fn running_pods(target: &Target) -> anyhow::Result<HashMap<String, String>> {
     Ok(running_pods_written_after(target, u64::MAX).await?.0)
@@ -243,28 +267,40 @@ async fn run_in(bench: &SnapshotBench, dir: &std::path::Path) -> anyhow::Result<
     ))?;
     let expected = running_pods(&Target::new(source_client.clone())).await?;
 
-    // Save.
+    // Save, as `ksim snapshot save` does: through ksim's snapshot path, the
+    // file written while the cluster is read.
     let path = dir.join("snapshot.yaml");
     let started = Instant::now();
-    let saved =
-        ksim_snapshot::save::collect(&Target::new(source_client.clone()), &SaveOptions::all())
-            .await?;
-    let read = started.elapsed();
-    let file = std::fs::File::create(&path)?;
-    let mut writer = std::io::BufWriter::with_capacity(1 << 20, file);
-    ksim_snapshot::write_documents(&saved.objects, ksim_snapshot::Style::Flow, &mut writer)?;
-    drop(writer);
+    let written = save_to(&source_client, &path, &SaveOptions::all()).await?;
     let save = started.elapsed();
     let size = std::fs::metadata(&path)?.len();
     print_line(format_args!(
-        "save: {} objects in {} (target < 3 s; listing {}, writing {}), file {}",
-        saved.objects.len(),
+        "save: {} objects in {} (target < 3 s; ksim's snapshot path: {}), file {}",
+        written.objects,
         millis(save),
-        millis(read),
-        millis(save.saturating_sub(read)),
+        written.server_side,
         mebibytes(size)
     ))?;
-    drop(saved);
+    // And through paged lists, as from a cluster without that path.
+    let listed_path = dir.join("listed.yaml");
+    let started = Instant::now();
+    let options = SaveOptions {
+        server_side: false,
+        ..SaveOptions::all()
+    };
+    let listed = save_to(&source_client, &listed_path, &options).await?;
+    let elapsed = started.elapsed();
+    let same = std::fs::read(&path)? == std::fs::read(&listed_path)?;
+    std::fs::remove_file(&listed_path)?;
+    print_line(format_args!(
+        "save through paged lists (a cluster without the snapshot path): {} objects in {}, the same file: {}",
+        listed.objects,
+        millis(elapsed),
+        if same { "yes" } else { "NO" }
+    ))?;
+    if bench.save_only {
+        return Ok(());
+    }
     drop(source_client);
     drop(source);
 
