@@ -58,6 +58,30 @@ fn condition<'a>(
     conditions?.iter().find(|c| c.type_ == type_)
 }
 
+/// A node the controller first sees with an old heartbeat (a restored
+/// snapshot, a restarted controller) gets the whole grace period from then,
+/// as upstream's probeTimestamp does, not a verdict from the stale time.
+#[tokio::test(flavor = "current_thread")]
+async fn a_node_first_seen_with_an_old_heartbeat_gets_the_grace_period_from_then() {
+    let cluster = VirtualCluster::start(&[ControllerName::NodeLifecycle]).await;
+    let client = cluster.client.clone();
+    let an_hour_ago = cluster.at(0) - k8s_openapi::jiff::SignedDuration::from_hours(1);
+    node_heard_at(&client, "n1", an_hour_ago).await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let ready = |node: &Node| {
+        let status = node.status.as_ref().and_then(|s| s.conditions.as_ref());
+        condition(status, "Ready").map(|c| c.status.clone())
+    };
+
+    cluster.advance_to(50).await;
+    let node = nodes.get("n1").await.expect("node");
+    assert_eq!(ready(&node).as_deref(), Some("True"), "still Ready at 50 s");
+
+    cluster.advance_to(55).await;
+    let node = nodes.get("n1").await.expect("node");
+    assert_eq!(ready(&node).as_deref(), Some("Unknown"), "Unknown at 55 s");
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn a_silent_node_goes_unknown_after_the_grace_period_and_its_pods_go_300_s_later() {
     let cluster = VirtualCluster::start(&[ControllerName::NodeLifecycle]).await;

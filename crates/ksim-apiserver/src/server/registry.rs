@@ -13,6 +13,8 @@ use crate::resources::{ResourceInfo, built_in_resources};
 pub(crate) struct Registry {
     resources: Vec<Arc<ResourceInfo>>,
     by_path: HashMap<(String, String, String), Arc<ResourceInfo>>,
+    /// The first resource serving each (group, version, kind).
+    by_kind: HashMap<(String, String, String), Arc<ResourceInfo>>,
     /// `additionalPrinterColumns` of each CRD version, by (group, version, plural).
     printer_columns: HashMap<(String, String, String), Value>,
     /// The stored CRDs this snapshot was built from.
@@ -48,9 +50,16 @@ impl Registry {
                 )
             })
             .collect();
+        let mut by_kind = HashMap::new();
+        for r in &resources {
+            by_kind
+                .entry((r.group.clone(), r.version.clone(), r.kind.clone()))
+                .or_insert_with(|| r.clone());
+        }
         Registry {
             resources,
             by_path,
+            by_kind,
             printer_columns,
             crds,
         }
@@ -75,6 +84,19 @@ impl Registry {
     ) -> Option<Arc<ResourceInfo>> {
         self.by_path
             .get(&(group.to_string(), version.to_string(), plural.to_string()))
+            .cloned()
+    }
+
+    /// The resource serving `kind` in `group/version` (the first one, when
+    /// several do).
+    pub(crate) fn find_kind(
+        &self,
+        group: &str,
+        version: &str,
+        kind: &str,
+    ) -> Option<Arc<ResourceInfo>> {
+        self.by_kind
+            .get(&(group.to_string(), version.to_string(), kind.to_string()))
             .cloned()
     }
 
@@ -209,5 +231,16 @@ mod tests {
                 .find("stable.example.com", "v0", "crontabs")
                 .is_none()
         );
+        let by_kind = registry
+            .find_kind("stable.example.com", "v1", "CronTab")
+            .expect("found by kind");
+        assert_eq!(by_kind.plural, "crontabs");
+        assert!(
+            registry
+                .find_kind("stable.example.com", "v0", "CronTab")
+                .is_none()
+        );
+        let pods = registry.find_kind("", "v1", "Pod").expect("pods");
+        assert_eq!(pods.plural, "pods");
     }
 }

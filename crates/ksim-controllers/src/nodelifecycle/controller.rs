@@ -26,7 +26,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::eviction::eviction_deadline;
-use super::health::{desired_taints, stale_conditions};
+use super::health::{desired_taints, last_probe, stale_conditions_since};
 use crate::common::watch_all;
 use crate::events::Events;
 use crate::informer::SharedInformers;
@@ -98,6 +98,15 @@ impl<K: std::hash::Hash + Eq + Clone> Relist<K> {
     }
 }
 
+/// When the controller last saw a node's sign of life change.
+#[derive(Debug, Clone, Copy)]
+struct Probe {
+    /// The sign of life (the later of heartbeat and Lease renewal).
+    seen: Timestamp,
+    /// When it was seen.
+    at: Timestamp,
+}
+
 struct Lifecycle {
     client: Client,
     clock: Clock,
@@ -113,6 +122,12 @@ struct Lifecycle {
     /// Nodes (name, uid) seen at the last monitor tick (`knownNodeSet`).
     known: BTreeMap<String, String>,
     leases: HashMap<String, Timestamp>,
+    /// Per node, the last sign of life seen (heartbeat or Lease renewal) and
+    /// when the controller saw it change (`nodeHealthData.probeTimestamp`):
+    /// the grace period runs from the latter, as upstream's does, so nodes
+    /// first seen with old heartbeats (a restored snapshot, a restarted
+    /// controller) get a full grace period for their kubelet to post again.
+    probes: HashMap<String, Probe>,
     pods: HashMap<PodKey, BoundPod>,
     pods_by_node: HashMap<String, BTreeSet<PodKey>>,
     timers: BinaryHeap<Reverse<(Timestamp, PodKey)>>,
@@ -151,6 +166,7 @@ pub async fn run_with(client: Client, config: NodeLifecycleConfig, informers: Sh
         nodes: BTreeMap::new(),
         known: BTreeMap::new(),
         leases: HashMap::new(),
+        probes: HashMap::new(),
         pods: HashMap::new(),
         pods_by_node: HashMap::new(),
         timers: BinaryHeap::new(),
@@ -219,6 +235,7 @@ impl Lifecycle {
                     self.node_not_ready(&node);
                 }
                 self.nodes.insert(name.clone(), node);
+                self.observe(&name);
                 let keys: Vec<PodKey> = self
                     .pods_by_node
                     .get(&name)
@@ -229,12 +246,15 @@ impl Lifecycle {
                 }
             }
             Event::Delete(node) => {
-                self.nodes.remove(&node.name_any());
+                let name = node.name_any();
+                self.nodes.remove(&name);
+                self.probes.remove(&name);
             }
             Event::Init => self.node_relist.start(),
             Event::InitDone => {
                 for name in self.node_relist.finish(self.nodes.keys()) {
                     self.nodes.remove(&name);
+                    self.probes.remove(&name);
                 }
             }
         }
@@ -251,7 +271,8 @@ impl Lifecycle {
                 let name = lease.name_any();
                 self.lease_relist.saw(&name);
                 if let Some(renewed) = renewed {
-                    self.leases.insert(name, renewed);
+                    self.leases.insert(name.clone(), renewed);
+                    self.observe(&name);
                 }
             }
             Event::Delete(lease) => {
@@ -553,8 +574,8 @@ impl Lifecycle {
         let grace = SignedDuration::try_from(self.config.grace_period)
             .unwrap_or(SignedDuration::from_secs(50));
         for (name, node) in &self.nodes {
-            let lease = self.leases.get(name).copied();
-            let Some(conditions) = stale_conditions(node, lease, now, grace) else {
+            let probed = self.probes.get(name).map(|p| p.at);
+            let Some(conditions) = stale_conditions_since(node, probed, now, grace) else {
                 continue;
             };
             tracing::info!(node = %name, "node stopped posting status: marking it Unknown");
@@ -578,6 +599,24 @@ impl Lifecycle {
 }
 
 impl Lifecycle {
+    /// Notes when node `name`'s sign of life changed (`tryUpdateNodeHealth`
+    /// moving `probeTimestamp` to now on a new heartbeat or renewal, and on
+    /// a node it had no record of).
+    fn observe(&mut self, name: &str) {
+        let Some(node) = self.nodes.get(name) else {
+            return;
+        };
+        let Some(seen) = last_probe(node, self.leases.get(name).copied()) else {
+            self.probes.remove(name);
+            return;
+        };
+        if self.probes.get(name).is_some_and(|p| p.seen == seen) {
+            return;
+        }
+        let at = self.clock.timestamp();
+        self.probes.insert(name.to_string(), Probe { seen, at });
+    }
+
     /// `classifyNodes` and its events, against the nodes known at the last tick.
     fn classify_nodes(&mut self) {
         let added: Vec<(String, String)> = self

@@ -59,8 +59,20 @@ pub fn stale_conditions(
     now: Timestamp,
     grace: SignedDuration,
 ) -> Option<Vec<NodeCondition>> {
+    stale_conditions_since(node, last_probe(node, lease_renewed), now, grace)
+}
+
+/// [`stale_conditions`] of a node last heard from at `probed` (the
+/// controller's `probeTimestamp`: when it saw the last sign of life, not the
+/// time that sign carries); a node never heard from counts from its creation.
+pub fn stale_conditions_since(
+    node: &Node,
+    probed: Option<Timestamp>,
+    now: Timestamp,
+    grace: SignedDuration,
+) -> Option<Vec<NodeCondition>> {
     let created = node.metadata.creation_timestamp.as_ref().map(|t| t.0);
-    let since = last_probe(node, lease_renewed).or(created).unwrap_or(now);
+    let since = probed.or(created).unwrap_or(now);
     if since
         .checked_add(grace)
         .is_ok_and(|deadline| deadline >= now)

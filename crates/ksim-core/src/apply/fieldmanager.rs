@@ -12,8 +12,8 @@ use super::managed::{
 };
 use super::types::TypeRef;
 use super::walk::{
-    Comparison, Walk, compare, compare_skipping, drop_typed_nulls, index_items, merge, prune,
-    to_field_set, walk_of,
+    Comparison, Walk, compare, compare_field_skipping, compare_skipping, drop_typed_nulls,
+    index_items, merge, prune, to_field_set, walk_of,
 };
 use crate::Error;
 
@@ -456,7 +456,7 @@ pub fn track_subresource_update(
     let sent = managed_fields_of(new)
         .and_then(|m| decode(m).ok())
         .filter(|entries| !entries.is_empty());
-    let mut entries = match sent {
+    let entries = match sent {
         Some(entries) => entries,
         None => old
             .and_then(managed_fields_of)
@@ -467,6 +467,65 @@ pub fn track_subresource_update(
     let empty = Value::Object(Map::new());
     // compare() skips metadata.managedFields: old needs no copy without it.
     let comparison = tracked_comparison(old.unwrap_or(&empty), new, &ty);
+    record_update(
+        entries,
+        comparison,
+        new,
+        manager,
+        subresource,
+        api_version,
+        now,
+    );
+}
+
+/// [`track_subresource_update`] of a write that changed nothing but the
+/// top-level field `field` of `new`, whose managedFields are still those of
+/// the object before the write; `old_field` is that field before it. Only
+/// that field is compared (a create with its status merged in, as a
+/// snapshot restore makes in bulk, is not walked whole a second time); the
+/// managedFields are those [`track_subresource_update`] would write.
+#[allow(clippy::too_many_arguments)]
+pub fn track_field_update(
+    definition: Option<&str>,
+    old_field: Option<&Value>,
+    new: &mut Value,
+    field: &str,
+    manager: &str,
+    subresource: &str,
+    api_version: &str,
+    now: &str,
+) {
+    if !new.is_object() {
+        return;
+    }
+    let ty = TypeRef::root(definition);
+    let entries = managed_fields_of(new)
+        .and_then(|m| decode(m).ok())
+        .unwrap_or_default();
+    remove_managed_fields(new);
+    let comparison = compare_field_skipping(old_field, new.get(field), &ty, field, is_ignored);
+    record_update(
+        entries,
+        comparison,
+        new,
+        manager,
+        subresource,
+        api_version,
+        now,
+    );
+}
+
+/// The managedFields after a write that made `comparison`: what changed
+/// moves to the writer's entry (by manager and subresource).
+fn record_update(
+    mut entries: Vec<ManagedEntry>,
+    comparison: Comparison,
+    new: &mut Value,
+    manager: &str,
+    subresource: &str,
+    api_version: &str,
+    now: &str,
+) {
     let mut changed = comparison.added;
     changed.union_with(&comparison.modified);
     // In place: only the nodes the (usually small) change reaches are touched.
@@ -1149,6 +1208,67 @@ mod tests {
                 "f:metadata": {"f:finalizers": {"v:\"a\"": {}}},
                 "f:spec": {".": {}, "f:items": {}, "f:size": {}}
             })
+        );
+    }
+
+    #[test]
+    fn a_write_of_one_field_tracks_what_a_whole_comparison_would() {
+        let pod = Some("io.k8s.api.core.v1.Pod");
+        let mut created = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "default", "labels": {"app": "a"}},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "busybox"}]},
+            "status": {"phase": "Pending", "qosClass": "BestEffort"}});
+        let status = created.as_object_mut().and_then(|m| m.remove("status"));
+        track_update(pod, None, &mut created, "restorer", "v1", "t1");
+        created["status"] = status.expect("a status");
+        let merged = json!({"phase": "Running", "podIP": "10.0.0.7", "qosClass": null,
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "podIPs": [{"ip": "10.0.0.7"}]});
+
+        // A merge patch of the status (one level deep is enough here).
+        let merge = |object: &mut Value| {
+            let status = object["status"].as_object_mut().expect("a status");
+            for (key, value) in merged.as_object().expect("fields") {
+                if value.is_null() {
+                    status.remove(key);
+                } else {
+                    status.insert(key.clone(), value.clone());
+                }
+            }
+        };
+        let mut general = created.clone();
+        merge(&mut general);
+        track_subresource_update(
+            pod,
+            Some(&created),
+            &mut general,
+            "restorer",
+            "status",
+            "v1",
+            "t2",
+        );
+        let mut fast = created.clone();
+        let before = fast.get("status").cloned();
+        merge(&mut fast);
+        track_field_update(
+            pod,
+            before.as_ref(),
+            &mut fast,
+            "status",
+            "restorer",
+            "status",
+            "v1",
+            "t2",
+        );
+        assert_eq!(fast, general);
+        let entries = fast["metadata"]["managedFields"]
+            .as_array()
+            .expect("entries");
+        assert_eq!(entries.len(), 2, "{fast}");
+        assert_eq!(entries[1]["subresource"], "status");
+        assert!(
+            entries[1]["fieldsV1"]["f:status"].get("f:podIP").is_some(),
+            "{fast}"
         );
     }
 }

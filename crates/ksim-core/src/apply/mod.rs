@@ -11,7 +11,7 @@ mod walk;
 
 pub use fieldmanager::{
     ApplyOutcome, ApplyRequest, FieldConflict, LAST_APPLIED_CONFIG_ANNOTATION, conflict_message,
-    server_side_apply, track_subresource_update, track_update,
+    server_side_apply, track_field_update, track_subresource_update, track_update,
 };
 pub use fieldpath::{FieldPath, FieldSet, PathElement, path_string};
 pub use managed::Operation;

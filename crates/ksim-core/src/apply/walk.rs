@@ -282,6 +282,28 @@ pub fn compare_skipping(
     recorder.comparison
 }
 
+/// [`compare_skipping`] of two objects that differ in nothing but their
+/// top-level field `name` (`old` and `new` are that field's values): only
+/// that field is walked, and the comparison is the whole objects' one.
+pub fn compare_field_skipping(
+    old: Option<&Value>,
+    new: Option<&Value>,
+    ty: &TypeRef,
+    name: &str,
+    skip: fn(&[PathElement]) -> bool,
+) -> Comparison {
+    let mut recorder = Recorder {
+        comparison: Comparison::default(),
+        skip,
+    };
+    if old != new {
+        let (child_ty, _) = ty.child(name);
+        let mut path = vec![PathElement::Field(name.to_string())];
+        compare_at(old, new, &child_ty, &mut path, &mut recorder);
+    }
+    recorder.comparison
+}
+
 /// Collects a comparison, leaving out skipped paths.
 struct Recorder {
     comparison: Comparison,

@@ -89,12 +89,7 @@ async fn create_all(state: &State, request: Request) -> Result<Value, ApiError> 
 /// The served resource of `apiVersion` and `kind`.
 fn resource_of(state: &State, api_version: &str, kind: &str) -> Option<Arc<ResourceInfo>> {
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    state
-        .registry()
-        .resources()
-        .iter()
-        .find(|r| r.group == group && r.version == version && r.kind == kind)
-        .cloned()
+    state.registry().find_kind(group, version, kind)
 }
 
 /// Creates one object; its new uid and generation.

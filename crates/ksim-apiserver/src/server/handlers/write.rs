@@ -314,18 +314,19 @@ pub(crate) fn create_object_with_status(
     if let Some(status) = status.filter(|s| s.as_object().is_some_and(|m| !m.is_empty()))
         && resource.has_subresource("status")
     {
-        let mut new = prepared.clone();
-        json_patch::merge(&mut new["status"], status);
-        ksim_core::apply::track_subresource_update(
+        // Only the status changes: it alone is copied and compared.
+        let created_status = prepared.get("status").cloned();
+        json_patch::merge(&mut prepared["status"], status);
+        ksim_core::apply::track_field_update(
             definition_of(resource).as_deref(),
-            Some(&prepared),
-            &mut new,
+            created_status.as_ref(),
+            &mut prepared,
+            "status",
             manager,
             "status",
             &resource.api_version(),
             &state.now(),
         );
-        prepared = new;
     }
     let name = prepared["metadata"]["name"]
         .as_str()

@@ -194,39 +194,89 @@ async fn running_pods(target: &Target) -> anyhow::Result<HashMap<String, String>
     Ok(running_pods_written_after(target, u64::MAX).await?.0)
 }
 
+/// What the bench reads of a listed pod (the rest of each item is skipped
+/// while parsing, not built into a tree: the check should cost the cluster's
+/// time, not the bench's).
+#[derive(serde::Deserialize)]
+struct ListedPods {
+    #[serde(default)]
+    items: Vec<ListedPod>,
+    #[serde(default)]
+    metadata: ListedMeta,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct ListedMeta {
+    #[serde(default, rename = "continue")]
+    continue_token: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct ListedPod {
+    metadata: ListedPodMeta,
+    #[serde(default)]
+    spec: ListedPodSpec,
+    #[serde(default)]
+    status: ListedPodStatus,
+}
+
+#[derive(serde::Deserialize)]
+struct ListedPodMeta {
+    name: String,
+    #[serde(default, rename = "resourceVersion")]
+    resource_version: String,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct ListedPodSpec {
+    #[serde(default, rename = "nodeName")]
+    node_name: Option<String>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct ListedPodStatus {
+    #[serde(default)]
+    phase: Option<String>,
+}
+
 /// pod name → node name of every Running pod, and how many pods were
 /// written after resourceVersion `revision`.
 async fn running_pods_written_after(
     target: &Target,
     revision: u64,
 ) -> anyhow::Result<(HashMap<String, String>, usize)> {
-    let resources = target.resources().await?;
-    let pods = resources.find("v1", "Pod").context("pods not served")?;
     let mut placed = HashMap::new();
     let mut written = 0;
-    target
-        .list_pages(pods, None, None, 5_000, |items| {
-            for pod in items {
-                if pod["metadata"]["resourceVersion"]
-                    .as_str()
-                    .and_then(|v| v.parse::<u64>().ok())
-                    .is_some_and(|v| v > revision)
-                {
-                    written += 1;
-                }
-                if pod["status"]["phase"] == "Running"
-                    && let (Some(name), Some(node)) = (
-                        pod["metadata"]["name"].as_str(),
-                        pod["spec"]["nodeName"].as_str(),
-                    )
-                {
-                    placed.insert(name.to_string(), node.to_string());
-                }
+    let mut token: Option<String> = None;
+    loop {
+        let mut params = kube::api::ListParams::default().limit(5_000);
+        if let Some(token) = &token {
+            params = params.continue_token(token);
+        }
+        let request = kube::core::Request::new("/api/v1/pods")
+            .list(&params)
+            .context("a list request")?;
+        let page: ListedPods = target.client().request(request).await?;
+        for pod in page.items {
+            if pod
+                .metadata
+                .resource_version
+                .parse::<u64>()
+                .is_ok_and(|v| v > revision)
+            {
+                written += 1;
             }
-            Ok(())
-        })
-        .await?;
-    Ok((placed, written))
+            if pod.status.phase.as_deref() == Some("Running")
+                && let Some(node) = pod.spec.node_name
+            {
+                placed.insert(pod.metadata.name, node);
+            }
+        }
+        token = page.metadata.continue_token.filter(|t| !t.is_empty());
+        if token.is_none() {
+            return Ok((placed, written));
+        }
+    }
 }
 
 /// The cluster's current resourceVersion.
