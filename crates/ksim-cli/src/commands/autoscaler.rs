@@ -235,12 +235,9 @@ pub fn autoscaler(home: &KsimHome, command: &AutoscalerCommand) -> anyhow::Resul
         .build()
         .context("cannot start the async runtime")?;
     let result = runtime.block_on(async {
-        let client = match &command.name {
-            Some(name) => {
-                super::connect::cluster_client(home, name, command.kubeconfig.as_deref()).await?
-            }
-            None => super::connect::kubeconfig_client(command.kubeconfig.as_deref()).await?,
-        };
+        let client =
+            super::connect::client(home, command.name.as_deref(), command.kubeconfig.as_deref())
+                .await?;
         let options = command.flags.options();
         // Fail at once on a missing or invalid provider configuration.
         ksim_autoscaler::read_node_groups(&client, &options).await?;

@@ -64,12 +64,9 @@ pub fn clock(home: &KsimHome, flags: &ClockCommand) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     let clock = runtime.block_on(async {
-        let client = match &flags.name {
-            Some(name) => {
-                super::connect::cluster_client(home, name, flags.kubeconfig.as_deref()).await?
-            }
-            None => super::connect::kubeconfig_client(flags.kubeconfig.as_deref()).await?,
-        };
+        let client =
+            super::connect::client(home, flags.name.as_deref(), flags.kubeconfig.as_deref())
+                .await?;
         let request = match &flags.action {
             None => http::Request::get(CLOCK_PATH).body(Vec::new()),
             Some(ClockAction::Advance { duration }) => http::Request::post(ADVANCE_PATH)

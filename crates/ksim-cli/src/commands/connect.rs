@@ -36,6 +36,20 @@ pub async fn cluster_client(
     }
 }
 
+/// The client of a command's `--name`/`--kubeconfig` flags: ksim cluster
+/// `name` ([`cluster_client`]) when given, else `kubeconfig`'s current
+/// context ([`kubeconfig_client`]).
+pub async fn client(
+    home: &KsimHome,
+    name: Option<&str>,
+    kubeconfig: Option<&Path>,
+) -> anyhow::Result<kube::Client> {
+    match name {
+        Some(name) => cluster_client(home, name, kubeconfig).await,
+        None => kubeconfig_client(kubeconfig).await,
+    }
+}
+
 /// A client from `kubeconfig`'s current context, else as kubectl finds its
 /// configuration ($KUBECONFIG, ~/.kube/config, in-cluster).
 pub async fn kubeconfig_client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {

@@ -113,12 +113,9 @@ pub fn deschedule(home: &KsimHome, flags: &DescheduleCommand) -> anyhow::Result<
         .build()
         .context("cannot start the async runtime")?;
     let result = runtime.block_on(async {
-        let client = match &flags.name {
-            Some(name) => {
-                super::connect::cluster_client(home, name, flags.kubeconfig.as_deref()).await?
-            }
-            None => super::connect::kubeconfig_client(flags.kubeconfig.as_deref()).await?,
-        };
+        let client =
+            super::connect::client(home, flags.name.as_deref(), flags.kubeconfig.as_deref())
+                .await?;
         let descheduler = Descheduler::new(client, policy, flags.dry_run)
             .await
             .with_context(|| format!("policy {}", flags.policy.display()))?;

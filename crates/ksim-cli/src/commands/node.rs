@@ -54,12 +54,9 @@ pub fn node(home: &KsimHome, command: &NodeCommand) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async {
-        let client = match &flags.name {
-            Some(name) => {
-                super::connect::cluster_client(home, name, flags.kubeconfig.as_deref()).await?
-            }
-            None => super::connect::kubeconfig_client(flags.kubeconfig.as_deref()).await?,
-        };
+        let client =
+            super::connect::client(home, flags.name.as_deref(), flags.kubeconfig.as_deref())
+                .await?;
         set_kubelet(client, &flags.nodes, stop).await
     })
 }
