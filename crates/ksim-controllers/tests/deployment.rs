@@ -34,8 +34,8 @@ async fn replica_sets(client: &kube::Client) -> Vec<ReplicaSet> {
 }
 
 /// Marks every not-ready pod of `selector` ready, as a kubelet would.
-async fn ready_all(client: &kube::Client, selector: &str) {
-    for pod in pods(client, "default", selector).await {
+async fn ready_all(cluster: &Cluster, selector: &str) {
+    for pod in pods(&cluster.client, "default", selector).await {
         let ready = pod
             .status
             .and_then(|s| s.conditions)
@@ -44,7 +44,7 @@ async fn ready_all(client: &kube::Client, selector: &str) {
             .any(|c| c.type_ == "Ready" && c.status == "True");
         if !ready && pod.metadata.deletion_timestamp.is_none() {
             make_ready(
-                client,
+                cluster,
                 "default",
                 pod.metadata.name.as_deref().expect("name"),
             )
@@ -94,7 +94,7 @@ async fn deployment_creates_a_hashed_replica_set_with_its_pods_and_completes() {
         (pods(&cluster.client, "default", "app=web").await.len() == 3).then_some(())
     })
     .await;
-    ready_all(&cluster.client, "app=web").await;
+    ready_all(&cluster, "app=web").await;
     let status = eventually("complete rollout", || async {
         let s = api.get("web").await.ok()?.status?;
         (s.available_replicas == Some(3) && s.updated_replicas == Some(3)).then_some(s)
@@ -146,7 +146,7 @@ async fn a_template_change_rolls_to_a_new_replica_set_within_max_unavailable() {
         (pods(&cluster.client, "default", "app=app").await.len() == 4).then_some(())
     })
     .await;
-    ready_all(&cluster.client, "app=app").await;
+    ready_all(&cluster, "app=app").await;
     eventually("available", || async {
         (api.get("app").await.ok()?.status?.available_replicas == Some(4)).then_some(())
     })
@@ -179,7 +179,7 @@ async fn a_template_change_rolls_to_a_new_replica_set_within_max_unavailable() {
             .count();
         assert!(ready >= 3, "only {ready} ready pods during the rollout");
         assert!(live.len() <= 5, "{} pods during the rollout", live.len());
-        ready_all(&cluster.client, "app=app").await;
+        ready_all(&cluster, "app=app").await;
         let d = api.get("app").await.ok()?;
         let s = d.status?;
         let done = s.observed_generation == d.metadata.generation

@@ -75,7 +75,7 @@ async fn budget_status_follows_pods_becoming_ready() {
 
     for pod in &created[..3] {
         make_ready(
-            &cluster.client,
+            &cluster,
             "default",
             pod.metadata.name.as_deref().expect("name"),
         )
@@ -135,7 +135,7 @@ async fn evictions_stop_at_the_budget_the_controller_computes() {
     .await;
     for pod in &created {
         make_ready(
-            &cluster.client,
+            &cluster,
             "default",
             pod.metadata.name.as_deref().expect("name"),
         )
@@ -175,8 +175,8 @@ async fn evictions_stop_at_the_budget_the_controller_computes() {
 }
 
 /// Creates `count` Running and Ready pods labelled `app=<app>` (no controller).
-async fn ready_pods(client: &kube::Client, app: &str, count: usize) -> Vec<String> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+async fn ready_pods(cluster: &Cluster, app: &str, count: usize) -> Vec<String> {
+    let api: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
     let mut names = Vec::new();
     for i in 0..count {
         let name = format!("{app}-{i}");
@@ -184,7 +184,7 @@ async fn ready_pods(client: &kube::Client, app: &str, count: usize) -> Vec<Strin
         api.create(&PostParams::default(), &pod)
             .await
             .expect("create pod");
-        make_ready(client, "default", &name).await;
+        make_ready(cluster, "default", &name).await;
         names.push(name);
     }
     names
@@ -234,7 +234,7 @@ fn api_code(result: &Result<(), kube::Error>) -> u16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_concurrent_evictions_against_a_budget_of_three_evict_exactly_three() {
     let cluster = Cluster::start(&[]);
-    let names = ready_pods(&cluster.client, "web", 50).await;
+    let names = ready_pods(&cluster, "web", 50).await;
     let budgets = budget_with_status(&cluster.client, "web", 50, 3, 1).await;
     let mut tasks = tokio::task::JoinSet::new();
     for name in names {
@@ -266,7 +266,7 @@ async fn eviction_answers_as_kube_apiserver() {
     let cluster = Cluster::start(&[]);
     let client = &cluster.client;
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), "default");
-    ready_pods(client, "full", 2).await;
+    ready_pods(&cluster, "full", 2).await;
     budget_with_status(client, "full", 2, 0, 1).await;
     let refused = pods_api
         .evict("full-0", &EvictParams::default())
@@ -282,7 +282,7 @@ async fn eviction_answers_as_kube_apiserver() {
     );
 
     // The budget's generation is not processed yet: 429, still being processed.
-    ready_pods(client, "lag", 2).await;
+    ready_pods(&cluster, "lag", 2).await;
     budget_with_status(client, "lag", 2, 1, 0).await;
     let lagging = pods_api
         .evict("lag-0", &EvictParams::default())
@@ -294,7 +294,7 @@ async fn eviction_answers_as_kube_apiserver() {
     );
 
     // Two budgets over one pod: 500.
-    ready_pods(client, "two", 1).await;
+    ready_pods(&cluster, "two", 1).await;
     budget_with_status(client, "two", 1, 1, 1).await;
     let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
     let second: PodDisruptionBudget = serde_json::from_value(json!({
@@ -320,7 +320,7 @@ async fn eviction_answers_as_kube_apiserver() {
     );
 
     // Dry run: nothing changes.
-    ready_pods(client, "dry", 2).await;
+    ready_pods(&cluster, "dry", 2).await;
     let dry_budgets = budget_with_status(client, "dry", 2, 1, 1).await;
     pods_api
         .evict(
@@ -371,7 +371,7 @@ async fn eviction_answers_as_kube_apiserver() {
         .create(&PostParams::default(), &bound)
         .await
         .expect("bound pod");
-    make_ready(client, "default", "bound").await;
+    make_ready(&cluster, "default", "bound").await;
     pods_api
         .evict("bound", &EvictParams::default())
         .await

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::jiff::Timestamp;
 use ksim_controllers::SharedInformers;
 use ksim_controllers::nodelifecycle::{NodeLifecycleConfig, run_with};
+use ksim_runtime::clock::Clock;
 use ksim_testutils::builders::{self, PodBuilder};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -23,8 +23,9 @@ fn short() -> NodeLifecycleConfig {
     }
 }
 
-async fn ready_node(client: &kube::Client, name: &str) {
-    let now = Timestamp::now().to_string();
+async fn ready_node(cluster: &Cluster, name: &str) {
+    let client = &cluster.client;
+    let now = cluster.clock.timestamp().to_string();
     let nodes: Api<Node> = Api::all(client.clone());
     let node: Node = serde_json::from_value(json!({"metadata": {"name": name}})).expect("node");
     nodes
@@ -46,7 +47,7 @@ async fn ready_node(client: &kube::Client, name: &str) {
     let lease: Lease = serde_json::from_value(json!({
         "metadata": {"name": name},
         "spec": {"holderIdentity": name, "leaseDurationSeconds": 40,
-                 "renewTime": Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()}
+                 "renewTime": cluster.clock.timestamp().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()}
     }))
     .expect("lease");
     leases
@@ -74,7 +75,7 @@ fn taint_keys(node: &Node) -> Vec<String> {
 async fn a_silent_node_goes_unknown_and_its_intolerant_pods_are_evicted() {
     let mut cluster = Cluster::start(&[]);
     let client = cluster.client.clone();
-    ready_node(&client, "n1").await;
+    ready_node(&cluster, "n1").await;
     cluster
         .create_pod(
             &bound_pod("short", "n1")
@@ -158,7 +159,7 @@ async fn a_silent_node_goes_unknown_and_its_intolerant_pods_are_evicted() {
 async fn cordoned_nodes_get_the_unschedulable_taint() {
     let mut cluster = Cluster::start(&[]);
     let client = cluster.client.clone();
-    ready_node(&client, "n1").await;
+    ready_node(&cluster, "n1").await;
     cluster.spawn(run_with(
         client.clone(),
         NodeLifecycleConfig {
@@ -200,10 +201,11 @@ fn ready_condition(pod: &Pod) -> Option<String> {
 }
 
 /// Renews the node's Lease every 200 ms, as a kubelet that came back does.
-async fn renew_lease_forever(client: kube::Client, name: &'static str) {
+async fn renew_lease_forever(client: kube::Client, clock: Clock, name: &'static str) {
     let leases: Api<Lease> = Api::namespaced(client, "kube-node-lease");
     loop {
-        let now = Timestamp::now()
+        let now = clock
+            .timestamp()
             .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
             .to_string();
         let _ = leases
@@ -221,11 +223,11 @@ async fn renew_lease_forever(client: kube::Client, name: &'static str) {
 async fn an_unreachable_node_marks_its_pods_not_ready_and_recovers_when_it_posts_ready() {
     let mut cluster = Cluster::start(&[]);
     let client = cluster.client.clone();
-    ready_node(&client, "n1").await;
+    ready_node(&cluster, "n1").await;
     cluster
         .create_pod(&bound_pod("p", "n1").toleration("", "Exists", "", "").obj())
         .await;
-    support::make_ready(&client, "default", "p").await;
+    support::make_ready(&cluster, "default", "p").await;
     cluster.spawn(run_with(
         client.clone(),
         short(),
@@ -267,8 +269,9 @@ async fn an_unreachable_node_marks_its_pods_not_ready_and_recovers_when_it_posts
     );
 
     // The kubelet comes back: Lease renewed, Ready posted again.
-    cluster.spawn(renew_lease_forever(client.clone(), "n1"));
-    let now = Timestamp::now().to_string();
+    let clock = cluster.clock.clone();
+    cluster.spawn(renew_lease_forever(client.clone(), clock, "n1"));
+    let now = cluster.clock.timestamp().to_string();
     nodes
         .patch_status(
             "n1",
@@ -312,7 +315,7 @@ async fn event_with_reason(
 async fn nodes_that_come_and_go_get_registered_and_removing_events() {
     let mut cluster = Cluster::start(&[]);
     let client = cluster.client.clone();
-    ready_node(&client, "n1").await;
+    ready_node(&cluster, "n1").await;
     let nodes: Api<Node> = Api::all(client.clone());
     let uid = nodes.get("n1").await.expect("node").metadata.uid;
     cluster.spawn(run_with(
@@ -350,7 +353,7 @@ async fn nodes_that_come_and_go_get_registered_and_removing_events() {
 async fn a_recovering_node_cancels_its_pods_pending_eviction() {
     let mut cluster = Cluster::start(&[]);
     let client = cluster.client.clone();
-    ready_node(&client, "n1").await;
+    ready_node(&cluster, "n1").await;
     cluster
         .create_pod(
             &bound_pod("p", "n1")
@@ -371,8 +374,9 @@ async fn a_recovering_node_cancels_its_pods_pending_eviction() {
             .then_some(())
     })
     .await;
-    cluster.spawn(renew_lease_forever(client.clone(), "n1"));
-    let now = Timestamp::now().to_string();
+    let clock = cluster.clock.clone();
+    cluster.spawn(renew_lease_forever(client.clone(), clock, "n1"));
+    let now = cluster.clock.timestamp().to_string();
     nodes
         .patch_status(
             "n1",

@@ -50,7 +50,7 @@ async fn replica_set_creates_named_owned_pods_and_reports_status() {
         assert_eq!(owner.block_owner_deletion, Some(true));
     }
     make_ready(
-        &cluster.client,
+        &cluster,
         "default",
         created[0].metadata.name.as_deref().expect("name"),
     )
@@ -163,7 +163,7 @@ async fn scale_down_deletes_unscheduled_then_pending_then_not_ready_pods_first()
         )
         .await
         .expect("running");
-    make_ready(&cluster.client, "default", "ready").await;
+    make_ready(&cluster, "default", "ready").await;
     let api: Api<ReplicaSet> = Api::namespaced(cluster.client.clone(), "default");
     api.create(&PostParams::default(), &replica_set("order", 4))
         .await
@@ -219,7 +219,7 @@ async fn a_large_replica_set_creates_exactly_its_replicas_while_its_pods_change(
         let p = pods(&cluster.client, "default", "app=many").await;
         for pod in p.iter().take(20) {
             make_ready(
-                &cluster.client,
+                &cluster,
                 "default",
                 pod.metadata.name.as_deref().expect("name"),
             )

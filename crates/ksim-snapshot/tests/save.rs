@@ -10,6 +10,10 @@ use ksim_snapshot::save::{SaveOptions, Written};
 use ksim_snapshot::{Style, parse_documents};
 use serde_json::{Value, json};
 
+/// The instant kwok's relative times would resolve against when a saved
+/// file is read back (these files have none, so any instant does).
+const PARSED_AT: chrono::DateTime<chrono::Utc> = chrono::DateTime::UNIX_EPOCH;
+
 fn target_of(router: axum::Router) -> Target {
     Target::new(kube::Client::new(router, "default"))
 }
@@ -148,7 +152,7 @@ async fn the_snapshot_path_and_plain_lists_write_the_same_file() {
         );
         assert_eq!(fast.objects, collected.objects.len(), "{style:?}");
 
-        let documents = parse_documents(&text, chrono::Utc::now()).expect("a valid file");
+        let documents = parse_documents(&text, PARSED_AT).expect("a valid file");
         assert_eq!(documents.len(), fast.objects, "{style:?}");
         for kind in [
             "Node",
@@ -211,7 +215,7 @@ async fn a_saved_file_restores_pods_on_their_nodes() {
         Style::Flow,
     )
     .await;
-    let documents = parse_documents(&text, chrono::Utc::now()).expect("a valid file");
+    let documents = parse_documents(&text, PARSED_AT).expect("a valid file");
     let copy = ksim_apiserver::ApiServer::new();
     let target = target_of(copy.router());
     let options = ksim_snapshot::restore::RestoreOptions {
@@ -259,7 +263,7 @@ async fn the_snapshot_path_reads_one_collection_narrowed_as_a_list() {
         ))
         .await
         .expect("documents");
-    let names: Vec<Value> = parse_documents(&text, chrono::Utc::now())
+    let names: Vec<Value> = parse_documents(&text, PARSED_AT)
         .expect("documents")
         .into_iter()
         .map(|d| d.object["metadata"]["name"].clone())

@@ -18,12 +18,13 @@ pub const KSIM_CLUSTER_NAME: &str = "ksim";
 /// timing).
 #[track_caller]
 pub fn poll_until<T>(what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
+    // wall-clock: a test's bound on a hang of real processes, not cluster time.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         match check() {
             Ok(value) => return value,
             Err(seen) => assert!(
-                std::time::Instant::now() < deadline,
+                std::time::Instant::now() < deadline, // wall-clock: as above
                 "timed out waiting for {what}: {seen}"
             ),
         }

@@ -61,6 +61,7 @@ impl Component {
     /// logs. Fails the test (and kills it) if it is still running after
     /// `limit`, a hang.
     pub fn wait(&mut self, limit: Duration) -> (ExitStatus, String, String) {
+        // wall-clock: a bound on a hung child process, not cluster time.
         let deadline = Instant::now() + limit;
         loop {
             if let Some(status) = self.child.try_wait().expect("cannot wait for ksim") {
@@ -72,6 +73,7 @@ impl Component {
                 return (status, stdout, self.logs());
             }
             if Instant::now() > deadline {
+                // wall-clock: as above
                 let _ = self.child.kill();
                 let _ = self.child.wait();
                 panic!(

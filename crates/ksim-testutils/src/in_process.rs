@@ -3,7 +3,7 @@
 //! (or, on request, one over HTTP on a loopback port), plus the components
 //! a test spawns on it, aborted when the cluster is dropped. A virtual clock
 //! is advanced and settled through the cluster. Nodes and pods (from
-//! [`crate::builders`]) are created with their status; [`set_pod_phase`]
+//! [`crate::builders`]) are created with their status; [`InProcessCluster::set_pod_phase`]
 //! does what a kubelet would; [`eventually`] is the one poller.
 
 use std::time::Duration;
@@ -167,26 +167,26 @@ impl InProcessCluster {
             .await
             .expect("the clock advances");
     }
-}
 
-/// Sets a pod's phase, with `Ready=True` when it is `Running` and
-/// `Ready=False` otherwise, as the kubelet simulator would (the transition
-/// stamped with the wall clock: for clusters on the real clock).
-pub async fn set_pod_phase(client: &kube::Client, namespace: &str, name: &str, phase: &str) {
-    let now = k8s_openapi::jiff::Timestamp::now().to_string();
-    let ready = if phase == "Running" { "True" } else { "False" };
-    Api::<Pod>::namespaced(client.clone(), namespace)
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(
-                serde_json::json!({"status": {"phase": phase, "conditions": [
-                    {"type": "Ready", "status": ready, "lastTransitionTime": now}
-                ]}}),
-            ),
-        )
-        .await
-        .expect("set the pod's phase");
+    /// Sets a pod's phase, with `Ready=True` when it is `Running` and
+    /// `Ready=False` otherwise, as the kubelet simulator would (the
+    /// transition stamped with the cluster's clock).
+    pub async fn set_pod_phase(&self, namespace: &str, name: &str, phase: &str) {
+        let now = self.clock.timestamp().to_string();
+        let ready = if phase == "Running" { "True" } else { "False" };
+        Api::<Pod>::namespaced(self.client.clone(), namespace)
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(
+                    serde_json::json!({"status": {"phase": phase, "conditions": [
+                        {"type": "Ready", "status": ready, "lastTransitionTime": now}
+                    ]}}),
+                ),
+            )
+            .await
+            .expect("set the pod's phase");
+    }
 }
 
 /// Polls `check` until it returns `Some` and returns that; fails the test

@@ -10,7 +10,6 @@ use ksim_testutils::in_process::InProcessCluster;
 use kube::api::{Api, ListParams};
 
 pub(crate) use ksim_testutils::in_process::eventually;
-use ksim_testutils::in_process::set_pod_phase;
 
 use crate::ControllerName;
 
@@ -59,7 +58,7 @@ impl Cluster {
 
     /// Sets a pod's phase, Ready when Running (what the kubelet would do).
     pub(crate) async fn set_phase(&self, name: &str, phase: &str) {
-        set_pod_phase(&self.client, "default", name, phase).await;
+        self.0.set_pod_phase("default", name, phase).await;
     }
 }
 

@@ -5,7 +5,7 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use ksim_controllers::ControllerName;
-use ksim_testutils::in_process::{InProcessCluster, at, set_pod_phase, start_time};
+use ksim_testutils::in_process::{InProcessCluster, at, start_time};
 use kube::api::{Api, ListParams};
 
 #[allow(unused_imports)] // not every test file polls
@@ -50,8 +50,8 @@ pub async fn pods(client: &kube::Client, namespace: &str, selector: &str) -> Vec
 }
 
 /// Marks a pod Running and Ready (what the kubelet simulator would do).
-pub async fn make_ready(client: &kube::Client, namespace: &str, name: &str) {
-    set_pod_phase(client, namespace, name, "Running").await;
+pub async fn make_ready(cluster: &InProcessCluster, namespace: &str, name: &str) {
+    cluster.set_pod_phase(namespace, name, "Running").await;
 }
 
 /// ksim-testutils' in-process cluster with controllers on its virtual
