@@ -104,20 +104,23 @@ fn pods_on_a_node_tainted_after_they_started_are_moved_by_ksim_deschedule() {
     for pod in &doomed {
         assert!(moved.iter().all(|(name, _, _)| name != pod), "{moved:?}");
     }
-    // The Normal event upstream records (events.k8s.io), polled: it is
-    // written beside the eviction.
-    cluster.wait_for(&["get", "events.v1.events.k8s.io", "-o", "json"], |out| {
-        let events: serde_json::Value = serde_json::from_str(out).unwrap_or_default();
-        let items = events["items"].as_array().cloned().unwrap_or_default();
+    // The Normal event upstream records (events.k8s.io) is written before
+    // the one-shot command exits: no polling.
+    let output = cluster.kubectl(&["get", "events.v1.events.k8s.io", "-o", "json"]);
+    output.success();
+    let events: serde_json::Value = serde_json::from_str(&output.stdout).expect("events json");
+    let items = events["items"].as_array().cloned().unwrap_or_default();
+    let note = format!("pod eviction from {tainted} node by sigs.k8s.io/descheduler");
+    assert!(
         items.iter().any(|e| {
             e["regarding"]["name"] == doomed[0].as_str()
                 && e["reason"] == "RemovePodsViolatingNodeTaints"
                 && e["type"] == "Normal"
-                && e["note"]
-                    == format!("pod eviction from {tainted} node by sigs.k8s.io/descheduler")
-                        .as_str()
-        })
-    });
+                && e["note"] == note.as_str()
+        }),
+        "no eviction event for {}: {events:#}",
+        doomed[0]
+    );
 }
 
 const SPREAD_POLICY: &str = r#"

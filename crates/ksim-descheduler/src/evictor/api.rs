@@ -253,9 +253,12 @@ impl EvictionApi for KubeEvictionApi {
 
 impl EvictionCalls {
     /// Makes the calls of the cycle's thread until it drops its API (the
-    /// cycle is over). Between calls the runtime waits for the cycle's
-    /// next one (see the module's doc).
+    /// cycle is over), then waits for the cycle's events to be written, so
+    /// that a cycle's end (and a one-shot `ksim deschedule` exiting) loses
+    /// none. Between calls the runtime waits for the cycle's next one (see
+    /// the module's doc).
     pub async fn serve(self) {
+        let mut events = tokio::task::JoinSet::new();
         while let Some(call) = self.next_call() {
             match call {
                 Call::Evict {
@@ -279,7 +282,7 @@ impl EvictionCalls {
                 }
                 Call::Event(write, busy) => {
                     let client = self.client.clone();
-                    tokio::spawn(async move {
+                    events.spawn(async move {
                         if let Err(error) = send_event(client, write).await {
                             tracing::debug!(%error, "cannot record the event");
                         }
@@ -288,6 +291,7 @@ impl EvictionCalls {
                 }
             }
         }
+        while events.join_next().await.is_some() {}
     }
 
     /// Blocks until the cycle's next call, `None` once it is over. On a
