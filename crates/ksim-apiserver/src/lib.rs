@@ -19,7 +19,7 @@ mod server;
 pub mod table;
 
 pub use error::{ApiError, StatusCause};
-pub use server::{ApiServer, serve};
+pub use server::{ApiServer, BulkCreated, BulkItem, serve};
 
 /// The Kubernetes version ksim serves (the version of its k8s-openapi types).
 pub const KUBERNETES_VERSION: &str = "v1.33.0";

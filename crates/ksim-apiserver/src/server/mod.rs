@@ -41,6 +41,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::{Value, json};
 
 use crate::openapi::OpenApi;
+pub use handlers::bulk::{BulkCreated, BulkItem};
 use ksim_clock::Clock;
 use ksim_store::Store;
 use registry::Registry;
@@ -184,6 +185,19 @@ impl ApiServer {
         // built by the first write that needs them and the OpenAPI documents
         // by the first request for one: an idle server holds neither.
         ApiServer { state }
+    }
+
+    /// Creates `items` in process, as `POST /ksim/v1alpha1/objects` does
+    /// (each as a POST to its collection would, its status merged in), by
+    /// field manager `manager`, without encoding them: how a cluster loads
+    /// a snapshot before its components start. One result per item, in order.
+    pub fn create_objects(
+        &self,
+        items: Vec<BulkItem>,
+        manager: &str,
+    ) -> Vec<Result<BulkCreated, crate::ApiError>> {
+        let _busy = self.state.clock.busy();
+        handlers::bulk::create_items(&self.state, items, manager)
     }
 
     /// The cluster's clock.

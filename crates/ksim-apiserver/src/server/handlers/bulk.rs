@@ -65,18 +65,27 @@ async fn create_all(state: &State, request: Request) -> Result<Value, ApiError> 
     let Some(Value::Array(items)) = body.get_mut("items").map(Value::take) else {
         return Err(ApiError::bad_request("the body has no items"));
     };
-    let results: Vec<Value> = items
+    let items = items
         .into_iter()
-        .map(|mut item| {
-            let status = item.get_mut("status").map(Value::take);
-            let object = item
+        .map(|mut item| BulkItem {
+            status: item.get_mut("status").map(Value::take),
+            object: item
                 .get_mut("object")
                 .map(Value::take)
-                .unwrap_or(Value::Null);
-            match create_one(state, object, status.as_ref(), &manager) {
-                Ok(created) => created,
-                Err(error) => json!({"status": error.to_status()}),
+                .unwrap_or(Value::Null),
+        })
+        .collect();
+    let results: Vec<Value> = create_items(state, items, &manager)
+        .into_iter()
+        .map(|result| match result {
+            Ok(created) => {
+                let mut answer = json!({"uid": created.uid});
+                if let Some(generation) = created.generation {
+                    answer["generation"] = json!(generation);
+                }
+                answer
             }
+            Err(error) => json!({"status": error.to_status()}),
         })
         .collect();
     Ok(json!({
@@ -84,6 +93,35 @@ async fn create_all(state: &State, request: Request) -> Result<Value, ApiError> 
         "apiVersion": "ksim.io/v1alpha1",
         "items": results,
     }))
+}
+
+/// One object to create in bulk: the object as a POST to its collection
+/// would carry it, and the status to merge in as a merge patch of its
+/// `status` subresource would.
+#[derive(Debug, Clone)]
+pub struct BulkItem {
+    pub object: Value,
+    pub status: Option<Value>,
+}
+
+/// What creating one bulk item gave: the new object's uid and generation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BulkCreated {
+    pub uid: String,
+    pub generation: Option<i64>,
+}
+
+/// Creates `items` one after another, as the bulk path does; a failed item
+/// carries the error its POST would have answered.
+pub(crate) fn create_items(
+    state: &State,
+    items: Vec<BulkItem>,
+    manager: &str,
+) -> Vec<Result<BulkCreated, ApiError>> {
+    items
+        .into_iter()
+        .map(|item| create_one(state, item.object, item.status.as_ref(), manager))
+        .collect()
 }
 
 /// The served resource of `apiVersion` and `kind`.
@@ -98,7 +136,7 @@ fn create_one(
     mut object: Value,
     status: Option<&Value>,
     manager: &str,
-) -> Result<Value, ApiError> {
+) -> Result<BulkCreated, ApiError> {
     if !object.is_object() {
         return Err(ApiError::bad_request("an item's object is not an object"));
     }
@@ -150,11 +188,13 @@ fn create_one(
     }
     let object = conversion::to_storage(&resource, object);
     let created = create_object_with_status(state, &resource, object, status, manager)?;
-    let mut answer = json!({"uid": created.value["metadata"]["uid"]});
-    if let Some(generation) = created.value["metadata"]["generation"].as_i64() {
-        answer["generation"] = json!(generation);
-    }
-    Ok(answer)
+    Ok(BulkCreated {
+        uid: created.value["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        generation: created.value["metadata"]["generation"].as_i64(),
+    })
 }
 
 #[cfg(test)]
