@@ -533,12 +533,31 @@ fn through_a_kubeconfig_server_dry_run_and_disable_eviction_print_what_kubectl_p
             .stdout,
         ""
     );
-    assert_eq!(pod_names(&cluster, "web"), std::slice::from_ref(&web));
     assert!(
         eviction_records(&cluster).is_empty(),
         "{:?}",
         eviction_records(&cluster)
     );
+
+    // Both: the deletion is a dry run, so the pod never goes and the wait
+    // for it ends at --timeout, as kubectl's does.
+    let [kubectl, ksim] = drain_both(
+        &cluster,
+        &[
+            "node-000000",
+            "--disable-eviction",
+            "--dry-run=server",
+            "--timeout=1s",
+        ],
+    );
+    assert_eq!(ksim, kubectl);
+    assert_eq!(ksim.0, 1, "{ksim:?}");
+    assert_eq!(ksim.1, "node/node-000000 cordoned (server dry run)\n");
+    assert_eq!(
+        ksim.2.lines().last(),
+        Some("error: context deadline exceeded")
+    );
+    assert_eq!(pod_names(&cluster, "web"), std::slice::from_ref(&web));
 
     // --disable-eviction: pods are deleted, the budget (which now allows no
     // disruption) is not consulted. kubectl drains node-000001 the same way.
