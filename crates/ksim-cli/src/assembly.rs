@@ -2,13 +2,17 @@
 //! components into a cluster in process, all on one clock. `ksim serve`
 //! serves it on its port; `ksim run` runs scenarios against it. The
 //! components are API clients of the server (in-process transport), as they
-//! would be of any cluster.
+//! would be of any cluster. A snapshot is loaded before they start, its
+//! objects handed to the API server's own bulk creation (no encoding).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use ksim_apiserver::ApiServer;
+use futures::future::BoxFuture;
+use ksim_apiserver::{ApiServer, BulkItem};
 use ksim_runtime::clock::Clock;
+use ksim_snapshot::api::{BulkAnswer, BulkCreate, BulkObject, CreatedMetadata};
 use tokio::task::JoinHandle;
 
 use crate::commands::Component;
@@ -56,10 +60,29 @@ impl Cluster {
         self.server.router().merge(ksim_ui::router())
     }
 
-    /// Loads a snapshot (before the components start, so they adopt what
-    /// it holds).
+    /// The cluster as a snapshot's target: the in-process client, and the
+    /// API server's own bulk creation for loading objects.
+    pub fn snapshot_target(&self) -> ksim_snapshot::Target {
+        ksim_snapshot::Target::new(self.client()).with_bulk_creation(Arc::new(InProcessBulk {
+            server: self.server.clone(),
+        }))
+    }
+
+    /// Reads and loads a snapshot (before the components start, so they
+    /// adopt what it holds).
     pub async fn restore(&self, snapshot: &Path) -> anyhow::Result<()> {
-        crate::commands::restore_at_start(self.client(), snapshot).await
+        let documents = crate::commands::read_snapshot(snapshot)?;
+        self.restore_documents(documents, snapshot).await.map(drop)
+    }
+
+    /// Loads a snapshot's parsed documents, as [`Cluster::restore`] does;
+    /// `path` names the file in messages.
+    pub async fn restore_documents(
+        &self,
+        documents: Vec<ksim_snapshot::Document>,
+        path: &Path,
+    ) -> anyhow::Result<ksim_snapshot::restore::Report> {
+        crate::commands::restore_at_start(&self.snapshot_target(), documents, path).await
     }
 
     /// Starts the components not disabled. Must be called inside the
@@ -123,6 +146,67 @@ impl Cluster {
         }
         Ok(())
     }
+}
+
+/// The API server's bulk creation called in process: the objects are moved
+/// to it, not encoded, and created on the blocking pool, a few chunks at
+/// once (one per core).
+struct InProcessBulk {
+    server: ApiServer,
+}
+
+impl BulkCreate for InProcessBulk {
+    fn create(
+        &self,
+        items: Vec<BulkObject>,
+    ) -> BoxFuture<'static, Result<BulkAnswer, ksim_snapshot::Error>> {
+        let server = self.server.clone();
+        Box::pin(async move {
+            let items = items
+                .into_iter()
+                .map(|item| BulkItem {
+                    object: item.object,
+                    status: item.status,
+                })
+                .collect();
+            let results = tokio::task::spawn_blocking(move || {
+                server.create_objects(items, ksim_snapshot::api::BULK_FIELD_MANAGER)
+            })
+            .await
+            .map_err(|e| ksim_snapshot::Error::Invalid(format!("the bulk creation failed: {e}")))?;
+            Ok(BulkAnswer::Created(
+                results
+                    .into_iter()
+                    .map(|result| match result {
+                        Ok(created) => Ok(CreatedMetadata {
+                            uid: created.uid,
+                            generation: created.generation,
+                        }),
+                        Err(error) => Err(Box::new(status_of(&error))),
+                    })
+                    .collect(),
+            ))
+        })
+    }
+
+    fn chunk_size(&self) -> usize {
+        2_000
+    }
+
+    fn in_flight(&self) -> usize {
+        std::thread::available_parallelism().map_or(1, usize::from)
+    }
+}
+
+/// The Status the API would answer for `error`.
+fn status_of(error: &ksim_apiserver::ApiError) -> kube::core::Status {
+    let mut status =
+        kube::core::Status::failure(&error.message, error.reason).with_code(error.code);
+    status.details = error
+        .details
+        .clone()
+        .and_then(|details| serde_json::from_value(details).ok());
+    status
 }
 
 impl Drop for Cluster {
