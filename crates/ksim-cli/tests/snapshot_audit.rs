@@ -987,3 +987,154 @@ fn a_recorder_killed_while_writing_leaves_its_complete_lines_to_replay() {
     .collect();
     assert_eq!(replayed, complete, "exactly the complete lines replay");
 }
+
+/// `ksim create cluster --name <name>` on a virtual clock starting at
+/// 2026-01-01T00:00:00Z, API server alone.
+fn virtual_cluster(env: &KsimEnv, name: &str) {
+    env.ksim_ok(&[
+        "create",
+        "cluster",
+        "--name",
+        name,
+        "--clock",
+        "virtual",
+        "--clock-start",
+        "2026-01-01T00:00:00Z",
+        "--disable",
+        "kubelet,controllers,scheduler",
+    ]);
+}
+
+/// The `t` of the recorded changes to objects named `prefix*`, by `type name`.
+fn recorded_times(path: &Path, prefix: &str) -> BTreeMap<String, i64> {
+    let text = std::fs::read_to_string(path).expect("the recording");
+    text.lines()
+        .skip(1)
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|change| {
+            let name = change["object"]["metadata"]["name"].as_str()?;
+            name.starts_with(prefix).then(|| {
+                (
+                    format!("{} {name}", change["type"].as_str().unwrap_or_default()),
+                    change["t"].as_i64().unwrap_or(-1),
+                )
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn a_virtual_cluster_is_recorded_and_replayed_on_its_own_clock() {
+    let env = KsimEnv::new(ksim_binary());
+    virtual_cluster(&env, "source");
+    let recording = env.root().join("changes.jsonl");
+    let recorder = env
+        .ksim_command(&[
+            "record",
+            "--name",
+            "source",
+            "--kinds",
+            "configmaps",
+            "--path",
+            path_str(&recording),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("ksim record starts");
+    kubectl(
+        &env,
+        "source",
+        &["create", "configmap", "paced-first", "--from-literal=v=1"],
+    );
+    eventually("the first change is recorded", || {
+        recorded_times(&recording, "paced-").contains_key("ADDED paced-first")
+    });
+    env.ksim_ok(&["clock", "--name", "source", "advance", "90s"]);
+    kubectl(&env, "source", &["create", "configmap", "paced-second"]);
+    eventually("the second change is recorded", || {
+        recorded_times(&recording, "paced-").contains_key("ADDED paced-second")
+    });
+    env.ksim_ok(&["clock", "--name", "source", "advance", "30s"]);
+    kubectl(
+        &env,
+        "source",
+        &[
+            "patch",
+            "configmap",
+            "paced-first",
+            "--type=merge",
+            "-p",
+            "{\"data\":{\"v\":\"2\"}}",
+        ],
+    );
+    eventually("the third change is recorded", || {
+        recorded_times(&recording, "paced-").contains_key("MODIFIED paced-first")
+    });
+    stop(recorder);
+    let text = std::fs::read_to_string(&recording).expect("the recording");
+    assert!(
+        text.starts_with("{\"ksimRecording\":\"v1\",\"startTime\":\"2026-01-01T00:00:00"),
+        "the header names the cluster's time: {text}"
+    );
+    // Times on the cluster's clock, which moved only when advanced.
+    assert_eq!(
+        recorded_times(&recording, "paced-"),
+        BTreeMap::from([
+            ("ADDED paced-first".to_string(), 0),
+            ("ADDED paced-second".to_string(), 90_000_000_000),
+            ("MODIFIED paced-first".to_string(), 120_000_000_000),
+        ])
+    );
+
+    // Replayed twice as fast into another virtual cluster: its clock moves
+    // 45 s between the first two changes and 60 s in all.
+    virtual_cluster(&env, "replica");
+    let replayed = env.ksim_ok(&[
+        "replay",
+        "--name",
+        "replica",
+        "--path",
+        path_str(&recording),
+        "--speed",
+        "2",
+    ]);
+    assert!(replayed.starts_with("Replayed "), "{replayed}");
+    let created = |name: &str| {
+        kubectl(
+            &env,
+            "replica",
+            &[
+                "get",
+                "configmap",
+                name,
+                "-o",
+                "jsonpath={.metadata.creationTimestamp} {.data.v}",
+            ],
+        )
+    };
+    assert_eq!(created("paced-first"), "2026-01-01T00:00:00Z 2");
+    assert_eq!(created("paced-second"), "2026-01-01T00:00:45Z ");
+    let clock = env.ksim_ok(&["clock", "--name", "replica"]);
+    assert!(
+        clock.starts_with("2026-01-01T00:01:00Z (virtual clock"),
+        "{clock}"
+    );
+
+    // As fast as possible: the clock does not move.
+    virtual_cluster(&env, "fastest");
+    env.ksim_ok(&[
+        "replay",
+        "--name",
+        "fastest",
+        "--path",
+        path_str(&recording),
+        "--speed",
+        "max",
+    ]);
+    let clock = env.ksim_ok(&["clock", "--name", "fastest"]);
+    assert!(
+        clock.starts_with("2026-01-01T00:00:00Z (virtual clock"),
+        "{clock}"
+    );
+}
