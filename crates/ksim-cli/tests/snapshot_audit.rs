@@ -1138,3 +1138,70 @@ fn a_virtual_cluster_is_recorded_and_replayed_on_its_own_clock() {
         "{clock}"
     );
 }
+
+/// A replacing restore into a cluster whose kubelet runs: the pods are
+/// deleted and created again, and each shows its saved IP once more (the
+/// kubelet starting a re-created pod must not write an IP of its own over
+/// the restored one).
+#[test]
+fn a_replacing_restore_keeps_each_pods_ip_while_the_kubelet_runs() {
+    let source = TestCluster::start_named(ksim_binary(), "source");
+    let env = source.env();
+    env.ksim_ok(&["scale", "node", "--replicas", "2", "--name", "source"]);
+    let manifest: String = (0..12)
+        .map(|i| {
+            format!(
+                "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bare-{i:02}\nspec:\n  containers:\n  - name: c\n    image: nginx\n---\n"
+            )
+        })
+        .collect();
+    source
+        .kubectl_stdin(&["apply", "-f", "-"], &manifest)
+        .success();
+    let pods = env.wait_for_in("source", PODS, |out| {
+        out.lines().count() == 12 && out.lines().all(|l| l.ends_with(" Running"))
+    });
+    let path = env.root().join("snapshot.yaml");
+    env.ksim_ok(&[
+        "snapshot",
+        "save",
+        "--name",
+        "source",
+        "--path",
+        path_str(&path),
+    ]);
+    // Another IP order: the first pods go, so the pool hands out their IPs first.
+    source
+        .kubectl(&["delete", "pod", "bare-00", "bare-01", "--wait=true"])
+        .success();
+    let replaced = env.ksim_ok(&[
+        "snapshot",
+        "restore",
+        "--name",
+        "source",
+        "--path",
+        path_str(&path),
+        "--replace",
+    ]);
+    assert!(replaced.contains(" replaced."), "{replaced}");
+    let after = env.wait_for_in("source", PODS, |out| {
+        out.lines().count() == 12 && out.lines().all(|l| l.ends_with(" Running"))
+    });
+    assert_eq!(
+        sorted(&after),
+        sorted(&pods),
+        "every pod shows its saved IP"
+    );
+    // And the kubelet knows them all: a new pod gets an IP none of them shows.
+    source
+        .kubectl(&["run", "newcomer", "--image=nginx"])
+        .success();
+    let with_new = env.wait_for_in("source", PODS, |out| {
+        out.lines().count() == 13 && out.lines().all(|l| l.ends_with(" Running"))
+    });
+    let ips: HashSet<&str> = with_new
+        .lines()
+        .filter_map(|l| l.split(' ').nth(1))
+        .collect();
+    assert_eq!(ips.len(), 13, "{with_new}");
+}

@@ -24,7 +24,8 @@ use super::rng::ClockRng;
 use crate::error::KubeletError;
 use crate::pod::PodIpAllocator;
 use crate::stage::{
-    CompiledStage, NextAction, ObjectSnapshot, Stage, compile_stages, next_action, select_stage,
+    CompiledStage, NextAction, ObjectSnapshot, PatchType, Stage, compile_stages, next_action,
+    select_stage,
 };
 use crate::template::{Renderer, TemplateEnv, format_time};
 
@@ -616,20 +617,45 @@ impl Engine {
         }
         // The patched object is read back only when the next stage follows at once.
         let read_back = stage.immediate_next_stage();
-        for patch in action.status_patch.iter().chain(&action.patches) {
+        // A pod's status is written for the version it was rendered from: if
+        // another client wrote the pod meanwhile (a snapshot restore or a
+        // replay writing the pod's recorded status and IPs), the server
+        // refuses with 409 and the newer version, which the watch brings, is
+        // evaluated afresh instead of being overwritten.
+        let status_for_version = (kind == SimulatedKind::Pod)
+            .then_some(action.status_patch.as_ref())
+            .flatten()
+            .filter(|p| matches!(p.patch_type, PatchType::Merge | PatchType::StrategicMerge))
+            .filter(|p| p.data.is_object())
+            .map(|p| {
+                let mut data = p.data.clone();
+                data["metadata"]["resourceVersion"] =
+                    Value::from(str_at(object, "/metadata/resourceVersion"));
+                data
+            });
+        for (index, patch) in action
+            .status_patch
+            .iter()
+            .chain(&action.patches)
+            .enumerate()
+        {
+            let data = match &status_for_version {
+                Some(data) if index == 0 => data,
+                _ => &patch.data,
+            };
             let target = api::object_path(kind, key, patch.subresource.as_deref());
             let sent = if read_back || patch.impersonate.is_some() {
                 api::patch(
                     client,
                     &target,
                     patch.patch_type,
-                    &patch.data,
+                    data,
                     patch.impersonate.as_deref(),
                 )
                 .await
                 .map(Some)
             } else {
-                let body = serde_json::to_vec(&patch.data).unwrap_or_default();
+                let body = serde_json::to_vec(data).unwrap_or_default();
                 api::patch_discarding(client, &target, patch.patch_type, body)
                     .await
                     .map(|()| None)
@@ -638,6 +664,14 @@ impl Engine {
                 Ok(Some(updated)) => last = Some(updated),
                 Ok(None) => {}
                 Err(e) if api::is_not_found(&e) => return Ok(None),
+                Err(e) if index == 0 && status_for_version.is_some() && api::is_conflict(&e) => {
+                    tracing::debug!(
+                        key,
+                        stage = stage.name(),
+                        "pod changed meanwhile; its newer version decides"
+                    );
+                    return Ok(None);
+                }
                 Err(e) => return Err(KubeletError::api(context("patch"), e)),
             }
         }
