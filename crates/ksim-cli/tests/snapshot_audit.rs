@@ -713,6 +713,25 @@ fn refusing_server(code: u16, reason: &str, message: &str) -> String {
 #[test]
 fn a_source_that_refuses_fails_with_the_apis_message() {
     let env = KsimEnv::new(ksim_binary());
+    // A rate that is no rate is refused before anything is read.
+    for qps in ["nan", "-1", "inf"] {
+        let flag = format!("--qps={qps}");
+        let output = env.ksim(&[
+            "snapshot",
+            "export",
+            "--kubeconfig",
+            "unused",
+            &flag,
+            "--path",
+            "unused.yaml",
+        ]);
+        assert!(!output.status.success());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.starts_with(&format!("error: invalid value '{qps}' for '--qps <QPS>'")),
+            "{stderr}"
+        );
+    }
     for (code, reason, message) in [
         (401, "Unauthorized", "Unauthorized"),
         (
