@@ -12,14 +12,17 @@
 //!   "MODIFIED" | "DELETED", "object": OBJECT}` where `t` counts from
 //!   `startTime` and `object` is the whole object as the watch sent it
 //!   (managedFields dropped). The objects that existed when recording
-//!   started come first, as `ADDED` at `t` 0.
+//!   started come first, as `ADDED` at `t` 0; those of a kind served only
+//!   later (a CustomResourceDefinition created meanwhile) as `ADDED` when
+//!   discovery first serves it (polled every second).
 //!
 //! A replay applies the changes in order: creates (owner uids remapped as a
 //! snapshot restore does), merge patches of what changed (the main resource
 //! and its `status` apart) and deletions, at the recorded pace, faster by a
 //! factor, or as fast as possible. Changes to different objects run
 //! concurrently; those to one object stay in order, and an object waits for
-//! the creation of its namespace and owners when the recording holds them.
+//! the creation of its namespace and owners when the recording holds them,
+//! and a custom resource for its replayed definition to be served.
 //!
 //! Times are the cluster's: a ksim cluster on a virtual clock (it answers
 //! `GET /ksim/v1alpha1/clock` with `"mode": "virtual"`) is recorded with
@@ -41,7 +44,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{Notify, mpsc};
 
 use crate::Error;
-use crate::api::{Resource, Target};
+use crate::api::{Resource, Resources, Target};
 
 /// The version a recording's header names.
 pub const VERSION: &str = "v1";
@@ -227,29 +230,63 @@ pub async fn record(
         }
         Ok(written)
     });
-    let watchers: Vec<_> = watched
-        .into_iter()
-        .zip(versions)
-        .map(|(resource, version)| {
-            let target = target.clone();
-            let sender = sender.clone();
-            let time = time.clone();
-            tokio::spawn(
-                async move { watch(&target, &resource, version, start, time, sender).await },
-            )
-        })
-        .collect();
+    let mut known: HashSet<String> = watched.iter().map(resource_key).collect();
+    let mut watchers = tokio::task::JoinSet::new();
+    for (resource, version) in watched.into_iter().zip(versions) {
+        let (target, sender, time) = (target.clone(), sender.clone(), time.clone());
+        watchers
+            .spawn(async move { watch(&target, &resource, version, start, time, sender).await });
+    }
+    {
+        // Kinds served later (a CustomResourceDefinition created while
+        // recording) are recorded from when discovery serves them: their
+        // objects then as ADDED, then their changes.
+        let discover = async {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await; // wall-clock: polls a remote server's discovery
+                let Ok(served) = target.resources().await else {
+                    continue;
+                };
+                for resource in served.preferred.iter().filter(|r| recorded(r, kinds)) {
+                    if known.contains(&resource_key(resource)) {
+                        continue;
+                    }
+                    let Ok((items, version)) = list_all(target, resource).await else {
+                        continue;
+                    };
+                    known.insert(resource_key(resource));
+                    let t = time.offset(start).await;
+                    for object in items {
+                        let _ = sender.send(line(&Change {
+                            t,
+                            kind: "ADDED".into(),
+                            object,
+                        }));
+                    }
+                    let (target, sender, time) = (target.clone(), sender.clone(), time.clone());
+                    let resource = resource.clone();
+                    watchers.spawn(async move {
+                        watch(&target, &resource, version, start, time, sender).await;
+                    });
+                }
+            }
+        };
+        tokio::select! {
+            () = stop => {}
+            () = discover => {}
+        }
+    }
     drop(sender);
-    stop.await;
-    for watcher in &watchers {
-        watcher.abort();
-    }
-    for watcher in watchers {
-        let _ = watcher.await;
-    }
+    watchers.abort_all();
+    while watchers.join_next().await.is_some() {}
     writer
         .await
         .map_err(|e| Error::Invalid(format!("the recording writer failed: {e}")))?
+}
+
+/// A resource's identity among those recorded.
+fn resource_key(resource: &Resource) -> String {
+    format!("{}/{}", resource.api_version, resource.plural)
 }
 
 fn io(path: &str, source: std::io::Error) -> Error {
@@ -560,7 +597,20 @@ pub async fn replay(
     speed: Speed,
     workers: usize,
 ) -> Result<ReplayReport, Error> {
-    let resources = Arc::new(target.resources().await?);
+    let resources = Arc::new(Discovery {
+        served: tokio::sync::RwLock::new(Arc::new(target.resources().await?)),
+        defined: changes
+            .iter()
+            .filter(|c| {
+                c.kind == "ADDED"
+                    && c.object["kind"] == "CustomResourceDefinition"
+                    && c.object["apiVersion"]
+                        .as_str()
+                        .is_some_and(|v| v.starts_with("apiextensions.k8s.io/"))
+            })
+            .flat_map(|c| crate::restore::crd_kinds(&c.object))
+            .collect(),
+    });
     // What the recording will create, so that dependents wait for it.
     let mut will_create: HashSet<String> = HashSet::new();
     let mut namespaces: HashSet<String> = HashSet::new();
@@ -601,14 +651,14 @@ pub async fn replay(
             while let Some(change) = receiver.recv().await {
                 let api_version = change.object["apiVersion"].as_str().unwrap_or_default();
                 let kind = change.object["kind"].as_str().unwrap_or_default();
-                let Some(resource) = resources.find(api_version, kind) else {
+                let Some(resource) = resources.find(&target, api_version, kind).await else {
                     report.unserved += 1;
                     progress.one_done();
                     continue;
                 };
                 let applied = apply_change(
                     &target,
-                    resource,
+                    &resource,
                     &change,
                     &mut last,
                     &will_create,
@@ -717,6 +767,49 @@ pub async fn replay(
         ))),
         None if failed.is_some() => Err(Error::Invalid("a replay worker stopped".into())),
         None => Ok(report),
+    }
+}
+
+/// What the target cluster serves, discovered again when a change names a
+/// kind that a CustomResourceDefinition of the recording defines (its
+/// creation, replayed on another worker, makes it served).
+struct Discovery {
+    served: tokio::sync::RwLock<Arc<Resources>>,
+    /// (apiVersion, kind) of the recording's CustomResourceDefinitions.
+    defined: HashSet<(String, String)>,
+}
+
+impl Discovery {
+    /// The resource serving `kind` of `api_version`: at once if served; for
+    /// a kind the recording defines, once discovery serves it (polled for
+    /// up to 30 s); `None` for a kind the cluster does not serve.
+    async fn find(&self, target: &Target, api_version: &str, kind: &str) -> Option<Resource> {
+        if let Some(resource) = self.served.read().await.find(api_version, kind) {
+            return Some(resource.clone());
+        }
+        if !self
+            .defined
+            .contains(&(api_version.to_string(), kind.to_string()))
+        {
+            return None;
+        }
+        for _ in 0..150 {
+            {
+                let mut served = self.served.write().await;
+                if let Some(resource) = served.find(api_version, kind) {
+                    return Some(resource.clone());
+                }
+                match target.resources().await {
+                    Ok(fresh) => *served = Arc::new(fresh),
+                    Err(error) => tracing::warn!(%error, "cannot discover the served kinds"),
+                }
+                if let Some(resource) = served.find(api_version, kind) {
+                    return Some(resource.clone());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await; // wall-clock: polls a remote server's discovery
+        }
+        None
     }
 }
 
