@@ -1391,3 +1391,63 @@ fn a_recorded_definition_and_its_custom_resources_replay() {
         "3"
     );
 }
+
+/// Changes of kinds the cluster does not serve are skipped with a warning,
+/// or, under `--strict`, refused before anything is applied, naming the
+/// line of the first one.
+#[test]
+fn a_replay_skips_unserved_kinds_with_a_warning_or_fails_under_strict() {
+    let env = KsimEnv::new(ksim_binary());
+    env.ksim_ok(&[
+        "create",
+        "cluster",
+        "--name",
+        "replica",
+        "--disable",
+        "kubelet,controllers,scheduler",
+    ]);
+    let recording = env.write_file(
+        "widgets.jsonl",
+        "{\"ksimRecording\":\"v1\",\"startTime\":\"2026-01-01T00:00:00Z\"}\n\
+         {\"t\":0,\"type\":\"ADDED\",\"object\":{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"settings\",\"namespace\":\"default\"}}}\n\
+         \n\
+         {\"t\":1,\"type\":\"ADDED\",\"object\":{\"apiVersion\":\"example.com/v1\",\"kind\":\"Widget\",\"metadata\":{\"name\":\"w\",\"namespace\":\"default\"}}}\n\
+         {\"t\":2,\"type\":\"MODIFIED\",\"object\":{\"apiVersion\":\"example.com/v1\",\"kind\":\"Widget\",\"metadata\":{\"name\":\"w\",\"namespace\":\"default\"}}}\n",
+    );
+    let error = env.ksim_err(&[
+        "replay",
+        "--name",
+        "replica",
+        "--path",
+        path_str(&recording),
+        "--strict",
+    ]);
+    assert_eq!(
+        error.trim_end(),
+        format!(
+            "error: {}: line 4: the cluster does not serve example.com/v1 Widget (2 such changes in the recording; nothing was applied)",
+            recording.display()
+        )
+    );
+    env.kubectl(&["--context=ksim-replica", "get", "configmap", "settings"])
+        .failure();
+
+    let output = env.ksim(&[
+        "replay",
+        "--name",
+        "replica",
+        "--path",
+        path_str(&recording),
+        "--speed",
+        "max",
+    ]);
+    assert!(output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("warning: skipped 2 changes of kinds the cluster does not serve"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.starts_with("Replayed 1 of 3 changes"), "{stdout}");
+    kubectl(&env, "replica", &["get", "configmap", "settings"]);
+}

@@ -599,17 +599,7 @@ pub async fn replay(
 ) -> Result<ReplayReport, Error> {
     let resources = Arc::new(Discovery {
         served: tokio::sync::RwLock::new(Arc::new(target.resources().await?)),
-        defined: changes
-            .iter()
-            .filter(|c| {
-                c.kind == "ADDED"
-                    && c.object["kind"] == "CustomResourceDefinition"
-                    && c.object["apiVersion"]
-                        .as_str()
-                        .is_some_and(|v| v.starts_with("apiextensions.k8s.io/"))
-            })
-            .flat_map(|c| crate::restore::crd_kinds(&c.object))
-            .collect(),
+        defined: defined_kinds(&changes),
     });
     // What the recording will create, so that dependents wait for it.
     let mut will_create: HashSet<String> = HashSet::new();
@@ -866,6 +856,45 @@ impl Progress {
             changed.await;
         }
     }
+}
+
+/// The (apiVersion, kind) pairs the recording's CustomResourceDefinitions define.
+fn defined_kinds(changes: &[Change]) -> HashSet<(String, String)> {
+    changes
+        .iter()
+        .filter(|c| {
+            c.kind == "ADDED"
+                && c.object["kind"] == "CustomResourceDefinition"
+                && c.object["apiVersion"]
+                    .as_str()
+                    .is_some_and(|v| v.starts_with("apiextensions.k8s.io/"))
+        })
+        .flat_map(|c| crate::restore::crd_kinds(&c.object))
+        .collect()
+}
+
+/// The changes of kinds `target` does not serve (and no definition in the
+/// recording defines): the index of the first one, its `apiVersion kind`,
+/// and how many there are; `None` if every kind is served.
+pub async fn first_unserved(
+    target: &Target,
+    changes: &[Change],
+) -> Result<Option<(usize, String, usize)>, Error> {
+    let resources = target.resources().await?;
+    let defined = defined_kinds(changes);
+    let mut first = None;
+    let mut count = 0;
+    for (index, change) in changes.iter().enumerate() {
+        let api_version = change.object["apiVersion"].as_str().unwrap_or_default();
+        let kind = change.object["kind"].as_str().unwrap_or_default();
+        if resources.find(api_version, kind).is_none()
+            && !defined.contains(&(api_version.to_string(), kind.to_string()))
+        {
+            count += 1;
+            first.get_or_insert((index, format!("{api_version} {kind}")));
+        }
+    }
+    Ok(first.map(|(index, kind)| (index, kind, count)))
 }
 
 /// Waits until the namespace and in-recording owners of `object` exist.
