@@ -7,6 +7,14 @@
 //! draws come from the clock's seeded source, and objects are visited in
 //! name order wherever many are re-evaluated at once. Nothing is applied to a
 //! stopped node or its pods (see [`super::KUBELET_ANNOTATION`]).
+//!
+//! Pod IPs: the IPs a pod already shows (it ran before the simulator
+//! started, or a snapshot restore or a replay wrote them) are recorded as
+//! taken, also for a pod seen before its node; no pod's stage is applied
+//! before Nodes and Pods have both been listed once, so every IP shown is
+//! known before one is handed out; and a pod's status is written for the
+//! version it was rendered from, so that a status another client wrote
+//! meanwhile (a restored pod's saved IP) is not overwritten.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
