@@ -319,8 +319,7 @@ impl TypeRef {
     /// The type of a whole object of the OpenAPI definition (None or an
     /// unknown name: untyped, with typed `metadata`).
     pub fn root(definition: Option<&str>) -> TypeRef {
-        let found =
-            definition.and_then(|wanted| definitions().iter().find(|(name, _)| *name == wanted));
+        let found = definition.and_then(|wanted| definitions().get_key_value(wanted));
         TypeRef {
             schema: found.map(|(_, schema)| schema),
             name: found.map(|(name, _)| name),
