@@ -10,7 +10,7 @@ use super::fieldpath::{FieldSet, PathElement, field_key, path_string};
 use super::managed::{
     ManagedEntry, Operation, decode, managed_fields_of, remove_managed_fields, set_managed_fields,
 };
-use super::types::TypeRef;
+use super::types::{ObjectType, TypeRef};
 use super::walk::{
     Comparison, Walk, compare, compare_field_skipping, compare_skipping, drop_typed_nulls,
     index_items, merge, prune, to_field_set, walk_of,
@@ -667,8 +667,9 @@ fn track_create(
         return;
     };
     let mut encoded = Map::new();
+    let object_type = ObjectType::new(*ty);
     for (name, child) in fields {
-        let (child_ty, _) = ty.child(name);
+        let (child_ty, _) = object_type.child(name);
         let member = !IGNORED_TOP_LEVEL.contains(&name.as_str());
         let ignored: &[&str] = if name == "metadata" {
             &IGNORED_METADATA
