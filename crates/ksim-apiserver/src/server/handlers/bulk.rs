@@ -153,12 +153,7 @@ fn create_items_on(
                 threads,
                 &mut results,
             );
-            results.push(create_one(
-                state,
-                item.object,
-                item.status.as_ref(),
-                manager,
-            ));
+            results.push(create_one(state, item.object, item.status, manager));
         } else {
             run.push(item);
         }
@@ -204,7 +199,7 @@ fn create_run(
     if threads == 1 {
         results.extend(
             run.into_iter()
-                .map(|item| create_one(state, item.object, item.status.as_ref(), manager)),
+                .map(|item| create_one(state, item.object, item.status, manager)),
         );
         return;
     }
@@ -228,10 +223,7 @@ fn create_run(
                     share
                         .into_iter()
                         .map(|(index, item)| {
-                            (
-                                index,
-                                create_one(state, item.object, item.status.as_ref(), manager),
-                            )
+                            (index, create_one(state, item.object, item.status, manager))
                         })
                         .collect::<Vec<_>>()
                 })
@@ -276,11 +268,33 @@ fn resource_of(state: &State, api_version: &str, kind: &str) -> Option<Arc<Resou
     state.registry().find_kind(group, version, kind)
 }
 
+/// Drops the fields of `object` its kind does not have (the unknown
+/// fields decoding drops); a decoding error is the item's error.
+fn drop_unknown_fields(
+    openapi: &crate::openapi::OpenApi,
+    resource: &ResourceInfo,
+    object: &mut Value,
+) -> Result<(), ApiError> {
+    let check = openapi.check_fields(resource, object);
+    if let Some(error) = check.decode_error {
+        return Err(error);
+    }
+    for problem in &check.unknown {
+        if let Some(path) = problem
+            .strip_prefix("unknown field \"")
+            .and_then(|p| p.strip_suffix('"'))
+        {
+            remove_field(object, path);
+        }
+    }
+    Ok(())
+}
+
 /// Creates one object; its new uid and generation.
 fn create_one(
     state: &State,
     mut object: Value,
-    status: Option<&Value>,
+    status: Option<Value>,
     manager: &str,
 ) -> Result<BulkCreated, ApiError> {
     if !object.is_object() {
@@ -319,21 +333,21 @@ fn create_one(
     } else {
         metadata.remove("namespace");
     }
-    // Unknown fields are dropped, as a POST's decoding drops them.
-    let check = state.openapi().check_fields(&resource, &object);
-    if let Some(error) = check.decode_error {
-        return Err(error);
-    }
-    for problem in &check.unknown {
-        if let Some(path) = problem
-            .strip_prefix("unknown field \"")
-            .and_then(|p| p.strip_suffix('"'))
-        {
-            remove_field(&mut object, path);
+    // Unknown fields are dropped, as a POST's decoding drops them, and
+    // those of the status as its merge patch's decoding drops them.
+    let openapi = state.openapi();
+    drop_unknown_fields(&openapi, &resource, &mut object)?;
+    let status = match status {
+        Some(status @ Value::Object(_)) if resource.has_subresource("status") => {
+            let mut patched =
+                Value::Object(serde_json::Map::from_iter([("status".to_string(), status)]));
+            drop_unknown_fields(&openapi, &resource, &mut patched)?;
+            patched.as_object_mut().and_then(|p| p.remove("status"))
         }
-    }
+        other => other,
+    };
     let object = conversion::to_storage(&resource, object);
-    let created = create_object_with_status(state, &resource, object, status, manager)?;
+    let created = create_object_with_status(state, &resource, object, status.as_ref(), manager)?;
     Ok(BulkCreated {
         uid: created.value["metadata"]["uid"]
             .as_str()
@@ -541,7 +555,11 @@ mod tests {
 
     #[tokio::test]
     async fn an_item_is_created_as_a_post_and_a_status_merge_patch_create_it() {
-        let pod = running_pod("web");
+        let mut pod = running_pod("web");
+        // Fields the kind does not have are dropped, from the object and the status.
+        pod["object"]["spec"]["notAField"] = json!(1);
+        pod["status"]["notAField"] = json!(1);
+        pod["status"]["conditions"][0]["alsoNot"] = json!("x");
         let set = json!({
             "object": {"apiVersion": "apps/v1", "kind": "ReplicaSet",
                 "metadata": {"name": "web", "namespace": "default", "labels": {"app": "a"}},
@@ -606,6 +624,8 @@ mod tests {
                 [("restorer", ""), ("restorer", "status")],
                 "{in_bulk}"
             );
+            assert!(in_bulk["status"].get("notAField").is_none(), "{in_bulk}");
+            assert!(in_bulk["spec"].get("notAField").is_none(), "{in_bulk}");
             assert_eq!(comparable(in_bulk), comparable(by_post), "{uri}");
         }
     }
