@@ -526,8 +526,8 @@ metadata:
   namespace: a
   labels:
     tier: web
-data:
-  password: aHVudGVyMg==
+stringData:
+  password: hunter2
 ---
 apiVersion: v1
 kind: Secret
@@ -567,6 +567,17 @@ fn export_reads_the_context_named_narrowed_by_namespace_and_selector() {
     let env = source.env();
     env.ksim_ok(&["scale", "node", "--replicas", "1", "--name", "source"]);
     kubectl_stdin(env, "source", &["apply", "-f", "-"], NARROWED);
+    // stringData is stored as data, as kube-apiserver does.
+    let secret = kubectl(
+        env,
+        "source",
+        &["get", "secret", "web-password", "-n", "a", "-o", "json"],
+    );
+    assert!(
+        secret.contains("\"password\": \"aHVudGVyMg==\""),
+        "{secret}"
+    );
+    assert!(!secret.contains("\"stringData\""), "{secret}");
     kubectl(env, "source", &["label", "node", "node-000000", "zone=z1"]);
     kubectl(
         env,
@@ -610,7 +621,10 @@ fn export_reads_the_context_named_narrowed_by_namespace_and_selector() {
         "cluster-scoped objects are all kept: {objects:?}"
     );
     let text = std::fs::read_to_string(&path).expect("the export");
-    assert!(!text.contains("aHVudGVyMg"), "no secret data");
+    assert!(
+        !text.contains("aHVudGVyMg") && !text.contains("hunter2"),
+        "no secret data"
+    );
     let object = |kind: &str, name: &str| -> Value {
         text.lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
