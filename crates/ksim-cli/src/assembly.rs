@@ -2,13 +2,17 @@
 //! components into a cluster in process, all on one clock. `ksim serve`
 //! serves it on its port; `ksim run` runs scenarios against it. The
 //! components are API clients of the server (in-process transport), as they
-//! would be of any cluster.
+//! would be of any cluster. A snapshot is loaded before they start, its
+//! objects handed to the API server's own bulk creation (no encoding).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use ksim_apiserver::ApiServer;
+use futures::future::BoxFuture;
+use ksim_apiserver::{ApiServer, BulkItem};
 use ksim_runtime::clock::Clock;
+use ksim_snapshot::api::{BulkAnswer, BulkCreate, BulkObject, CreatedMetadata};
 use tokio::task::JoinHandle;
 
 use crate::commands::Component;
@@ -56,10 +60,29 @@ impl Cluster {
         self.server.router().merge(ksim_ui::router())
     }
 
-    /// Loads a snapshot (before the components start, so they adopt what
-    /// it holds).
+    /// The cluster as a snapshot's target: the in-process client, and the
+    /// API server's own bulk creation for loading objects.
+    pub fn snapshot_target(&self) -> ksim_snapshot::Target {
+        ksim_snapshot::Target::new(self.client()).with_bulk_creation(Arc::new(InProcessBulk {
+            server: self.server.clone(),
+        }))
+    }
+
+    /// Reads and loads a snapshot (before the components start, so they
+    /// adopt what it holds).
     pub async fn restore(&self, snapshot: &Path) -> anyhow::Result<()> {
-        crate::commands::restore_at_start(self.client(), snapshot).await
+        let documents = crate::commands::read_snapshot(snapshot)?;
+        self.restore_documents(documents, snapshot).await.map(drop)
+    }
+
+    /// Loads a snapshot's parsed documents, as [`Cluster::restore`] does;
+    /// `path` names the file in messages.
+    pub async fn restore_documents(
+        &self,
+        documents: Vec<ksim_snapshot::Document>,
+        path: &Path,
+    ) -> anyhow::Result<ksim_snapshot::restore::Report> {
+        crate::commands::restore_at_start(&self.snapshot_target(), documents, path).await
     }
 
     /// Starts the components not disabled. Must be called inside the
@@ -125,10 +148,274 @@ impl Cluster {
     }
 }
 
+/// The API server's bulk creation called in process: the objects are moved
+/// to it, not encoded, and created on the blocking pool, a few chunks at
+/// once (one per core).
+struct InProcessBulk {
+    server: ApiServer,
+}
+
+impl BulkCreate for InProcessBulk {
+    fn create(
+        &self,
+        items: Vec<BulkObject>,
+    ) -> BoxFuture<'static, Result<BulkAnswer, ksim_snapshot::Error>> {
+        let server = self.server.clone();
+        Box::pin(async move {
+            let items = items
+                .into_iter()
+                .map(|item| BulkItem {
+                    object: item.object,
+                    status: item.status,
+                })
+                .collect();
+            let results = tokio::task::spawn_blocking(move || {
+                server.create_objects(items, ksim_snapshot::api::BULK_FIELD_MANAGER)
+            })
+            .await
+            .map_err(|e| ksim_snapshot::Error::Invalid(format!("the bulk creation failed: {e}")))?;
+            Ok(BulkAnswer::Created(
+                results
+                    .into_iter()
+                    .map(|result| match result {
+                        Ok(created) => Ok(CreatedMetadata {
+                            uid: created.uid,
+                            generation: created.generation,
+                        }),
+                        Err(error) => Err(Box::new(status_of(&error))),
+                    })
+                    .collect(),
+            ))
+        })
+    }
+
+    fn chunk_size(&self) -> usize {
+        2_000
+    }
+
+    fn in_flight(&self) -> usize {
+        std::thread::available_parallelism().map_or(1, usize::from)
+    }
+}
+
+/// The Status the API would answer for `error`.
+fn status_of(error: &ksim_apiserver::ApiError) -> kube::core::Status {
+    let mut status =
+        kube::core::Status::failure(&error.message, error.reason).with_code(error.code);
+    status.details = error
+        .details
+        .clone()
+        .and_then(|details| serde_json::from_value(details).ok());
+    status
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
         for task in &self.tasks {
             task.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ksim_snapshot::restore::RestoreOptions;
+    use serde_json::{Value, json};
+
+    /// A snapshot: a namespace, two nodes, a Deployment owning a
+    /// ReplicaSet owning two Running pods, one on each node.
+    fn snapshot() -> Vec<ksim_snapshot::Document> {
+        let owner = |kind: &str, name: &str, uid: &str| {
+            json!([{"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": uid,
+                "controller": true, "blockOwnerDeletion": true}])
+        };
+        let template = json!({"metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "app", "image": "busybox"}]}});
+        let mut objects = vec![
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team", "uid": "ns-1"}}),
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "web", "namespace": "team", "uid": "d-1", "generation": 3},
+                "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": template},
+                "status": {"observedGeneration": 3, "replicas": 2, "readyReplicas": 2, "availableReplicas": 2}}),
+            json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                "metadata": {"name": "web-1", "namespace": "team", "uid": "rs-1", "generation": 1,
+                    "labels": {"app": "web"}, "ownerReferences": owner("Deployment", "web", "d-1")},
+                "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": template},
+                "status": {"observedGeneration": 1, "replicas": 2, "readyReplicas": 2, "availableReplicas": 2}}),
+        ];
+        for (i, node) in ["node-a", "node-b"].into_iter().enumerate() {
+            objects.push(json!({"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": node, "uid": format!("n-{i}"), "labels": {"type": "kwok"}},
+                "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                    "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                    "conditions": [{"type": "Ready", "status": "True"}]}}));
+            objects.push(json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("web-1-{i}"), "namespace": "team", "uid": format!("p-{i}"),
+                    "labels": {"app": "web"}, "ownerReferences": owner("ReplicaSet", "web-1", "rs-1")},
+                "spec": {"nodeName": node, "containers": [{"name": "app", "image": "busybox"}]},
+                "status": {"phase": "Running", "podIP": format!("10.0.0.{i}"), "hostIP": format!("192.168.0.{i}"),
+                    "conditions": [{"type": "Ready", "status": "True"}]}}));
+        }
+        objects
+            .into_iter()
+            .enumerate()
+            .map(|(i, object)| ksim_snapshot::Document {
+                number: i + 1,
+                line: i + 1,
+                object,
+            })
+            .collect()
+    }
+
+    /// Every object of `path` (a collection) as restored, without what
+    /// differs between any two creations (uid, resourceVersion, times); an
+    /// owner reference's uid checked against its owner's and then named
+    /// `<owner>` wherever it appears (managedFields key on it too).
+    async fn restored(client: &kube::Client, path: &str) -> Vec<Value> {
+        let request = http::Request::get(path).body(Vec::new()).expect("request");
+        let mut list: Value = client.request(request).await.expect("list");
+        let mut items = match list["items"].take() {
+            Value::Array(items) => items,
+            _ => Vec::new(),
+        };
+        let mut owners = Vec::new();
+        for item in &mut items {
+            let metadata = item["metadata"].as_object_mut().expect("metadata");
+            for field in ["uid", "resourceVersion", "creationTimestamp"] {
+                metadata.remove(field);
+            }
+            for entry in metadata
+                .get_mut("managedFields")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                entry.as_object_mut().expect("an entry").remove("time");
+            }
+            for reference in metadata
+                .get_mut("ownerReferences")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                let kind = reference["kind"].as_str().expect("kind").to_lowercase();
+                let name = reference["name"].as_str().expect("name");
+                let request =
+                    http::Request::get(format!("/apis/apps/v1/namespaces/team/{kind}s/{name}"))
+                        .body(Vec::new())
+                        .expect("request");
+                let owner: Value = client.request(request).await.expect("the owner");
+                assert_eq!(reference["uid"], owner["metadata"]["uid"], "{reference}");
+                owners.push(
+                    owner["metadata"]["uid"]
+                        .as_str()
+                        .expect("a uid")
+                        .to_string(),
+                );
+            }
+        }
+        items
+            .into_iter()
+            .map(|item| {
+                let text = owners
+                    .iter()
+                    .fold(item.to_string(), |text, uid| text.replace(uid, "<owner>"));
+                serde_json::from_str(&text).expect("JSON")
+            })
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn objects_created_in_process_are_those_the_bulk_path_over_http_creates() {
+        let options = RestoreOptions {
+            controllers_running: false,
+            ..RestoreOptions::default()
+        };
+        let in_process = Cluster::new(Clock::real());
+        let report = in_process
+            .restore_documents(snapshot(), Path::new("snapshot.yaml"))
+            .await
+            .expect("restored in process");
+        assert_eq!(report.created_total(), 7, "{report:?}");
+        let server = ApiServer::new();
+        let over_http = ksim_runtime::client::in_process(&server);
+        ksim_snapshot::restore::restore(
+            &ksim_snapshot::Target::new(over_http.clone()),
+            snapshot(),
+            &options,
+        )
+        .await
+        .expect("restored over HTTP");
+
+        let client = in_process.client();
+        for path in [
+            "/api/v1/nodes",
+            "/api/v1/namespaces/team/pods",
+            "/apis/apps/v1/namespaces/team/replicasets",
+            "/apis/apps/v1/namespaces/team/deployments",
+        ] {
+            let created = restored(&client, path).await;
+            assert_eq!(created, restored(&over_http, path).await, "{path}");
+            assert!(!created.is_empty(), "{path}");
+        }
+        // Pods on their nodes, Running with their IPs, owned by the new
+        // ReplicaSet (checked above), written by the restore's manager.
+        let pods = restored(&client, "/api/v1/namespaces/team/pods").await;
+        let placed: Vec<(&str, &str, &str)> = pods
+            .iter()
+            .map(|p| {
+                (
+                    p["spec"]["nodeName"].as_str().unwrap_or_default(),
+                    p["status"]["phase"].as_str().unwrap_or_default(),
+                    p["status"]["podIP"].as_str().unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            placed,
+            [
+                ("node-a", "Running", "10.0.0.0"),
+                ("node-b", "Running", "10.0.0.1")
+            ]
+        );
+        assert_eq!(
+            pods[0]["metadata"]["ownerReferences"][0]["name"], "web-1",
+            "{}",
+            pods[0]
+        );
+        assert_eq!(
+            pods[0]["metadata"]["managedFields"][0]["manager"],
+            ksim_snapshot::api::BULK_FIELD_MANAGER
+        );
+        let sets = restored(&client, "/apis/apps/v1/namespaces/team/replicasets").await;
+        assert_eq!(sets[0]["status"]["readyReplicas"], 2, "{}", sets[0]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_in_process_restore_says_where_and_deletes_what_it_created() {
+        let cluster = Cluster::new(Clock::real());
+        let mut documents = snapshot();
+        documents.push(ksim_snapshot::Document {
+            number: 8,
+            line: 8,
+            object: json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "settings", "namespace": "nowhere"}}),
+        });
+        let error = cluster
+            .restore_documents(documents, Path::new("snapshot.yaml"))
+            .await
+            .expect_err("a namespace is missing");
+        let message = format!("{error:#}");
+        assert!(
+            message.contains(
+                "document 8 (line 8), ConfigMap nowhere/settings: namespaces \"nowhere\" not found"
+            ),
+            "{message}"
+        );
+        assert!(message.contains("were deleted again"), "{message}");
+        // The nodes (created before the ConfigMap's tier) are gone again.
+        let nodes = restored(&cluster.client(), "/api/v1/nodes").await;
+        assert!(nodes.is_empty(), "{nodes:?}");
     }
 }

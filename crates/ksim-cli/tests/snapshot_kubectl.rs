@@ -270,6 +270,45 @@ fn a_malformed_snapshot_fails_with_its_document_and_line() {
 }
 
 #[test]
+fn a_snapshot_that_does_not_restore_or_is_missing_fails_create_with_one_line() {
+    let env = KsimEnv::new(ksim_binary());
+    // The file is read once, by the cluster's process: what it says comes
+    // back through `create cluster`, in one line, and nothing is left.
+    let path = env.root().join("invalid.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n  namespace: nowhere\n",
+    )
+    .expect("written");
+    let path = path.to_str().expect("utf-8");
+    let error = env.ksim_err(&["create", "cluster", "--snapshot", path]);
+    assert!(
+        error.starts_with(&format!(
+            "error: cannot restore {path}: restore failed: document 2 (line 6), ConfigMap nowhere/b: "
+        )),
+        "{error}"
+    );
+    assert!(
+        error.contains("namespaces \"nowhere\" not found"),
+        "{error}"
+    );
+    assert_eq!(error.trim_end().lines().count(), 1, "{error}");
+    assert!(env.port("ksim").is_none());
+    let clusters = env.ksim_ok(&["get", "clusters"]);
+    assert!(!clusters.contains("ksim"), "{clusters}");
+
+    let missing = env.root().join("missing.yaml");
+    let missing = missing.to_str().expect("utf-8");
+    let error = env.ksim_err(&["create", "cluster", "--snapshot", missing]);
+    assert!(
+        error.starts_with(&format!("error: cannot read {missing}")),
+        "{error}"
+    );
+    assert_eq!(error.trim_end().lines().count(), 1, "{error}");
+    assert!(env.port("ksim").is_none());
+}
+
+#[test]
 fn kinds_the_cluster_does_not_serve_are_skipped_or_fail_under_strict() {
     let cluster = TestCluster::start_api_only(ksim_binary());
     let env = cluster.env();

@@ -2,10 +2,21 @@
 //! client: discovery of the served resources, paged lists, creates and
 //! patches as JSON, each request behind an optional client-side rate limit
 //! (client-go's token bucket: `qps` per second, bursts of `burst`).
+//!
+//! Creating many objects at once goes through a [`BulkCreate`]: over HTTP,
+//! ksim's bulk path (`POST /ksim/v1alpha1/objects`); in process, whatever
+//! the owner of the API server hands the target
+//! ([`Target::with_bulk_creation`]: `ksim serve --snapshot` calls the
+//! server's own bulk creation, without encoding the objects). A trait, not
+//! a dependency on the API server: this crate stays a plain API client that
+//! works against any cluster, and the one shortcut is given by whoever holds
+//! the server.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
+
+use futures::future::BoxFuture;
 
 use kube::core::Request;
 use kube::discovery::{Discovery, Scope, verbs};
@@ -78,16 +89,80 @@ pub struct CreatedMetadata {
 /// ksim's bulk creation path.
 const BULK_PATH: &str = "/ksim/v1alpha1/objects";
 
+/// The field manager of objects created in bulk by a restore.
+pub const BULK_FIELD_MANAGER: &str = "ksim-snapshot";
+
+/// One object to create in bulk: the object as a POST to its collection
+/// carries it, and the status to merge in as a merge patch of its `status`
+/// subresource would, in the same write.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct BulkObject {
+    pub object: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<Value>,
+}
+
+/// One bulk item's result: the created object's identity, or the Status its
+/// POST would have answered.
+pub type BulkResult = Result<CreatedMetadata, Box<kube::core::Status>>;
+
+/// What a bulk creation answered.
+#[derive(Debug)]
+pub enum BulkAnswer {
+    /// One result per item, in order.
+    Created(Vec<BulkResult>),
+    /// The cluster has no bulk path (not a ksim cluster): the items, given
+    /// back untouched, for the API's own verbs.
+    Unsupported(Vec<BulkObject>),
+}
+
+/// Creates many objects at once, each as a POST of it (and a merge patch of
+/// its status) would; a failed item does not stop the others.
+pub trait BulkCreate: Send + Sync {
+    /// Creates `items`; the objects are moved, not copied.
+    fn create(&self, items: Vec<BulkObject>) -> BoxFuture<'static, Result<BulkAnswer, Error>>;
+    /// Objects handed over per call.
+    fn chunk_size(&self) -> usize;
+    /// Calls in flight at once.
+    fn in_flight(&self) -> usize;
+}
+
+/// ksim's bulk path over HTTP: a request per few hundred objects.
+struct HttpBulk {
+    target: Target,
+}
+
+impl BulkCreate for HttpBulk {
+    fn create(&self, items: Vec<BulkObject>) -> BoxFuture<'static, Result<BulkAnswer, Error>> {
+        let target = self.target.clone();
+        Box::pin(async move { target.create_many_over_http(items).await })
+    }
+
+    fn chunk_size(&self) -> usize {
+        500
+    }
+
+    fn in_flight(&self) -> usize {
+        4
+    }
+}
+
+/// The body of a bulk creation, serialized from borrowed items.
+#[derive(serde::Serialize)]
+struct BulkBody<'a> {
+    items: &'a [BulkObject],
+}
+
 /// What ksim's bulk creation answers.
 #[derive(Debug, serde::Deserialize)]
-struct BulkAnswer {
+struct BulkAnswerBody {
     #[serde(default)]
-    items: Vec<BulkResult>,
+    items: Vec<BulkItemAnswer>,
 }
 
 /// One item's result: its identity, or the Status its POST would answer.
 #[derive(Debug, serde::Deserialize)]
-struct BulkResult {
+struct BulkItemAnswer {
     #[serde(default)]
     uid: String,
     #[serde(default)]
@@ -207,11 +282,13 @@ impl Resources {
     }
 }
 
-/// A cluster reached through a `kube::Client`.
+/// A cluster reached through a `kube::Client` (and, for bulk creation, a
+/// [`BulkCreate`] its owner may hand over).
 #[derive(Clone)]
 pub struct Target {
     client: kube::Client,
     limit: Option<Arc<RateLimit>>,
+    bulk: Option<Arc<dyn BulkCreate>>,
 }
 
 impl Target {
@@ -220,6 +297,7 @@ impl Target {
         Target {
             client,
             limit: None,
+            bulk: None,
         }
     }
 
@@ -228,6 +306,24 @@ impl Target {
         Target {
             client,
             limit: Some(Arc::new(limit)),
+            bulk: None,
+        }
+    }
+
+    /// This target creating objects in bulk through `bulk` (the API server
+    /// in process) instead of ksim's bulk path over HTTP.
+    pub fn with_bulk_creation(mut self, bulk: Arc<dyn BulkCreate>) -> Self {
+        self.bulk = Some(bulk);
+        self
+    }
+
+    /// How this target creates objects in bulk.
+    pub fn bulk_creation(&self) -> Arc<dyn BulkCreate> {
+        match &self.bulk {
+            Some(bulk) => bulk.clone(),
+            None => Arc::new(HttpBulk {
+                target: self.clone(),
+            }),
         }
     }
 
@@ -394,28 +490,24 @@ impl Target {
     }
 
     /// Creates many objects in one request through ksim's bulk path
-    /// (`POST /ksim/v1alpha1/objects`): each item `{"object": ..., "status":
-    /// ...}` as a POST of the object and a merge patch of its status would.
-    /// `None` if the cluster has no such path (not a ksim cluster); else a
-    /// result per item, in order.
-    pub async fn create_many(
-        &self,
-        items: &[Value],
-    ) -> Result<Option<Vec<Result<CreatedMetadata, Box<kube::core::Status>>>>, kube::Error> {
-        let body = serde_json::to_vec(&serde_json::json!({ "items": items }))
-            .map_err(kube::Error::SerdeError)?;
-        let http = http::Request::post(BULK_PATH)
+    /// (`POST /ksim/v1alpha1/objects`), by [`BULK_FIELD_MANAGER`]. The items
+    /// come back untouched if the cluster has no such path (not a ksim
+    /// cluster).
+    async fn create_many_over_http(&self, items: Vec<BulkObject>) -> Result<BulkAnswer, Error> {
+        let body = serde_json::to_vec(&BulkBody { items: &items })
+            .map_err(|e| Error::Invalid(format!("cannot encode objects: {e}")))?;
+        let http = http::Request::post(format!("{BULK_PATH}?fieldManager={BULK_FIELD_MANAGER}"))
             .header(http::header::CONTENT_TYPE, "application/json")
             .body(body)
-            .map_err(kube::Error::HttpError)?;
-        let answer: BulkAnswer = match self.send_as(http).await {
+            .map_err(|e| Error::Transport(e.to_string()))?;
+        let answer: BulkAnswerBody = match self.send_as(http).await {
             Ok(answer) => answer,
             Err(kube::Error::Api(status)) if status.code == 404 || status.code == 405 => {
-                return Ok(None);
+                return Ok(BulkAnswer::Unsupported(items));
             }
-            Err(error) => return Err(error),
+            Err(error) => return Err(Error::from_kube(error)),
         };
-        Ok(Some(
+        Ok(BulkAnswer::Created(
             answer
                 .items
                 .into_iter()
@@ -437,7 +529,7 @@ impl Target {
         namespace: Option<&str>,
         name: &str,
         subresource: Option<&str>,
-        patch: &Value,
+        patch: &impl serde::Serialize,
     ) -> Result<(), kube::Error> {
         let request = Request::new(resource.path(namespace));
         let params = kube::api::PatchParams::default();

@@ -71,7 +71,7 @@ fn split(text: &str) -> Vec<Chunk<'_>> {
 
 /// Parses one document's text: a JSON (flow-style) document with serde_json,
 /// anything else (or a JSON one that fails, for the message) as YAML.
-fn parse_chunk(chunk: &Chunk<'_>, now: DateTime<Utc>) -> Result<Vec<Document>, Error> {
+fn parse_chunk(chunk: &Chunk<'_>, now: Option<DateTime<Utc>>) -> Result<Vec<Document>, Error> {
     let json = chunk
         .text
         .trim_start()
@@ -104,10 +104,12 @@ fn parse_yaml(chunk: &Chunk<'_>) -> Result<Value, Error> {
     })
 }
 
+/// Checks a parsed document and flattens a `List`; kwok's relative times
+/// are resolved against `now` (`None`: the file has none).
 fn finish_chunk(
     chunk: &Chunk<'_>,
     value: Value,
-    now: DateTime<Utc>,
+    now: Option<DateTime<Utc>>,
 ) -> Result<Vec<Document>, Error> {
     let invalid = |message: String| Error::Document {
         document: chunk.number,
@@ -118,10 +120,15 @@ fn finish_chunk(
         return Err(invalid("not a Kubernetes object (a mapping)".into()));
     };
     let mut value = Value::Object(map);
-    resolve_time_offsets(&mut value, now);
+    if let Some(now) = now {
+        resolve_time_offsets(&mut value, now);
+    }
     let kind = value["kind"].as_str().unwrap_or_default();
     if kind.ends_with("List") && value["items"].is_array() {
-        let items = value["items"].as_array().cloned().unwrap_or_default();
+        let items = match value.get_mut("items").map(Value::take) {
+            Some(Value::Array(items)) => items,
+            _ => Vec::new(),
+        };
         let mut out = Vec::with_capacity(items.len());
         for item in items {
             check_object(&item).map_err(&invalid)?;
@@ -165,12 +172,15 @@ fn check_object(object: &Value) -> Result<(), String> {
     Ok(())
 }
 
+/// How kwok writes a time relative to the restore.
+const TIME_OFFSET: &str = "$(time-offset-nanosecond ";
+
 /// Replaces kwok's `$(time-offset-nanosecond N)` strings by `now + N`.
 fn resolve_time_offsets(value: &mut Value, now: DateTime<Utc>) {
     match value {
         Value::String(s) => {
             if let Some(n) = s
-                .strip_prefix("$(time-offset-nanosecond ")
+                .strip_prefix(TIME_OFFSET)
                 .and_then(|rest| rest.strip_suffix(')'))
                 .and_then(|n| n.trim().parse::<i64>().ok())
             {
@@ -185,9 +195,10 @@ fn resolve_time_offsets(value: &mut Value, now: DateTime<Utc>) {
 }
 
 /// Parses a snapshot file: every object with its document number and line.
-/// Kwok's relative times are resolved against `now`. Large files are parsed
-/// on all cores.
+/// Kwok's relative times are resolved against `now` (objects are walked for
+/// them only if the file holds any). Large files are parsed on all cores.
 pub fn parse_documents(text: &str, now: DateTime<Utc>) -> Result<Vec<Document>, Error> {
+    let now = text.contains(TIME_OFFSET).then_some(now);
     let chunks = split(text);
     let workers = std::thread::available_parallelism()
         .map(std::num::NonZero::get)

@@ -13,18 +13,28 @@
 //! new uid. References to owners the snapshot does not hold are dropped (the
 //! garbage collector would delete the object otherwise).
 //!
+//! Objects are created in bulk ([`crate::api::BulkCreate`]: ksim's bulk
+//! path over HTTP, or the API server itself when the restore runs in its
+//! process), falling back to a request or two per object on clusters
+//! without it. Each object is moved out of its parsed document into the
+//! bulk item, not copied: what is kept beside it is what messages, uid
+//! remapping and a rollback need (its resource, namespace, name, old uid
+//! and owner references). Only `Conflicts::Replace` keeps a copy of each
+//! object, to create again those that existed.
+//!
 //! A restore into a cluster that already holds objects (beyond what every
 //! cluster starts with) is refused unless merging (existing objects are
 //! kept) or replacing (existing objects the snapshot names are deleted and
 //! created from it). A failed restore deletes what it created and says so.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use futures::StreamExt;
 use serde_json::{Value, json};
 
 use crate::Error;
-use crate::api::{Resource, Resources, Target};
+use crate::api::{BulkAnswer, BulkCreate, BulkObject, Resource, Resources, Target};
 use crate::document::Document;
 
 /// What to do when the cluster already holds objects.
@@ -109,8 +119,15 @@ const FOUNDATION: &[(&str, &str)] = &[
 /// accounts, events and leases, the kubelet simulator's Stages, ksim's own
 /// CRDs.
 pub fn is_system_object(resource: &Resource, object: &Value) -> bool {
-    let name = object["metadata"]["name"].as_str().unwrap_or_default();
-    let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
+    is_system(
+        resource,
+        object["metadata"]["namespace"].as_str().unwrap_or_default(),
+        object["metadata"]["name"].as_str().unwrap_or_default(),
+    )
+}
+
+/// [`is_system_object`] by namespace (empty if none) and name.
+fn is_system(resource: &Resource, namespace: &str, name: &str) -> bool {
     if matches!(namespace, "kube-system" | "kube-public" | "kube-node-lease") {
         return true;
     }
@@ -141,31 +158,40 @@ pub fn is_system_object(resource: &Resource, object: &Value) -> bool {
 struct Item {
     document: usize,
     line: usize,
-    resource: Resource,
-    object: Value,
+    resource: Arc<Resource>,
+    /// Its namespace, for a namespaced resource.
+    namespace: Option<String>,
+    name: String,
+    /// The uid the file gives it (taken out of the object).
     old_uid: Option<String>,
+    /// Whether an item of the snapshot names it as its owner (its new uid
+    /// is then remembered).
+    owns: bool,
     /// Owner references to owners in the snapshot.
     owners: Vec<Value>,
     tier: usize,
+    /// The object as the file holds it, less its uid and owner references;
+    /// moved into its bulk item when created (`Null` after).
+    object: Value,
 }
 
 impl Item {
-    fn namespace(&self) -> Option<&str> {
-        self.object["metadata"]["namespace"]
-            .as_str()
-            .filter(|_| self.resource.namespaced)
-    }
-
-    fn name(&self) -> &str {
-        self.object["metadata"]["name"].as_str().unwrap_or_default()
-    }
-
     /// `Kind namespace/name`, as messages name it.
     fn describe(&self) -> String {
-        match self.namespace() {
-            Some(ns) => format!("{} {ns}/{}", self.resource.group_kind(), self.name()),
-            None => format!("{} {}", self.resource.group_kind(), self.name()),
+        match &self.namespace {
+            Some(ns) => format!("{} {ns}/{}", self.resource.group_kind(), self.name),
+            None => format!("{} {}", self.resource.group_kind(), self.name),
         }
+    }
+
+    /// The message of a failed request about this item.
+    fn failed(&self, error: Error) -> Error {
+        Error::Restore(format!(
+            "document {} (line {}), {}: {error}",
+            self.document,
+            self.line,
+            self.describe(),
+        ))
     }
 }
 
@@ -177,9 +203,31 @@ enum Outcome {
 
 /// An object that was created (for rollback).
 struct Applied {
-    resource: Resource,
+    resource: Arc<Resource>,
     namespace: Option<String>,
     name: String,
+}
+
+/// An object whose owner references are put back at the end.
+struct Owned {
+    resource: Arc<Resource>,
+    namespace: Option<String>,
+    name: String,
+    owners: Vec<Value>,
+}
+
+/// What a restore has done so far.
+#[derive(Default)]
+struct Progress {
+    report: Report,
+    applied: Vec<Applied>,
+    /// Old uid → new uid of every owner created or found.
+    uids: HashMap<String, String>,
+    /// Objects whose owner references wait for [`restore_owner_references`].
+    owned: Vec<Owned>,
+    /// How objects are created in bulk; `None` once the cluster said it
+    /// has no bulk path.
+    bulk: Option<Arc<dyn BulkCreate>>,
 }
 
 /// Restores `documents` into `target`.
@@ -188,7 +236,10 @@ pub async fn restore(
     documents: Vec<Document>,
     options: &RestoreOptions,
 ) -> Result<Report, Error> {
-    let mut report = Report::default();
+    let mut progress = Progress {
+        bulk: Some(target.bulk_creation()),
+        ..Progress::default()
+    };
     let mut resources = target.resources().await?;
 
     // Kinds the file's CRDs define become served once those are created.
@@ -219,6 +270,7 @@ pub async fn restore(
             unserved.len()
         )));
     }
+    let report = &mut progress.report;
     for document in &unserved {
         let key = format!(
             "{}/{}",
@@ -235,60 +287,38 @@ pub async fn restore(
         ensure_empty(target, &resources).await?;
     }
 
-    let mut applied: Vec<Applied> = Vec::new();
-    let mut uids: HashMap<String, String> = HashMap::new();
-    let mut bulk = true;
     let result = async {
         // CRDs first, then the kinds they define are discovered.
         let (crds, rest): (Vec<Document>, Vec<Document>) = documents
             .into_iter()
             .partition(|d| d.object["kind"] == "CustomResourceDefinition");
         if !crds.is_empty() {
-            let items = plan(crds, &resources, &mut report, options.controllers_running);
-            apply_tiers(
-                target,
-                items,
-                options,
-                &mut report,
-                &mut applied,
-                &mut uids,
-                &mut bulk,
-            )
-            .await?;
+            let items = plan(
+                crds,
+                &resources,
+                &mut progress.report,
+                options.controllers_running,
+            );
+            apply_tiers(target, items, options, &mut progress).await?;
             resources = wait_for_kinds(target, &defined).await?;
         }
-        let items = plan(rest, &resources, &mut report, options.controllers_running);
-        let with_owners: Vec<(Resource, Option<String>, String, Vec<Value>)> = items
-            .iter()
-            .filter(|i| !i.owners.is_empty())
-            .map(|i| {
-                (
-                    i.resource.clone(),
-                    i.namespace().map(str::to_string),
-                    i.name().to_string(),
-                    i.owners.clone(),
-                )
-            })
-            .collect();
-        apply_tiers(
-            target,
-            items,
-            options,
-            &mut report,
-            &mut applied,
-            &mut uids,
-            &mut bulk,
-        )
-        .await?;
+        let items = plan(
+            rest,
+            &resources,
+            &mut progress.report,
+            options.controllers_running,
+        );
+        apply_tiers(target, items, options, &mut progress).await?;
         if !options.controllers_running {
             return Ok(());
         }
-        restore_owner_references(target, with_owners, &uids, options.concurrency).await
+        let owned = std::mem::take(&mut progress.owned);
+        restore_owner_references(target, owned, &progress.uids, options.concurrency).await
     }
     .await;
     match result {
-        Ok(()) => Ok(report),
-        Err(error) => Err(roll_back(target, applied, error).await),
+        Ok(()) => Ok(progress.report),
+        Err(error) => Err(roll_back(target, progress.applied, error).await),
     }
 }
 
@@ -370,56 +400,97 @@ async fn ensure_empty(target: &Target, resources: &Resources) -> Result<(), Erro
     Ok(())
 }
 
-/// Resolves documents to resources, splits owner references, and assigns tiers.
+/// Resolves documents to resources, splits owner references, and assigns
+/// tiers. Each document's object is moved into its item.
 fn plan(
     documents: Vec<Document>,
     resources: &Resources,
     report: &mut Report,
     bottom_up: bool,
 ) -> Vec<Item> {
-    let mut items: Vec<Item> = documents
-        .into_iter()
-        .filter_map(|d| {
-            let api_version = d.object["apiVersion"].as_str().unwrap_or_default();
-            let kind = d.object["kind"].as_str().unwrap_or_default();
-            let resource = resources.find(api_version, kind)?.clone();
-            let old_uid = d.object["metadata"]["uid"].as_str().map(str::to_string);
-            Some(Item {
-                document: d.number,
-                line: d.line,
-                resource,
-                object: d.object,
-                old_uid,
-                owners: Vec::new(),
-                tier: 0,
-            })
-        })
-        .collect();
-    let known: HashMap<String, usize> = items
-        .iter()
-        .enumerate()
-        .filter_map(|(i, item)| item.old_uid.clone().map(|u| (u, i)))
-        .collect();
+    // One shared resource per kind: (apiVersion, kind, resource).
+    let mut kinds: Vec<(String, String, Arc<Resource>)> = Vec::new();
+    let mut items: Vec<Item> = Vec::with_capacity(documents.len());
+    let mut references: Vec<Option<Value>> = Vec::with_capacity(documents.len());
+    for document in documents {
+        let mut object = document.object;
+        let api_version = object["apiVersion"].as_str().unwrap_or_default();
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let resource = match kinds.iter().find(|(v, k, _)| v == api_version && k == kind) {
+            Some((_, _, resource)) => resource.clone(),
+            None => {
+                let Some(resource) = resources.find(api_version, kind) else {
+                    continue;
+                };
+                let resource = Arc::new(resource.clone());
+                kinds.push((api_version.to_string(), kind.to_string(), resource.clone()));
+                resource
+            }
+        };
+        let (old_uid, owner_references, namespace, name) =
+            match object.get_mut("metadata").and_then(Value::as_object_mut) {
+                Some(metadata) => (
+                    match metadata.remove("uid") {
+                        Some(Value::String(uid)) => Some(uid),
+                        _ => None,
+                    },
+                    metadata.remove("ownerReferences"),
+                    metadata
+                        .get("namespace")
+                        .and_then(Value::as_str)
+                        .filter(|_| resource.namespaced)
+                        .map(str::to_string),
+                    metadata
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                ),
+                None => (None, None, None, String::new()),
+            };
+        references.push(owner_references);
+        items.push(Item {
+            document: document.number,
+            line: document.line,
+            resource,
+            namespace,
+            name,
+            old_uid,
+            owns: false,
+            owners: Vec::new(),
+            tier: 0,
+            object,
+        });
+    }
     // dependents[i]: the items item i owns.
     let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); items.len()];
-    // (Top down, the same walk runs over owners instead of dependents.)
-    for (index, item) in items.iter_mut().enumerate() {
-        let references = item.object["metadata"]
-            .as_object_mut()
-            .and_then(|m| m.remove("ownerReferences"));
-        for reference in references
-            .and_then(|r| r.as_array().cloned())
-            .unwrap_or_default()
-        {
-            match reference["uid"].as_str().and_then(|u| known.get(u)) {
-                Some(&owner) => {
-                    dependents[owner].push(index);
-                    item.owners.push(reference);
+    let mut owners: Vec<Vec<Value>> = vec![Vec::new(); items.len()];
+    {
+        let known: HashMap<&str, usize> = items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, item)| Some((item.old_uid.as_deref()?, i)))
+            .collect();
+        for (index, references) in references.into_iter().enumerate() {
+            let Some(Value::Array(references)) = references else {
+                continue;
+            };
+            for reference in references {
+                match reference["uid"].as_str().and_then(|u| known.get(u)) {
+                    Some(&owner) => {
+                        dependents[owner].push(index);
+                        owners[index].push(reference);
+                    }
+                    None => report.dangling_owner_references += 1,
                 }
-                None => report.dangling_owner_references += 1,
             }
         }
     }
+    for ((item, owners), dependents) in items.iter_mut().zip(owners).zip(&dependents) {
+        item.owners = owners;
+        item.owns = !dependents.is_empty();
+    }
+    // (Top down, the same walk runs over owners instead of dependents.)
     // depth: how many levels of dependents are below an item.
     if !bottom_up {
         // Owners first: an item's tier follows its longest chain of owners.
@@ -468,23 +539,25 @@ fn plan(
     items
 }
 
-/// The body to create for an item: server-owned metadata and owner
-/// references out; a Job's generated selector kept as a manual one (it
-/// names the old uid).
-fn creation_body(item: &Item, uids: Option<&HashMap<String, String>>) -> Value {
-    let mut object = item.object.clone();
-    let owners: Vec<Value> = uids
-        .map(|uids| {
-            item.owners
-                .iter()
-                .filter_map(|r| {
-                    let mut r = r.clone();
-                    r["uid"] = json!(uids.get(r["uid"].as_str()?)?);
-                    Some(r)
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+/// What is created for an item, its object moved out of it: server-owned
+/// metadata out; owner references back with the owners' new uids when
+/// `uids` is given (they are moved too: nothing puts them back later); a
+/// Job's generated selector kept as a manual one (it names the old uid);
+/// the status written after the create split off.
+fn creation(item: &mut Item, uids: Option<&HashMap<String, String>>) -> BulkObject {
+    let mut object = std::mem::take(&mut item.object);
+    let old_generation = object["metadata"]["generation"].as_i64();
+    let owners: Vec<Value> = match uids {
+        Some(uids) => std::mem::take(&mut item.owners)
+            .into_iter()
+            .filter_map(|mut r| {
+                let new = uids.get(r["uid"].as_str()?)?;
+                r["uid"] = json!(new);
+                Some(r)
+            })
+            .collect(),
+        None => Vec::new(),
+    };
     if let Some(metadata) = object["metadata"].as_object_mut() {
         for field in [
             "uid",
@@ -511,193 +584,213 @@ fn creation_body(item: &Item, uids: Option<&HashMap<String, String>>) -> Value {
             object["spec"]["manualSelector"] = json!(true);
         }
     }
-    object
+    let status = split_status(&item.resource, &mut object, old_generation);
+    BulkObject { object, status }
 }
 
-/// The status to write back after creating, if any.
-fn status_patch(item: &Item, created_generation: Option<i64>) -> Option<Value> {
-    if !item.resource.has_status {
+/// Takes out of `object` the status to write back after creating it, if
+/// any: that of a kind with a `status` subresource (a create resets it),
+/// but for namespaces, nodes and CRDs, whose create keeps it.
+/// `observedGeneration` follows the generation a create starts at (1) from
+/// the object's old `generation`.
+fn split_status(
+    resource: &Resource,
+    object: &mut Value,
+    old_generation: Option<i64>,
+) -> Option<Value> {
+    if !resource.has_status {
         return None;
     }
     let skip = matches!(
-        (item.resource.group.as_str(), item.resource.kind.as_str()),
+        (resource.group.as_str(), resource.kind.as_str()),
         ("", "Namespace" | "Node") | ("apiextensions.k8s.io", "CustomResourceDefinition")
     );
-    let status = item.object.get("status")?;
-    if skip || status.as_object().is_none_or(serde_json::Map::is_empty) {
+    let map = object.as_object_mut()?;
+    let written = map
+        .get("status")
+        .and_then(Value::as_object)
+        .is_some_and(|status| !status.is_empty());
+    if skip || !written {
         return None;
     }
-    let mut status = status.clone();
-    // observedGeneration follows the generation the server restarted at.
-    if let (Some(old), Some(new), Some(observed)) = (
-        item.object["metadata"]["generation"].as_i64(),
-        created_generation,
-        status["observedGeneration"].as_i64(),
-    ) {
-        status["observedGeneration"] = json!((new - (old - observed)).max(0));
+    let mut status = map.remove("status")?;
+    if let (Some(old), Some(observed)) = (old_generation, status["observedGeneration"].as_i64()) {
+        status["observedGeneration"] = json!((1 - (old - observed)).max(0));
     }
-    Some(json!({ "status": status }))
+    Some(status)
 }
 
-/// Creates one item (and writes its status back).
-async fn apply_one(
+/// The body of a merge patch of the status subresource.
+#[derive(serde::Serialize)]
+struct StatusPatch<'a> {
+    status: &'a Value,
+}
+
+/// Writes an item's status back after its create.
+async fn write_status(target: &Target, item: &Item, object: &BulkObject) -> Result<(), Error> {
+    let Some(status) = &object.status else {
+        return Ok(());
+    };
+    target
+        .merge_patch(
+            &item.resource,
+            item.namespace.as_deref(),
+            &item.name,
+            Some("status"),
+            &StatusPatch { status },
+        )
+        .await
+        .map_err(|e| item.failed(Error::from_kube(e)))
+}
+
+/// Creates one item with a request (and writes its status back).
+async fn create_one(
     target: &Target,
     item: &Item,
+    object: &BulkObject,
     conflicts: Conflicts,
-    uids: Option<&HashMap<String, String>>,
 ) -> Result<Outcome, Error> {
-    let body = creation_body(item, uids);
-    let fail = |e: kube::Error| {
-        Error::Restore(format!(
-            "document {} (line {}), {}: {}",
-            item.document,
-            item.line,
-            item.describe(),
-            Error::from_kube(e)
-        ))
-    };
-    let mut replaced = false;
-    let created = match target.create_brief(&item.resource, &body).await {
-        Ok(created) => created,
-        Err(e) if Error::is_already_exists(&e) => {
-            let replace = conflicts == Conflicts::Replace
-                && !is_system_object(&item.resource, &item.object)
-                && item.resource.kind != "Namespace";
-            if !replace {
-                let existing = target
-                    .get(&item.resource, item.namespace(), item.name())
-                    .await
-                    .map_err(fail)?;
-                let uid = existing["metadata"]["uid"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                return Ok(Outcome::Existing { uid });
-            }
-            target
-                .delete(&item.resource, item.namespace(), item.name())
-                .await
-                .map_err(fail)?;
-            replaced = true;
-            let mut attempt = 0;
-            loop {
-                match target.create_brief(&item.resource, &body).await {
-                    Ok(created) => break created,
-                    Err(e) if Error::is_already_exists(&e) && attempt < 100 => {
-                        attempt += 1;
-                        tokio::time::sleep(std::time::Duration::from_millis(100)).await; // wall-clock: polls a remote server
-                    }
-                    Err(e) => return Err(fail(e)),
-                }
-            }
+    match target.create_brief(&item.resource, &object.object).await {
+        Ok(created) => {
+            write_status(target, item, object).await?;
+            Ok(Outcome::Created {
+                new_uid: created.metadata.uid,
+                replaced: false,
+            })
         }
-        Err(e) => return Err(fail(e)),
-    };
-    if let Some(patch) = status_patch(item, created.metadata.generation) {
-        target
-            .merge_patch(
-                &item.resource,
-                item.namespace(),
-                item.name(),
-                Some("status"),
-                &patch,
-            )
+        Err(e) if Error::is_already_exists(&e) => {
+            settle_existing(target, item, Some(object), conflicts).await
+        }
+        Err(e) => Err(item.failed(Error::from_kube(e))),
+    }
+}
+
+/// An item that already exists: kept (its uid read), or under
+/// `Conflicts::Replace` deleted and created again from `object`.
+async fn settle_existing(
+    target: &Target,
+    item: &Item,
+    object: Option<&BulkObject>,
+    conflicts: Conflicts,
+) -> Result<Outcome, Error> {
+    let fail = |e: kube::Error| item.failed(Error::from_kube(e));
+    let replace = conflicts == Conflicts::Replace
+        && !is_system(
+            &item.resource,
+            item.namespace.as_deref().unwrap_or_default(),
+            &item.name,
+        )
+        && item.resource.kind != "Namespace";
+    let namespace = item.namespace.as_deref();
+    let Some(object) = object.filter(|_| replace) else {
+        let existing = target
+            .get(&item.resource, namespace, &item.name)
             .await
             .map_err(fail)?;
-    }
+        let uid = existing["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        return Ok(Outcome::Existing { uid });
+    };
+    target
+        .delete(&item.resource, namespace, &item.name)
+        .await
+        .map_err(fail)?;
+    let mut attempt = 0;
+    let created = loop {
+        match target.create_brief(&item.resource, &object.object).await {
+            Ok(created) => break created,
+            Err(e) if Error::is_already_exists(&e) && attempt < 100 => {
+                attempt += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await; // wall-clock: polls a remote server
+            }
+            Err(e) => return Err(fail(e)),
+        }
+    };
+    write_status(target, item, object).await?;
     Ok(Outcome::Created {
         new_uid: created.metadata.uid,
-        replaced,
+        replaced: true,
     })
 }
 
-/// Creates `indices` of `batch` one request (or two) per object, concurrently.
-async fn apply_each(
-    target: &Target,
-    batch: &[Item],
-    indices: impl Iterator<Item = usize>,
-    options: &RestoreOptions,
-    uids: Option<&HashMap<String, String>>,
-) -> Vec<(usize, Result<Outcome, Error>)> {
-    futures::stream::iter(indices)
-        .map(|i| async move {
-            (
-                i,
-                apply_one(target, &batch[i], options.conflicts, uids).await,
-            )
-        })
-        .buffer_unordered(options.concurrency.max(1))
-        .collect()
-        .await
+/// What creating a tier in bulk gave.
+enum Bulk {
+    /// Results by index in the tier, and the indices of those that existed.
+    Done {
+        results: Vec<(usize, Result<Outcome, Error>)>,
+        existing: Vec<usize>,
+    },
+    /// The cluster has no bulk path: nothing was created, the objects are back.
+    Unsupported(Vec<BulkObject>),
 }
 
-/// Objects a bulk request carries.
-const BULK_CHUNK: usize = 500;
-/// Bulk requests in flight at once (each on its own task, so that an
-/// in-process server works on all cores).
-const BULK_IN_FLIGHT: usize = 4;
-
-/// One item of a bulk request: the body to create and the status to write.
-fn bulk_item(item: &Item, uids: Option<&HashMap<String, String>>) -> Value {
-    let mut entry = json!({ "object": creation_body(item, uids) });
-    // A create starts every kind with a generation at 1.
-    let generation = item.object["metadata"]["generation"].as_i64().map(|_| 1);
-    if let Some(mut patch) = status_patch(item, generation) {
-        entry["status"] = patch["status"].take();
-    }
-    entry
-}
-
-/// Creates a tier's objects through ksim's bulk path, a few hundred per
-/// request; those that already exist go through [`apply_one`] (merge,
-/// replace). `None` if the cluster has no bulk path (nothing was created).
+/// Creates a tier's objects through `bulk`, a chunk per call, a few calls
+/// in flight (each on its own task, so that a server in process works on
+/// every core).
 async fn apply_bulk(
-    target: &Target,
+    bulk: &Arc<dyn BulkCreate>,
     batch: &[Item],
-    options: &RestoreOptions,
-    uids: Option<&HashMap<String, String>>,
-) -> Result<Option<Vec<(usize, Result<Outcome, Error>)>>, Error> {
-    let send = |start: usize| {
-        let body: Vec<Value> = batch[start..(start + BULK_CHUNK).min(batch.len())]
-            .iter()
-            .map(|item| bulk_item(item, uids))
-            .collect();
-        let target = target.clone();
+    objects: Vec<BulkObject>,
+) -> Result<Bulk, Error> {
+    let size = bulk.chunk_size().max(1);
+    let mut chunks: Vec<(usize, Vec<BulkObject>)> = Vec::with_capacity(objects.len() / size + 1);
+    let mut objects = objects.into_iter();
+    let mut start = 0;
+    loop {
+        let chunk: Vec<BulkObject> = objects.by_ref().take(size).collect();
+        if chunk.is_empty() {
+            break;
+        }
+        let count = chunk.len();
+        chunks.push((start, chunk));
+        start += count;
+    }
+    let send = |(start, chunk): (usize, Vec<BulkObject>)| {
+        let call = bulk.create(chunk);
         async move {
-            let answer = tokio::spawn(async move { target.create_many(&body).await })
+            let answer = tokio::spawn(call)
                 .await
                 .map_err(|e| Error::Invalid(format!("a restore task failed: {e}")))
-                .and_then(|answer| answer.map_err(Error::from_kube));
+                .and_then(|answer| answer);
             (start, answer)
         }
     };
-    let starts: Vec<usize> = (0..batch.len()).step_by(BULK_CHUNK).collect();
-    let Some((&first, rest)) = starts.split_first() else {
-        return Ok(Some(Vec::new()));
+    let mut chunks = chunks.into_iter();
+    let Some(first) = chunks.next() else {
+        return Ok(Bulk::Done {
+            results: Vec::new(),
+            existing: Vec::new(),
+        });
     };
-    // The first request alone: it tells whether the path is there.
-    let mut answers = vec![send(first).await];
-    if matches!(answers[0].1, Ok(None)) {
-        return Ok(None);
+    // The first call alone: it tells whether there is a bulk path.
+    let (_, answer) = send(first).await;
+    let answer = answer?;
+    if let BulkAnswer::Unsupported(mut returned) = answer {
+        returned.extend(chunks.flat_map(|(_, chunk)| chunk));
+        return Ok(Bulk::Unsupported(returned));
     }
+    let mut answers = vec![(0, Ok(answer))];
     answers.extend(
-        futures::stream::iter(rest.iter().copied())
+        futures::stream::iter(chunks)
             .map(send)
-            .buffer_unordered(BULK_IN_FLIGHT)
+            .buffer_unordered(bulk.in_flight().max(1))
             .collect::<Vec<_>>()
             .await,
     );
     let mut results = Vec::with_capacity(batch.len());
     let mut existing = Vec::new();
     for (start, answer) in answers {
-        let created = match answer {
-            Ok(Some(created)) if created.len() == (batch.len() - start).min(BULK_CHUNK) => created,
-            Ok(_) => {
+        let created = match answer? {
+            BulkAnswer::Created(created) if created.len() == (batch.len() - start).min(size) => {
+                created
+            }
+            _ => {
                 return Err(Error::Transport(
                     "the bulk creation answered a different number of items".into(),
                 ));
             }
-            Err(error) => return Err(error),
         };
         for (offset, result) in created.into_iter().enumerate() {
             let i = start + offset;
@@ -712,97 +805,163 @@ async fn apply_bulk(
                 Err(status) if status.code == 409 && status.reason == "AlreadyExists" => {
                     existing.push(i);
                 }
-                Err(status) => {
-                    let item = &batch[i];
-                    results.push((
-                        i,
-                        Err(Error::Restore(format!(
-                            "document {} (line {}), {}: {}",
-                            item.document,
-                            item.line,
-                            item.describe(),
-                            Error::from_kube(kube::Error::Api(status))
-                        ))),
-                    ));
-                }
+                Err(status) => results.push((
+                    i,
+                    Err(batch[i].failed(Error::from_kube(kube::Error::Api(status)))),
+                )),
             }
         }
     }
-    results.extend(apply_each(target, batch, existing.into_iter(), options, uids).await);
-    Ok(Some(results))
+    Ok(Bulk::Done { results, existing })
 }
 
-/// Creates items tier by tier, each tier's objects concurrently: through
-/// ksim's bulk path while `bulk` (cleared when the cluster has none), else
-/// a request or two per object.
+/// Creates one tier's items: in bulk while the cluster has a bulk path,
+/// else a request or two per object; those that exist are kept or replaced.
+/// A result per item, in order.
+async fn apply_batch(
+    target: &Target,
+    batch: &mut [Item],
+    options: &RestoreOptions,
+    progress: &mut Progress,
+) -> Result<Vec<Result<Outcome, Error>>, Error> {
+    let remap = (!options.controllers_running).then_some(&progress.uids);
+    let objects: Vec<BulkObject> = batch.iter_mut().map(|item| creation(item, remap)).collect();
+    // Replacing creates again those that exist: only then is a copy kept.
+    let kept: Option<Vec<BulkObject>> =
+        (options.conflicts == Conflicts::Replace).then(|| objects.clone());
+    let batch = &*batch;
+    let (mut done, existing, unsent) = match progress.bulk.clone() {
+        Some(bulk) => match apply_bulk(&bulk, batch, objects).await? {
+            Bulk::Done { results, existing } => (results, existing, Vec::new()),
+            Bulk::Unsupported(objects) => {
+                progress.bulk = None;
+                (Vec::new(), Vec::new(), objects)
+            }
+        },
+        None => (Vec::new(), Vec::new(), objects),
+    };
+    let concurrency = options.concurrency.max(1);
+    done.extend(
+        futures::stream::iter(unsent.into_iter().enumerate())
+            .map(|(i, object)| async move {
+                (
+                    i,
+                    create_one(target, &batch[i], &object, options.conflicts).await,
+                )
+            })
+            .buffer_unordered(concurrency)
+            .collect::<Vec<_>>()
+            .await,
+    );
+    let kept = kept.as_deref();
+    done.extend(
+        futures::stream::iter(existing)
+            .map(|i| async move {
+                let object = kept.map(|kept| &kept[i]);
+                (
+                    i,
+                    settle_existing(target, &batch[i], object, options.conflicts).await,
+                )
+            })
+            .buffer_unordered(concurrency)
+            .collect::<Vec<_>>()
+            .await,
+    );
+    let mut results: Vec<Option<Result<Outcome, Error>>> = (0..batch.len()).map(|_| None).collect();
+    for (i, result) in done {
+        results[i] = Some(result);
+    }
+    Ok(results
+        .into_iter()
+        .map(|result| {
+            result.unwrap_or_else(|| {
+                Err(Error::Transport(
+                    "the bulk creation answered no result for an object".into(),
+                ))
+            })
+        })
+        .collect())
+}
+
+/// Creates items tier by tier, each tier's objects concurrently.
 async fn apply_tiers(
     target: &Target,
     items: Vec<Item>,
     options: &RestoreOptions,
-    report: &mut Report,
-    applied: &mut Vec<Applied>,
-    uids: &mut HashMap<String, String>,
-    bulk: &mut bool,
+    progress: &mut Progress,
 ) -> Result<(), Error> {
-    let mut start = 0;
-    while start < items.len() {
-        let tier = items[start].tier;
-        let end = items[start..]
-            .iter()
-            .position(|i| i.tier != tier)
-            .map_or(items.len(), |p| start + p);
-        let batch = &items[start..end];
-        let remap = (!options.controllers_running).then_some(&*uids);
-        let bulk_results = if *bulk {
-            apply_bulk(target, batch, options, remap).await?
-        } else {
-            None
-        };
-        let results: Vec<(usize, Result<Outcome, Error>)> = match bulk_results {
-            Some(results) => results,
-            None => {
-                *bulk = false;
-                apply_each(target, batch, 0..batch.len(), options, remap).await
-            }
-        };
+    let mut items = items.into_iter().peekable();
+    while let Some(first) = items.next() {
+        let tier = first.tier;
+        let mut batch = vec![first];
+        while let Some(item) = items.next_if(|i| i.tier == tier) {
+            batch.push(item);
+        }
+        let results = apply_batch(target, &mut batch, options, progress).await?;
         let mut first_error: Option<(usize, Error)> = None;
-        for (i, result) in results {
-            let item = &batch[i];
-            match result {
+        for (item, result) in batch.into_iter().zip(results) {
+            let (uid, created) = match result {
                 Ok(Outcome::Created { new_uid, replaced }) => {
-                    *report
-                        .created
-                        .entry(item.resource.kind.clone())
-                        .or_default() += 1;
+                    let created = &mut progress.report.created;
+                    match created.get_mut(&item.resource.kind) {
+                        Some(count) => *count += 1,
+                        None => {
+                            created.insert(item.resource.kind.clone(), 1);
+                        }
+                    }
                     if replaced {
-                        report.replaced += 1;
+                        progress.report.replaced += 1;
                     }
-                    applied.push(Applied {
-                        resource: item.resource.clone(),
-                        namespace: item.namespace().map(str::to_string),
-                        name: item.name().to_string(),
-                    });
-                    if let Some(old) = &item.old_uid {
-                        uids.insert(old.clone(), new_uid);
-                    }
+                    (new_uid, true)
                 }
                 Ok(Outcome::Existing { uid }) => {
-                    report.existing += 1;
-                    if let Some(old) = &item.old_uid {
-                        uids.insert(old.clone(), uid);
-                    }
+                    progress.report.existing += 1;
+                    (uid, false)
                 }
                 Err(error) => {
                     if first_error.as_ref().is_none_or(|(d, _)| item.document < *d) {
                         first_error = Some((item.document, error));
                     }
+                    continue;
                 }
+            };
+            if item.owns
+                && let Some(old) = item.old_uid
+            {
+                progress.uids.insert(old, uid);
+            }
+            let Item {
+                resource,
+                namespace,
+                name,
+                owners,
+                ..
+            } = item;
+            if options.controllers_running && !owners.is_empty() {
+                if created {
+                    progress.applied.push(Applied {
+                        resource: resource.clone(),
+                        namespace: namespace.clone(),
+                        name: name.clone(),
+                    });
+                }
+                progress.owned.push(Owned {
+                    resource,
+                    namespace,
+                    name,
+                    owners,
+                });
+            } else if created {
+                progress.applied.push(Applied {
+                    resource,
+                    namespace,
+                    name,
+                });
             }
         }
         if let Some((_, error)) = first_error {
             return Err(error);
         }
-        start = end;
     }
     Ok(())
 }
@@ -810,12 +969,18 @@ async fn apply_tiers(
 /// Puts every in-snapshot owner reference back with the owner's new uid.
 async fn restore_owner_references(
     target: &Target,
-    with_owners: Vec<(Resource, Option<String>, String, Vec<Value>)>,
+    owned: Vec<Owned>,
     uids: &HashMap<String, String>,
     concurrency: usize,
 ) -> Result<(), Error> {
-    let results: Vec<Result<(), Error>> = futures::stream::iter(with_owners)
-        .map(|(resource, namespace, name, owners)| async move {
+    let results: Vec<Result<(), Error>> = futures::stream::iter(owned)
+        .map(|object| async move {
+            let Owned {
+                resource,
+                namespace,
+                name,
+                owners,
+            } = object;
             let references: Vec<Value> = owners
                 .into_iter()
                 .filter_map(|mut r| {
@@ -942,6 +1107,14 @@ mod tests {
         let pod = &items[2];
         assert_eq!(pod.owners.len(), 1);
         assert!(pod.object["metadata"].get("ownerReferences").is_none());
+        // Only those with dependents remember their new uid.
+        let owns: Vec<bool> = items.iter().map(|i| i.owns).collect();
+        assert_eq!(owns, [false, false, false, true, true]);
+        assert_eq!(pod.old_uid.as_deref(), Some("p"));
+        assert_eq!(
+            (pod.namespace.as_deref(), pod.name.as_str()),
+            (Some("a"), "web-1-x")
+        );
     }
 
     #[test]
@@ -967,9 +1140,13 @@ mod tests {
         let order: Vec<&str> = items.iter().map(|i| i.resource.kind.as_str()).collect();
         assert_eq!(order, ["Deployment", "ReplicaSet", "Pod"]);
         let uids = HashMap::from([("r".to_string(), "new-r".to_string())]);
-        let body = creation_body(&items[2], Some(&uids));
+        let mut items = items;
+        let created = creation(&mut items[2], Some(&uids));
+        let body = created.object;
         assert_eq!(body["metadata"]["ownerReferences"][0]["uid"], "new-r");
         assert!(body["metadata"].get("uid").is_none());
+        // The object was moved out of the item, not copied.
+        assert_eq!(items[2].object, Value::Null);
     }
 
     #[test]
@@ -990,20 +1167,32 @@ mod tests {
         assert!(!is_system_object(crd, &named("widgets.example.com")));
     }
 
-    #[test]
-    fn a_generated_job_selector_becomes_manual() {
-        let item = Item {
+    fn item(resource: Resource, object: Value) -> Item {
+        Item {
             document: 1,
             line: 1,
-            resource: Resources::for_tests(&[("batch", "v1", "Job", "jobs", true)]).preferred[0]
-                .clone(),
-            object: json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "uid": "u", "resourceVersion": "3"},
-                "spec": {"selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "u"}}}}),
-            old_uid: Some("u".into()),
+            resource: Arc::new(resource),
+            namespace: None,
+            name: object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            old_uid: None,
+            owns: false,
             owners: vec![],
             tier: 0,
-        };
-        let body = creation_body(&item, None);
+            object,
+        }
+    }
+
+    #[test]
+    fn a_generated_job_selector_becomes_manual() {
+        let mut job = item(
+            Resources::for_tests(&[("batch", "v1", "Job", "jobs", true)]).preferred[0].clone(),
+            json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "uid": "u", "resourceVersion": "3"},
+                "spec": {"selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "u"}}}}),
+        );
+        let body = creation(&mut job, None).object;
         assert_eq!(body["spec"]["manualSelector"], true);
         assert!(body["metadata"].get("uid").is_none());
         assert!(body["metadata"].get("resourceVersion").is_none());
@@ -1011,19 +1200,28 @@ mod tests {
 
     #[test]
     fn observed_generation_follows_the_new_generation() {
-        let item = Item {
-            document: 1,
-            line: 1,
-            resource: resources().preferred[4].clone(),
-            object: json!({"metadata": {"name": "web", "generation": 7}, "status": {"observedGeneration": 7, "replicas": 3}}),
-            old_uid: None,
-            owners: vec![],
-            tier: 0,
-        };
-        let patch = status_patch(&item, Some(1)).expect("a status");
-        assert_eq!(
-            patch,
-            json!({"status": {"observedGeneration": 1, "replicas": 3}})
+        let mut deployment = item(
+            resources().preferred[4].clone(),
+            json!({"metadata": {"name": "web", "generation": 7}, "status": {"observedGeneration": 7, "replicas": 3}}),
         );
+        let created = creation(&mut deployment, None);
+        assert_eq!(
+            created.status,
+            Some(json!({"observedGeneration": 1, "replicas": 3}))
+        );
+        // The status is written after the create, not sent with it.
+        assert!(created.object.get("status").is_none());
+        assert!(created.object["metadata"].get("generation").is_none());
+    }
+
+    #[test]
+    fn a_node_keeps_its_status_in_the_created_object() {
+        let mut node = item(
+            resources().preferred[1].clone(),
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}, "status": {"capacity": {"cpu": "4"}}}),
+        );
+        let created = creation(&mut node, None);
+        assert_eq!(created.status, None);
+        assert_eq!(created.object["status"]["capacity"]["cpu"], "4");
     }
 }

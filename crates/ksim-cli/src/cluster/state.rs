@@ -119,6 +119,13 @@ impl ClusterDir {
         self.dir.join(LOG_FILE)
     }
 
+    /// Where a serving process that failed to start writes why, in one
+    /// line, for `create cluster` to print (a snapshot that does not parse
+    /// or restore).
+    pub fn startup_error_path(&self) -> PathBuf {
+        self.dir.join("startup-error")
+    }
+
     /// Where `create cluster --scheduler-config` stores the configuration.
     pub fn scheduler_config_path(&self) -> PathBuf {
         self.dir.join("scheduler-config.yaml")

@@ -51,15 +51,13 @@ pub fn create_cluster(home: &KsimHome, options: &CreateCluster) -> anyhow::Resul
         super::scheduler::load_scheduler_config(path)?;
     }
     let descheduler_args = options.descheduler.serve_args()?;
-    // A bad snapshot fails here, with its document and line, before anything starts.
+    // The snapshot is read once, by the cluster's process: a bad one makes
+    // it stop before it serves, and its one-line reason is printed here.
     let snapshot = match &options.snapshot {
-        Some(path) => {
-            super::snapshot::read_snapshot(path)?;
-            Some(
-                std::path::absolute(path)
-                    .with_context(|| format!("invalid path {}", path.display()))?,
-            )
-        }
+        Some(path) => Some(
+            std::path::absolute(path)
+                .with_context(|| format!("invalid path {}", path.display()))?,
+        ),
         None => None,
     };
     let cluster = home.cluster(name);
@@ -104,10 +102,21 @@ pub fn create_cluster(home: &KsimHome, options: &CreateCluster) -> anyhow::Resul
             .clock
             .serve_args(ksim_runtime::clock::Clock::real().now()),
     );
+    let startup_error = cluster.startup_error_path();
+    let _ = std::fs::remove_file(&startup_error);
     let mut child = cluster::spawn_serve(&exe, &cluster, options.port, &extra_args)?;
     let port = match cluster::wait_until_ready(&mut child, &cluster, timeout) {
         Ok(port) => port,
         Err(e) => {
+            // Why our server stopped, if it said (a bad snapshot).
+            if let Some(reason) = std::fs::read_to_string(&startup_error)
+                .ok()
+                .map(|r| r.trim().to_string())
+                .filter(|r| !r.is_empty())
+            {
+                let _ = cluster.remove();
+                bail!("{reason}");
+            }
             // Our server has stopped: if the name is locked, a racing
             // create's server holds it and won.
             if cluster.is_locked() {

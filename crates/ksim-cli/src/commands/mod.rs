@@ -56,8 +56,8 @@ pub use scale::{ScaleNode, scale_node};
 pub use scheduler::{SchedulerCommand, scheduler, start_scheduler};
 pub use serve::{Component, ServeOptions, serve};
 pub use snapshot::{
-    SnapshotExport, SnapshotRestore, SnapshotSave, restore_at_start, snapshot_export,
-    snapshot_restore, snapshot_save,
+    SnapshotExport, SnapshotRestore, SnapshotSave, read_snapshot, restore_at_start,
+    snapshot_export, snapshot_restore, snapshot_save,
 };
 pub use ui::ui;
 

@@ -97,9 +97,17 @@ pub fn serve(
         let address = listener.local_addr().context("cannot read the listen address")?;
         let mut assembled = crate::assembly::Cluster::new(clock);
         // Loaded before the components start, and before the port is
-        // recorded (so `create cluster` waits for it).
-        if let Some(path) = snapshot {
-            assembled.restore(path).await?;
+        // recorded (so `create cluster` waits for it). The file is read
+        // here only: why it does not parse or restore is left, in one line,
+        // for `create cluster` to print.
+        if let Some(path) = snapshot
+            && let Err(error) = assembled.restore(path).await
+        {
+            let line = format!("{error:#}").replace('\n', " ");
+            if let Err(e) = std::fs::write(cluster.startup_error_path(), format!("{line}\n")) {
+                tracing::warn!(error = %e, "cannot record why the cluster did not start");
+            }
+            return Err(error);
         }
         cluster.record_serving(own_pid, address.port())?;
         tracing::info!(cluster = name, %address, pid = own_pid, "serving");

@@ -289,19 +289,24 @@ pub fn snapshot_export(flags: &SnapshotExport) -> anyhow::Result<()> {
     ))
 }
 
-/// Restores a snapshot into a cluster being started, before its components
-/// run (`ksim create cluster --snapshot`), through the in-process client.
-pub async fn restore_at_start(client: kube::Client, path: &Path) -> anyhow::Result<()> {
-    let documents = read_snapshot(path)?;
+/// Restores a snapshot's parsed documents into a cluster being started,
+/// before its components run (`ksim create cluster --snapshot`): `target`
+/// is the cluster in process, its objects created by the API server's own
+/// bulk creation. `path` names the file in messages.
+pub async fn restore_at_start(
+    target: &Target,
+    documents: Vec<ksim_snapshot::Document>,
+    path: &Path,
+) -> anyhow::Result<Report> {
     // No controller runs yet: owners are created first and their
     // dependents with the owners' new uids (no second pass over them).
     let options = RestoreOptions {
         controllers_running: false,
         ..RestoreOptions::default()
     };
-    let report = ksim_snapshot::restore::restore(&Target::new(client), documents, &options)
+    let report = ksim_snapshot::restore::restore(target, documents, &options)
         .await
         .with_context(|| format!("cannot restore {}", path.display()))?;
     tracing::info!(path = %path.display(), summary = %describe_report(&report), "snapshot restored");
-    Ok(())
+    Ok(report)
 }

@@ -6,10 +6,13 @@
 //!   YAML, as `ksim snapshot save` does (ksim's snapshot path; time, file
 //!   size), then through paged lists for comparison (`--save-only` stops
 //!   there);
-//! - restore: the file parsed and loaded into a fresh in-process cluster
-//!   before its components start (what `create cluster --snapshot` does),
-//!   then the kubelet simulator, scheduler and controllers started, until
-//!   every pod is Running on its original node;
+//! - restore: what `create cluster --snapshot` does (cluster assembly):
+//!   the file parsed, its objects loaded through the API server's own bulk
+//!   creation before the components start, then the components `ksim
+//!   serve` starts (kubelet simulator, controllers, DPDB controller,
+//!   scheduler), until a listing sees every pod Running on its original
+//!   node; then the same load through ksim's bulk path over HTTP (the
+//!   in-process transport, objects JSON-encoded) for comparison;
 //! - export over HTTP: the file restored over HTTP into a `ksim serve`
 //!   child, then exported from it through HTTP at the default rate limit;
 //! - replay: a recording of R changes (pods added, bound, Running, deleted)
@@ -354,36 +357,22 @@ async fn run_in(bench: &SnapshotBench, dir: &std::path::Path) -> anyhow::Result<
     drop(source_client);
     drop(source);
 
-    // Restore before the components start, then until all Running where they were.
+    // Restore as `ksim create cluster --snapshot` does (its `ksim serve`):
+    // the file read and parsed, its objects handed to the API server's own
+    // bulk creation before the components start, then the components
+    // started as `ksim serve` starts them; until a client's listing sees
+    // every pod Running on its original node.
     let started = Instant::now();
-    let text = std::fs::read_to_string(&path)?;
-    let documents =
-        ksim_snapshot::parse_documents(&text, ksim_runtime::clock::Clock::real().now())?;
-    drop(text);
+    let documents = crate::commands::read_snapshot(&path)?;
     let parsed = started.elapsed();
-    let cluster_server = ksim_apiserver::ApiServer::new();
-    let client = ksim_runtime::client::in_process(&cluster_server);
-    let options = RestoreOptions {
-        controllers_running: false,
-        ..RestoreOptions::default()
-    };
-    let report =
-        ksim_snapshot::restore::restore(&Target::new(client.clone()), documents, &options).await?;
+    let mut cluster = crate::assembly::Cluster::new(ksim_runtime::clock::Clock::real());
+    let report = cluster.restore_documents(documents, &path).await?;
     let loaded = started.elapsed();
-    let restored_at = revision(&Target::new(client.clone())).await?;
-    let mut components = tokio::task::JoinSet::new();
-    let kubelet = ksim_kubelet::KubeletSimulator::new(
-        ksim_runtime::client::in_process(&cluster_server),
-        ksim_kubelet::KubeletOptions::default(),
-    );
-    components.spawn(async move {
-        let _ = kubelet.run().await;
-    });
-    components.spawn(ksim_controllers::run_controllers(
-        ksim_runtime::client::in_process(&cluster_server),
-        ksim_controllers::ALL_CONTROLLERS,
-    ));
-    let target = Target::new(client.clone());
+    let target = Target::new(cluster.client());
+    let restored_at = revision(&target).await?;
+    cluster
+        .start(crate::assembly::Components::default())
+        .await?;
     let placed = running_pods(&target).await?;
     let all_running = started.elapsed();
     let misplaced = expected
@@ -391,24 +380,51 @@ async fn run_in(bench: &SnapshotBench, dir: &std::path::Path) -> anyhow::Result<
         .filter(|(name, node)| placed.get(*name) != Some(node))
         .count();
     print_line(format_args!(
-        "restore: {} objects to {} pods Running, {misplaced} not on their original node, in {} (target < 5 s; parse {}, load {})",
+        "restore (as create cluster --snapshot: the API server's bulk creation in process): {} objects to {} pods Running, {misplaced} not on their original node, in {} (target < 5 s; parse {}, load {}, then until a listing sees all Running with the components started {})",
         report.created_total() + report.existing,
         placed.len(),
         millis(all_running),
         millis(parsed),
         millis(loaded.saturating_sub(parsed)),
+        millis(all_running.saturating_sub(loaded)),
     ))?;
     // The controllers own what was restored: no pod was added once they ran.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (after, written) = running_pods_written_after(&target, restored_at).await?;
     print_line(format_args!(
-        "restore: {} pods 2 s after the controllers started ({} before), {written} of them written by the components",
+        "restore: {} pods 2 s after the components started ({} before), {written} of them written by the components",
         after.len(),
         placed.len()
     ))?;
-    components.abort_all();
-    drop(client);
-    drop(cluster_server);
+    drop(target);
+    drop(cluster);
+
+    // The same load through ksim's bulk path over HTTP (the in-process
+    // transport: every object JSON-encoded and decoded, as `ksim snapshot
+    // restore` sends them), into an API server alone.
+    let started = Instant::now();
+    let documents = crate::commands::read_snapshot(&path)?;
+    let parsed = started.elapsed();
+    let server = ksim_apiserver::ApiServer::new();
+    let options = RestoreOptions {
+        controllers_running: false,
+        ..RestoreOptions::default()
+    };
+    let report = ksim_snapshot::restore::restore(
+        &Target::new(ksim_runtime::client::in_process(&server)),
+        documents,
+        &options,
+    )
+    .await?;
+    let loaded = started.elapsed();
+    print_line(format_args!(
+        "restore through the bulk path over HTTP (in-process transport, API server alone): {} objects in {} (parse {}, load {})",
+        report.created_total() + report.existing,
+        millis(loaded),
+        millis(parsed),
+        millis(loaded.saturating_sub(parsed)),
+    ))?;
+    drop(server);
 
     if !bench.skip_export {
         export_over_http(&path, bench).await?;
