@@ -19,7 +19,15 @@
 //! - `record` and `replay` through a kubeconfig alone (no `--name`), each
 //!   object's changes replayed in their recorded order at a paced speed;
 //! - a recorder killed with SIGKILL while it writes leaves a file whose
-//!   complete lines replay, and exactly those.
+//!   complete lines replay, and exactly those;
+//! - a virtual cluster is recorded and replayed on its own clock (`--speed`
+//!   1, 2 and max move it by the recorded gaps, half of them, not at all);
+//! - `--replace` overwrites a running Deployment in place (nothing rolls or
+//!   is re-created) and re-created pods keep their saved IPs while the
+//!   kubelet runs (the "IP swap");
+//! - a recorded CRD and its custom resources replay; `replay --strict`
+//!   refuses unserved kinds, naming the line, else they are skipped with a
+//!   warning.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::{Read, Write};
