@@ -553,3 +553,210 @@ fn replace_overwrites_the_objects_the_snapshot_names_and_merge_keeps_them() {
     assert!(replaced.contains("2 replaced."), "{replaced}");
     assert_eq!(value(), "new");
 }
+
+/// The objects a `--replace` restore finds, as the user made them.
+const BEFORE: &str = "\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+  namespace: default
+data:
+  mode: A
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: default
+spec:
+  replicas: 2
+  selector:
+    matchLabels:
+      app: web
+  template:
+    metadata:
+      labels:
+        app: web
+    spec:
+      containers:
+      - name: nginx
+        image: nginx
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: solo
+  namespace: default
+  labels:
+    content: a
+spec:
+  containers:
+  - name: first
+    image: nginx
+";
+
+/// A snapshot naming them with other content (the pod's containers differ,
+/// a change the API refuses in place, so it is deleted and created), an
+/// object of its own, and a pod in a namespace that does not exist, which
+/// fails in the same tier as the pod and the Deployment, after they were
+/// replaced.
+const FAILING_SNAPSHOT: &str = "\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+  namespace: default
+data:
+  mode: B
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: extra
+  namespace: default
+data:
+  mode: B
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: default
+spec:
+  replicas: 5
+  selector:
+    matchLabels:
+      app: web
+  template:
+    metadata:
+      labels:
+        app: web
+    spec:
+      containers:
+      - name: nginx
+        image: nginx:1.27
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: solo
+  namespace: default
+  labels:
+    content: b
+spec:
+  containers:
+  - name: second
+    image: busybox
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: stray
+  namespace: nowhere
+spec:
+  containers:
+  - name: c
+    image: nginx
+";
+
+/// What kubectl shows of the objects [`BEFORE`] made.
+fn replaced_objects(cluster: &TestCluster) -> [String; 3] {
+    let get = |args: &[&str]| {
+        let output = cluster.kubectl(args);
+        output.success();
+        output.stdout
+    };
+    [
+        get(&[
+            "get",
+            "configmap",
+            "settings",
+            "-o",
+            "jsonpath={.data.mode}",
+        ]),
+        get(&[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].image}",
+        ]),
+        get(&[
+            "get",
+            "pod",
+            "solo",
+            "-o",
+            "jsonpath={.metadata.labels.content} {.spec.containers[0].name} {.status.phase}",
+        ]),
+    ]
+}
+
+/// A `--replace` restore that fails after replacing objects puts them back
+/// and deletes what it created; `connection` says how ksim reaches the cluster.
+fn a_failed_replace_restore_puts_back(cluster: &TestCluster, connection: &[&str]) {
+    let env = cluster.env();
+    cluster
+        .kubectl_stdin(&["apply", "-f", "-"], BEFORE)
+        .success();
+    let uid = |kind: &str, name: &str| {
+        let output = cluster.kubectl(&["get", kind, name, "-o", "jsonpath={.metadata.uid}"]);
+        output.success();
+        output.stdout
+    };
+    let uids = (uid("configmap", "settings"), uid("pod", "solo"));
+    let before = replaced_objects(cluster);
+    assert_eq!(before[0], "A");
+    assert_eq!(before[1], "2 nginx");
+    assert!(before[2].starts_with("a first"), "{}", before[2]);
+    let path = env.write_file("failing.yaml", FAILING_SNAPSHOT);
+    let mut args = vec![
+        "snapshot",
+        "restore",
+        "--path",
+        path.to_str().expect("utf-8"),
+        "--replace",
+    ];
+    args.extend_from_slice(connection);
+    let error = env.ksim_err(&args);
+    assert!(
+        error.starts_with("error: restore failed: document 5 (line "),
+        "{error}"
+    );
+    assert!(error.contains("Pod nowhere/stray: "), "{error}");
+    assert!(
+        error.contains("namespaces \"nowhere\" not found"),
+        "{error}"
+    );
+    assert!(
+        error.trim_end().ends_with(
+            "; the 1 object it had created was deleted again and the 3 it had replaced were put back"
+        ),
+        "{error}"
+    );
+    assert_eq!(error.trim_end().lines().count(), 1, "{error}");
+    assert_eq!(replaced_objects(cluster), before);
+    // The ConfigMap was put back in place; the pod, which the API cannot
+    // change in place, was created again.
+    assert_eq!(uid("configmap", "settings"), uids.0);
+    assert_ne!(uid("pod", "solo"), uids.1);
+    cluster.kubectl(&["get", "configmap", "extra"]).failure();
+}
+
+#[test]
+fn a_failed_replace_restore_puts_back_what_it_replaced_and_says_so() {
+    let cluster = TestCluster::start_api_only(ksim_binary());
+    a_failed_replace_restore_puts_back(&cluster, &[]);
+}
+
+#[test]
+fn a_failed_replace_restore_through_a_kubeconfig_puts_back_what_it_replaced() {
+    let cluster = TestCluster::start_api_only(ksim_binary());
+    let env = cluster.env();
+    let text = env.ksim_ok(&["get", "kubeconfig", "--name", cluster.name()]);
+    let kubeconfig = env.write_file("own.kubeconfig", &text);
+    a_failed_replace_restore_puts_back(
+        &cluster,
+        &["--kubeconfig", kubeconfig.to_str().expect("utf-8")],
+    );
+}

@@ -587,6 +587,24 @@ impl Target {
             .map(|_| ())
     }
 
+    /// Replaces the status of object `name` with `object`'s (a PUT to the
+    /// `status` subresource; `object` carries the resourceVersion it replaces).
+    pub async fn replace_status(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        name: &str,
+        object: &Value,
+    ) -> Result<(), kube::Error> {
+        let body = serde_json::to_vec(object).map_err(kube::Error::SerdeError)?;
+        let http = Request::new(resource.path(namespace))
+            .replace_subresource("status", name, &kube::api::PostParams::default(), body)
+            .map_err(kube::Error::BuildRequest)?;
+        self.send_as::<serde::de::IgnoredAny>(http)
+            .await
+            .map(|_| ())
+    }
+
     /// Reads object `name`.
     pub async fn get(
         &self,

@@ -34,7 +34,7 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 use crate::Error;
-use crate::api::{BulkAnswer, BulkCreate, BulkObject, Resource, Resources, Target};
+use crate::api::{BulkAnswer, BulkCreate, BulkObject, Created, Resource, Resources, Target};
 use crate::document::Document;
 
 /// What to do when the cluster already holds objects.
@@ -197,15 +197,35 @@ impl Item {
 
 /// What creating one object did.
 enum Outcome {
-    Created { new_uid: String, replaced: bool },
-    Existing { uid: String },
+    Created {
+        new_uid: String,
+    },
+    /// An existing object overwritten from the snapshot (`uid` is its uid
+    /// now: kept in place, new if it was deleted and created again).
+    Replaced {
+        uid: String,
+        original: Box<Original>,
+    },
+    Existing {
+        uid: String,
+    },
 }
 
-/// An object that was created (for rollback).
+/// An object as it was before the restore replaced it (for rollback).
+struct Original {
+    /// The object as read before it was replaced.
+    object: Value,
+    /// Deleted and created again (the API refused the change in place).
+    recreated: bool,
+}
+
+/// An object that was created or replaced (for rollback).
 struct Applied {
     resource: Arc<Resource>,
     namespace: Option<String>,
     name: String,
+    /// What it replaced; `None` for an object the restore created new.
+    original: Option<Box<Original>>,
 }
 
 /// An object whose owner references are put back at the end.
@@ -655,7 +675,6 @@ async fn create_one(
             write_status(target, item, object).await?;
             Ok(Outcome::Created {
                 new_uid: created.metadata.uid,
-                replaced: false,
             })
         }
         Err(e) if Error::is_already_exists(&e) => {
@@ -696,6 +715,7 @@ async fn settle_existing(
             .to_string();
         return Ok(Outcome::Existing { uid });
     };
+    let mut refused = None;
     for _ in 0..5 {
         let existing = target
             .get(&item.resource, namespace, &item.name)
@@ -708,42 +728,175 @@ async fn settle_existing(
             .await
         {
             Ok(()) => {
-                write_status(target, item, object).await?;
-                return Ok(Outcome::Created {
-                    new_uid: existing["metadata"]["uid"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string(),
-                    replaced: true,
+                let uid = existing["metadata"]["uid"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let original = Original {
+                    object: existing,
+                    recreated: false,
+                };
+                if let Err(error) = write_status(target, item, object).await {
+                    return Err(put_back_after(target, item, &original, error).await);
+                }
+                return Ok(Outcome::Replaced {
+                    uid,
+                    original: Box::new(original),
                 });
             }
             // Changed meanwhile: read it again.
             Err(kube::Error::Api(status)) if status.code == 409 => {}
             // A change the API refuses in place: delete and create.
-            Err(kube::Error::Api(status)) if status.code == 422 => break,
+            Err(kube::Error::Api(status)) if status.code == 422 => {
+                refused = Some(existing);
+                break;
+            }
             Err(e) => return Err(fail(e)),
         }
     }
+    let existing = match refused {
+        Some(existing) => existing,
+        None => target
+            .get(&item.resource, namespace, &item.name)
+            .await
+            .map_err(fail)?,
+    };
+    let original = Original {
+        object: existing,
+        recreated: true,
+    };
     target
         .delete(&item.resource, namespace, &item.name)
         .await
         .map_err(fail)?;
+    let created = match create_again(target, &item.resource, &object.object).await {
+        Ok(created) => created,
+        Err(e) => return Err(put_back_after(target, item, &original, fail(e)).await),
+    };
+    if let Err(error) = write_status(target, item, object).await {
+        return Err(put_back_after(target, item, &original, error).await);
+    }
+    Ok(Outcome::Replaced {
+        uid: created.metadata.uid,
+        original: Box::new(original),
+    })
+}
+
+/// Creates `object`, waiting while an object of its name is still being
+/// deleted.
+async fn create_again(
+    target: &Target,
+    resource: &Resource,
+    object: &Value,
+) -> Result<Created, kube::Error> {
     let mut attempt = 0;
-    let created = loop {
-        match target.create_brief(&item.resource, &object.object).await {
-            Ok(created) => break created,
+    loop {
+        match target.create_brief(resource, object).await {
+            Ok(created) => return Ok(created),
             Err(e) if Error::is_already_exists(&e) && attempt < 100 => {
                 attempt += 1;
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await; // wall-clock: polls a remote server
             }
-            Err(e) => return Err(fail(e)),
+            Err(e) => return Err(e),
         }
-    };
-    write_status(target, item, object).await?;
-    Ok(Outcome::Created {
-        new_uid: created.metadata.uid,
-        replaced: true,
-    })
+    }
+}
+
+/// `error`, after putting back the object that replacing `item` changed
+/// (or saying that it could not be).
+async fn put_back_after(target: &Target, item: &Item, original: &Original, error: Error) -> Error {
+    match put_back(
+        target,
+        &item.resource,
+        item.namespace.as_deref(),
+        &item.name,
+        original,
+    )
+    .await
+    {
+        Ok(()) => error,
+        Err(e) => Error::Restore(format!(
+            "{error}; it could not be put back as it was: {}",
+            Error::from_kube(e)
+        )),
+    }
+}
+
+/// Metadata the server owns, dropped from an original created again.
+const SERVER_OWNED: [&str; 5] = [
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "managedFields",
+    "generation",
+];
+
+/// Puts an object the restore replaced back as it was: PUT at its current
+/// resourceVersion if it was replaced in place, else deleted and created
+/// again from its original; its status written back where it had one.
+async fn put_back(
+    target: &Target,
+    resource: &Resource,
+    namespace: Option<&str>,
+    name: &str,
+    original: &Original,
+) -> Result<(), kube::Error> {
+    let status = original
+        .object
+        .get("status")
+        .filter(|status| status.as_object().is_some_and(|s| !s.is_empty()))
+        .filter(|_| resource.has_status);
+    if original.recreated {
+        target.delete(resource, namespace, name).await?;
+        let mut body = original.object.clone();
+        if let Some(metadata) = body["metadata"].as_object_mut() {
+            for field in SERVER_OWNED {
+                metadata.remove(field);
+            }
+        }
+        if let Some(map) = body.as_object_mut() {
+            map.remove("status");
+        }
+        create_again(target, resource, &body).await?;
+    } else {
+        replace_current(target, resource, namespace, name, false, &original.object).await?;
+    }
+    if let Some(status) = status {
+        let mut body = original.object.clone();
+        body["status"] = status.clone();
+        replace_current(target, resource, namespace, name, true, &body).await?;
+    }
+    Ok(())
+}
+
+/// PUTs `object` over object `name` (or over its status) at its current
+/// resourceVersion, reading it again while it changes meanwhile.
+async fn replace_current(
+    target: &Target,
+    resource: &Resource,
+    namespace: Option<&str>,
+    name: &str,
+    status: bool,
+    object: &Value,
+) -> Result<(), kube::Error> {
+    let mut attempt = 0;
+    loop {
+        let current = target.get(resource, namespace, name).await?;
+        let mut body = object.clone();
+        body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+        body["metadata"]["uid"] = current["metadata"]["uid"].clone();
+        let result = if status {
+            target
+                .replace_status(resource, namespace, name, &body)
+                .await
+        } else {
+            target.replace(resource, namespace, name, &body).await
+        };
+        match result {
+            Err(kube::Error::Api(status)) if status.code == 409 && attempt < 5 => attempt += 1,
+            result => return result,
+        }
+    }
 }
 
 /// What creating a tier in bulk gave.
@@ -830,7 +983,6 @@ async fn apply_bulk(
                     i,
                     Ok(Outcome::Created {
                         new_uid: created.uid,
-                        replaced: false,
                     }),
                 )),
                 Err(status) if status.code == 409 && status.reason == "AlreadyExists" => {
@@ -931,23 +1083,15 @@ async fn apply_tiers(
         let results = apply_batch(target, &mut batch, options, progress).await?;
         let mut first_error: Option<(usize, Error)> = None;
         for (item, result) in batch.into_iter().zip(results) {
-            let (uid, created) = match result {
-                Ok(Outcome::Created { new_uid, replaced }) => {
-                    let created = &mut progress.report.created;
-                    match created.get_mut(&item.resource.kind) {
-                        Some(count) => *count += 1,
-                        None => {
-                            created.insert(item.resource.kind.clone(), 1);
-                        }
-                    }
-                    if replaced {
-                        progress.report.replaced += 1;
-                    }
-                    (new_uid, true)
+            let (uid, created, original) = match result {
+                Ok(Outcome::Created { new_uid }) => (new_uid, true, None),
+                Ok(Outcome::Replaced { uid, original }) => {
+                    progress.report.replaced += 1;
+                    (uid, true, Some(original))
                 }
                 Ok(Outcome::Existing { uid }) => {
                     progress.report.existing += 1;
-                    (uid, false)
+                    (uid, false, None)
                 }
                 Err(error) => {
                     if first_error.as_ref().is_none_or(|(d, _)| item.document < *d) {
@@ -956,6 +1100,15 @@ async fn apply_tiers(
                     continue;
                 }
             };
+            if created {
+                let created = &mut progress.report.created;
+                match created.get_mut(&item.resource.kind) {
+                    Some(count) => *count += 1,
+                    None => {
+                        created.insert(item.resource.kind.clone(), 1);
+                    }
+                }
+            }
             if item.owns
                 && let Some(old) = item.old_uid
             {
@@ -974,6 +1127,7 @@ async fn apply_tiers(
                         resource: resource.clone(),
                         namespace: namespace.clone(),
                         name: name.clone(),
+                        original,
                     });
                 }
                 progress.owned.push(Owned {
@@ -987,6 +1141,7 @@ async fn apply_tiers(
                     resource,
                     namespace,
                     name,
+                    original,
                 });
             }
         }
@@ -1042,45 +1197,132 @@ async fn restore_owner_references(
     results.into_iter().collect()
 }
 
-/// Deletes what a failed restore created, newest first, and says what happened.
+/// Undoes what a failed restore applied, newest first: deletes the objects
+/// it created and puts back those it replaced; says exactly what happened.
 async fn roll_back(target: &Target, applied: Vec<Applied>, error: Error) -> Error {
-    let count = applied.len();
-    if count == 0 {
+    if applied.is_empty() {
         return Error::Restore(format!("restore failed: {error}; nothing was applied"));
     }
-    let mut left = Vec::new();
+    let mut created = 0;
+    let mut replaced = 0;
+    let mut not_deleted = Vec::new();
+    let mut not_put_back = Vec::new();
     for object in applied.into_iter().rev() {
-        if let Err(e) = target
-            .delete(&object.resource, object.namespace.as_deref(), &object.name)
-            .await
-        {
+        let Applied {
+            resource,
+            namespace,
+            name,
+            original,
+        } = object;
+        let namespace = namespace.as_deref();
+        let (result, left) = match &original {
+            None => {
+                created += 1;
+                (
+                    target.delete(&resource, namespace, &name).await,
+                    &mut not_deleted,
+                )
+            }
+            Some(original) => {
+                replaced += 1;
+                (
+                    put_back(target, &resource, namespace, &name, original).await,
+                    &mut not_put_back,
+                )
+            }
+        };
+        if let Err(e) = result {
             left.push(format!(
-                "{} {}{} ({})",
-                object.resource.group_kind(),
-                object
-                    .namespace
-                    .map(|n| format!("{n}/"))
-                    .unwrap_or_default(),
-                object.name,
+                "{} {}{name} ({})",
+                resource.group_kind(),
+                namespace.map(|n| format!("{n}/")).unwrap_or_default(),
                 Error::from_kube(e)
             ));
         }
     }
-    if left.is_empty() {
-        Error::Restore(format!(
-            "restore failed: {error}; the {count} objects it had created were deleted again"
-        ))
-    } else {
-        Error::Restore(format!(
-            "restore failed: {error}; of the {count} objects it had created, these could not be deleted: {}",
-            left.join(", ")
-        ))
+    Error::Restore(format!(
+        "restore failed: {error}; {}",
+        rollback_summary(created, &not_deleted, replaced, &not_put_back)
+    ))
+}
+
+/// What a rollback did, in words: how many created objects were deleted
+/// again, how many replaced ones were put back, and those that could not be.
+fn rollback_summary(
+    created: usize,
+    not_deleted: &[String],
+    replaced: usize,
+    not_put_back: &[String],
+) -> String {
+    let objects = |n: usize| if n == 1 { "object" } else { "objects" };
+    let were = |n: usize| if n == 1 { "was" } else { "were" };
+    let mut parts = Vec::new();
+    if created > 0 {
+        parts.push(if not_deleted.is_empty() {
+            format!(
+                "the {created} {} it had created {} deleted again",
+                objects(created),
+                were(created)
+            )
+        } else {
+            format!(
+                "of the {created} {} it had created, these could not be deleted: {}",
+                objects(created),
+                not_deleted.join(", ")
+            )
+        });
     }
+    if replaced > 0 {
+        let noun = if created > 0 { "" } else { objects(replaced) };
+        let the = if noun.is_empty() {
+            format!("{replaced}")
+        } else {
+            format!("{replaced} {noun}")
+        };
+        parts.push(if not_put_back.is_empty() {
+            format!("the {the} it had replaced {} put back", were(replaced))
+        } else {
+            format!(
+                "of the {the} it had replaced, these could not be put back: {}",
+                not_put_back.join(", ")
+            )
+        });
+    }
+    let joiner = if not_deleted.is_empty() && not_put_back.is_empty() {
+        " and "
+    } else {
+        "; "
+    };
+    parts.join(joiner)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rollback_says_what_it_deleted_and_what_it_put_back() {
+        assert_eq!(
+            rollback_summary(3, &[], 2, &[]),
+            "the 3 objects it had created were deleted again and the 2 it had replaced were put back"
+        );
+        assert_eq!(
+            rollback_summary(1, &[], 0, &[]),
+            "the 1 object it had created was deleted again"
+        );
+        assert_eq!(
+            rollback_summary(0, &[], 1, &[]),
+            "the 1 object it had replaced was put back"
+        );
+        assert_eq!(
+            rollback_summary(2, &[], 2, &["ConfigMap default/a (forbidden)".to_string()]),
+            "the 2 objects it had created were deleted again; of the 2 it had replaced, these could not be put back: ConfigMap default/a (forbidden)"
+        );
+        assert_eq!(
+            rollback_summary(2, &["Pod default/p (timeout)".to_string()], 0, &[]),
+            "of the 2 objects it had created, these could not be deleted: Pod default/p (timeout)"
+        );
+    }
 
     fn resources() -> Resources {
         Resources::for_tests(&[
