@@ -3,7 +3,9 @@
 //! by `ksim create cluster`, checked with the real kubectl: pods keep their
 //! names, nodes, IPs and phase; the Deployment's ReplicaSet is adopted, not
 //! re-created, and scales on from the restored pods; budgets report the
-//! same numbers.
+//! same numbers. A failed `--replace` restore puts back the objects it
+//! replaced (statuses too) and deletes those it created, by `--name` and by
+//! `--kubeconfig`.
 
 use std::path::Path;
 
@@ -636,6 +638,10 @@ spec:
       containers:
       - name: nginx
         image: nginx:1.27
+status:
+  replicas: 5
+  readyReplicas: 5
+  availableReplicas: 5
 ---
 apiVersion: v1
 kind: Pod
@@ -680,7 +686,7 @@ fn replaced_objects(cluster: &TestCluster) -> [String; 3] {
             "deployment",
             "web",
             "-o",
-            "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].image}",
+            "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].image} {.status.readyReplicas}/{.status.availableReplicas}",
         ]),
         get(&[
             "get",
@@ -704,11 +710,31 @@ fn a_failed_replace_restore_puts_back(cluster: &TestCluster, connection: &[&str]
         output.success();
         output.stdout
     };
+    // Statuses of their own (as a kubelet and a controller would write).
+    let status = |kind: &str, name: &str, patch: &str| {
+        cluster
+            .kubectl(&[
+                "patch",
+                kind,
+                name,
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                patch,
+            ])
+            .success();
+    };
+    status("pod", "solo", r#"{"status":{"phase":"Running"}}"#);
+    status(
+        "deployment",
+        "web",
+        r#"{"status":{"replicas":2,"readyReplicas":2}}"#,
+    );
     let uids = (uid("configmap", "settings"), uid("pod", "solo"));
     let before = replaced_objects(cluster);
     assert_eq!(before[0], "A");
-    assert_eq!(before[1], "2 nginx");
-    assert!(before[2].starts_with("a first"), "{}", before[2]);
+    assert_eq!(before[1], "2 nginx 2/");
+    assert_eq!(before[2], "a first Running");
     let path = env.write_file("failing.yaml", FAILING_SNAPSHOT);
     let mut args = vec![
         "snapshot",
@@ -759,4 +785,100 @@ fn a_failed_replace_restore_through_a_kubeconfig_puts_back_what_it_replaced() {
         &cluster,
         &["--kubeconfig", kubeconfig.to_str().expect("utf-8")],
     );
+}
+
+const WIDGET_CRD: &str = "\
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names:
+    plural: widgets
+    singular: widget
+    kind: Widget
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size:
+                type: integer
+          status:
+            type: object
+            properties:
+              count:
+                type: integer
+";
+
+#[test]
+fn an_object_whose_replacement_fails_half_way_is_put_back_at_once() {
+    let cluster = TestCluster::start_api_only(ksim_binary());
+    let env = cluster.env();
+    let crd = env.write_file("widgets.yaml", WIDGET_CRD);
+    cluster.apply_crd(&crd, "widgets.example.com");
+    cluster
+        .kubectl_stdin(
+            &["apply", "-f", "-"],
+            "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n  namespace: default\nspec:\n  size: 1\n",
+        )
+        .success();
+    cluster
+        .kubectl(&[
+            "patch",
+            "widget",
+            "w",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"count":1}}"#,
+        ])
+        .success();
+    let widget = || {
+        let output = cluster.kubectl(&[
+            "get",
+            "widget",
+            "w",
+            "-o",
+            "jsonpath={.spec.size} {.status.count}",
+        ]);
+        output.success();
+        output.stdout
+    };
+    assert_eq!(widget(), "1 1");
+    // The spec is replaced in place; the status the snapshot holds breaks
+    // the schema, so writing it back fails after the spec was replaced.
+    let path = env.write_file(
+        "widget.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n  namespace: default\nspec:\n  size: 2\nstatus:\n  count: many\n",
+    );
+    let error = env.ksim_err(&[
+        "snapshot",
+        "restore",
+        "--path",
+        path.to_str().expect("utf-8"),
+        "--replace",
+    ]);
+    assert!(
+        error.starts_with(
+            "error: restore failed: document 1 (line 1), Widget.example.com default/w: "
+        ),
+        "{error}"
+    );
+    assert!(error.contains("status.count"), "{error}");
+    assert!(
+        error.trim_end().ends_with("; nothing was applied"),
+        "{error}"
+    );
+    assert_eq!(widget(), "1 1");
 }

@@ -25,7 +25,10 @@
 //! A restore into a cluster that already holds objects (beyond what every
 //! cluster starts with) is refused unless merging (existing objects are
 //! kept) or replacing (existing objects the snapshot names are deleted and
-//! created from it). A failed restore deletes what it created and says so.
+//! created from it). A failed restore deletes what it created and puts back
+//! what it replaced (the rollback record keeps the original of each replaced
+//! object, and only of those), and says how many of each and which could
+//! not be.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
