@@ -691,7 +691,9 @@ async fn create_one(
 /// `Conflicts::Replace` overwritten from `object` in place, keeping its uid
 /// (so that no controller sees it vanish and makes another under the same
 /// name, as a Deployment does its ReplicaSet), or deleted and created again
-/// where the API refuses the change (a pod's spec).
+/// where the API refuses the change (a pod's spec). A replaced object's
+/// original comes back in the outcome for a rollback; a failure half way
+/// through (its status refused, its re-creation refused) puts it back at once.
 async fn settle_existing(
     target: &Target,
     item: &Item,
