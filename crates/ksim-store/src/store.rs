@@ -97,6 +97,10 @@ pub struct ListPage {
     /// How many items remain after this page, when paging a list that
     /// [`Store::list_counted`] counted.
     pub remaining: Option<usize>,
+    /// For a counted list, how many items the pages so far served, this
+    /// one included (what its next page is told, so it need not walk the
+    /// keys); otherwise this page's items.
+    pub served: usize,
 }
 
 /// A watch's position in a collection's history.
@@ -119,6 +123,9 @@ impl WatchCursor {
 
 struct Collection {
     objects: BTreeMap<ObjectKey, Arc<StoredObject>>,
+    /// How many objects each namespace holds (`""` for cluster-scoped
+    /// ones): a namespace's list is counted without walking it.
+    namespace_counts: HashMap<String, usize>,
     history: VecDeque<WatchEvent>,
     /// Watches may resume from any revision >= this one.
     oldest_resumable: u64,
@@ -133,11 +140,49 @@ impl Collection {
     fn new(revision: u64) -> Self {
         Collection {
             objects: BTreeMap::new(),
+            namespace_counts: HashMap::new(),
             history: VecDeque::new(),
             oldest_resumable: 0,
             changes: watch::Sender::new(revision),
         }
     }
+
+    fn insert(&mut self, key: ObjectKey, object: Arc<StoredObject>) {
+        let namespace = key.0.clone();
+        if self.objects.insert(key, object).is_none() {
+            *self.namespace_counts.entry(namespace).or_default() += 1;
+        }
+    }
+
+    fn remove(&mut self, key: &ObjectKey) {
+        if self.objects.remove(key).is_some()
+            && let Some(count) = self.namespace_counts.get_mut(&key.0)
+        {
+            *count -= 1;
+            if *count == 0 {
+                self.namespace_counts.remove(&key.0);
+            }
+        }
+    }
+
+    /// How many objects a list of `namespace` (or of all) covers.
+    fn len_in(&self, namespace: Option<&str>) -> usize {
+        match namespace {
+            Some(ns) => self.namespace_counts.get(ns).copied().unwrap_or(0),
+            None => self.objects.len(),
+        }
+    }
+}
+
+/// How a list page counts the items after it.
+#[derive(Clone, Copy)]
+enum Count {
+    /// Not at all (a filtered list).
+    No,
+    /// By walking their keys.
+    Walk,
+    /// As the collection's size less what the pages so far served.
+    Served(usize),
 }
 
 struct Inner {
@@ -226,7 +271,7 @@ impl Store {
         inner.revision += 1;
         let stored = Arc::new(prepared.stamp(inner.revision, key.clone()));
         let target = inner.collection(collection);
-        target.objects.insert(key, stored.clone());
+        target.insert(key, stored.clone());
         let event = WatchEvent {
             kind: EventKind::Added,
             object: stored.clone(),
@@ -304,10 +349,10 @@ impl Store {
             let stored = Arc::new(prepared.stamp(revision, key.clone()));
             let target = inner.collection(collection);
             let kind = if finished {
-                target.objects.remove(&key);
+                target.remove(&key);
                 EventKind::Deleted
             } else {
-                target.objects.insert(key, stored.clone());
+                target.insert(key, stored.clone());
                 EventKind::Modified
             };
             let event = WatchEvent {
@@ -357,7 +402,7 @@ impl Store {
             inner.revision += 1;
             let stored = Arc::new(last.stamp(inner.revision, key.clone()));
             let target = inner.collection(collection);
-            target.objects.remove(&key);
+            target.remove(&key);
             let event = WatchEvent {
                 kind: EventKind::Deleted,
                 object: stored.clone(),
@@ -383,20 +428,44 @@ impl Store {
         limit: Option<usize>,
         filter: impl Fn(&StoredObject) -> bool,
     ) -> ListPage {
-        self.list_page(collection, namespace, continue_after, limit, filter, false)
+        self.list_page(
+            collection,
+            namespace,
+            continue_after,
+            limit,
+            filter,
+            Count::No,
+        )
     }
 
     /// Lists objects as [`Store::list`] does with no filter, and counts the
-    /// items after the page (`remainingItemCount`): a walk over the keys
-    /// that follow, no object read.
+    /// items after the page (`remainingItemCount`). `served_before`: how
+    /// many items the earlier pages served ([`ListPage::served`] of the
+    /// last one), which makes the count the collection's size less what
+    /// was served, without a walk. That is exact unless objects before the
+    /// page changed while paging; kube-apiserver too calls the count an
+    /// estimate. Without it, the keys after a continued page are walked.
     pub fn list_counted(
         &self,
         collection: &str,
         namespace: Option<&str>,
         continue_after: Option<&ObjectKey>,
         limit: Option<usize>,
+        served_before: Option<usize>,
     ) -> ListPage {
-        self.list_page(collection, namespace, continue_after, limit, |_| true, true)
+        let count = match (continue_after, served_before) {
+            (None, _) => Count::Served(0),
+            (Some(_), Some(served)) => Count::Served(served),
+            (Some(_), None) => Count::Walk,
+        };
+        self.list_page(
+            collection,
+            namespace,
+            continue_after,
+            limit,
+            |_| true,
+            count,
+        )
     }
 
     fn list_page(
@@ -406,7 +475,7 @@ impl Store {
         continue_after: Option<&ObjectKey>,
         limit: Option<usize>,
         filter: impl Fn(&StoredObject) -> bool,
-        count: bool,
+        count: Count,
     ) -> ListPage {
         let inner = self.lock();
         let revision = inner.revision;
@@ -416,6 +485,7 @@ impl Store {
                 revision,
                 continue_after: None,
                 remaining: None,
+                served: 0,
             };
         };
         let lower = match (continue_after, namespace) {
@@ -441,11 +511,29 @@ impl Store {
         }
         // Items after a full page: counted (keys only), or the first one
         // the filter accepts looked for.
-        let (more, remaining) = if count {
-            let rest = candidates.count();
-            (rest > 0, Some(rest))
-        } else {
-            (candidates.any(|object| filter(object)), None)
+        let (more, remaining) = match count {
+            Count::No => (candidates.any(|object| filter(object)), None),
+            Count::Walk => {
+                let rest = candidates.count();
+                (rest > 0, Some(rest))
+            }
+            Count::Served(before) => {
+                let more = candidates.next().is_some();
+                let rest = target
+                    .len_in(namespace)
+                    .saturating_sub(before + items.len())
+                    .max(usize::from(more));
+                (more, Some(rest))
+            }
+        };
+        let served = match count {
+            Count::Served(before) => before + items.len(),
+            // Everything in scope but what follows.
+            Count::Walk => target
+                .len_in(namespace)
+                .saturating_sub(remaining.unwrap_or(0)),
+            // Not counted: what this page served.
+            Count::No => items.len(),
         };
         let continue_after = if more {
             items.last().map(|o| o.key.clone())
@@ -457,6 +545,7 @@ impl Store {
             revision,
             continue_after,
             remaining: remaining.filter(|_| more),
+            served,
         }
     }
 
@@ -788,29 +877,59 @@ mod tests {
         let mut other = pod("z");
         other["metadata"]["namespace"] = json!("other");
         store.create("/pods", other).expect("create");
-        let mut after = None;
-        let mut seen = Vec::new();
-        loop {
-            let page = store.list_counted("/pods", Some("default"), after.as_ref(), Some(3));
-            seen.extend(page.items.iter().map(|o| o.name().to_string()));
-            match page.continue_after {
-                Some(key) => {
-                    assert_eq!(page.remaining, Some(7 - seen.len()));
-                    after = Some(key);
-                }
-                None => {
-                    assert_eq!(page.remaining, None);
-                    break;
+        // Told what earlier pages served, or walking the keys: the same counts.
+        for told in [true, false] {
+            let mut after = None;
+            let mut served = None;
+            let mut seen = Vec::new();
+            loop {
+                let page =
+                    store.list_counted("/pods", Some("default"), after.as_ref(), Some(3), served);
+                seen.extend(page.items.iter().map(|o| o.name().to_string()));
+                assert_eq!(page.served, seen.len());
+                match page.continue_after {
+                    Some(key) => {
+                        assert_eq!(page.remaining, Some(7 - seen.len()), "told: {told}");
+                        after = Some(key);
+                        served = told.then_some(page.served);
+                    }
+                    None => {
+                        assert_eq!(page.remaining, None);
+                        break;
+                    }
                 }
             }
+            assert_eq!(seen.len(), 7);
         }
-        assert_eq!(seen.len(), 7);
         // Everywhere: the other namespace's pod counts too.
-        let first = store.list_counted("/pods", None, None, Some(3));
+        let first = store.list_counted("/pods", None, None, Some(3), None);
         assert_eq!(first.remaining, Some(5));
+        let second = store.list_counted(
+            "/pods",
+            None,
+            first.continue_after.as_ref(),
+            Some(3),
+            Some(3),
+        );
+        assert_eq!(second.remaining, Some(2));
         // A page that ends at the last item has no continuation.
-        let all = store.list_counted("/pods", None, None, Some(8));
+        let all = store.list_counted("/pods", None, None, Some(8), None);
         assert!(all.continue_after.is_none());
+        // Deleted objects leave the counts; an estimate never says none
+        // remain while more do.
+        store
+            .delete("/pods", "other", "z", &Preconditions::default())
+            .expect("delete");
+        let first = store.list_counted("/pods", None, None, Some(3), None);
+        assert_eq!(first.remaining, Some(4));
+        let late = store.list_counted(
+            "/pods",
+            None,
+            first.continue_after.as_ref(),
+            Some(3),
+            Some(9),
+        );
+        assert_eq!(late.remaining, Some(1));
     }
 
     #[test]

@@ -113,6 +113,7 @@ impl ResourceRequest {
             revision: self.state.store.revision(),
             continue_after: None,
             remaining: None,
+            served: 0,
         };
         Ok(self.respond_list(output, &result))
     }

@@ -34,12 +34,13 @@ impl ResourceRequest {
             .query
             .get("limit")
             .and_then(|l| l.parse::<usize>().ok());
-        let (continue_after, first_page_revision) = match self.query.get("continue") {
+        let (continue_after, first_page_revision, served_before) = match self.query.get("continue")
+        {
             Some(token) => {
-                let (key, revision) = decode_continue(token)?;
-                (Some(key), revision)
+                let token = decode_continue(token)?;
+                (Some(token.start), token.revision, token.served)
             }
-            None => (None, None),
+            None => (None, None, None),
         };
         // kube-apiserver counts the items after a page only when no
         // selector narrows the list.
@@ -49,6 +50,7 @@ impl ResourceRequest {
                 self.target.namespace.as_deref(),
                 continue_after.as_ref(),
                 limit,
+                served_before,
             )
         } else {
             self.state.store.list(
@@ -73,7 +75,7 @@ impl ResourceRequest {
     pub(super) fn list_metadata(&self, page: &ListPage) -> Value {
         let mut metadata = json!({"resourceVersion": page.revision.to_string()});
         if let Some(key) = &page.continue_after {
-            metadata["continue"] = json!(encode_continue(key, page.revision));
+            metadata["continue"] = json!(encode_continue(key, page.revision, page.served));
             if let Some(remaining) = page.remaining {
                 metadata["remainingItemCount"] = json!(remaining);
             }
@@ -169,16 +171,33 @@ impl ResourceRequest {
 }
 
 /// Continue tokens: base64 of `{"v":"meta.k8s.io/v1","rv":N,"start":"<ns>/<name>\u0000"}`,
-/// the form kube-apiserver uses.
-pub(crate) fn encode_continue(key: &(String, String), revision: u64) -> String {
+/// the form kube-apiserver uses, with ksim's `"served":N` (how many items
+/// the pages so far served: the next page counts `remainingItemCount` from
+/// it instead of walking the rest of the collection).
+pub(crate) fn encode_continue(key: &(String, String), revision: u64, served: usize) -> String {
     let start = format!("{}/{}", key.0, key.1);
-    let token = json!({"v": "meta.k8s.io/v1", "rv": revision, "start": format!("{start}\u{0}")});
+    let token = json!({
+        "v": "meta.k8s.io/v1",
+        "rv": revision,
+        "start": format!("{start}\u{0}"),
+        "served": served,
+    });
     base64_encode(&serde_json::to_vec(&token).unwrap_or_default())
 }
 
-/// The start key of a continue token, and the revision of the list's first
-/// page when the token carries one.
-pub(crate) fn decode_continue(token: &str) -> Result<((String, String), Option<u64>), ApiError> {
+/// What a continue token carries.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct ContinueToken {
+    /// The key of the last item served.
+    pub start: (String, String),
+    /// The revision of the list's first page, when the token carries one.
+    pub revision: Option<u64>,
+    /// How many items the pages so far served, when the token says.
+    pub served: Option<usize>,
+}
+
+/// Reads a continue token.
+pub(crate) fn decode_continue(token: &str) -> Result<ContinueToken, ApiError> {
     let invalid = || {
         ApiError::bad_request(
             "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
@@ -189,10 +208,13 @@ pub(crate) fn decode_continue(token: &str) -> Result<((String, String), Option<u
     let start = value["start"].as_str().ok_or_else(invalid)?;
     let start = start.strip_suffix('\u{0}').unwrap_or(start);
     let (namespace, name) = start.split_once('/').ok_or_else(invalid)?;
-    Ok((
-        (namespace.to_string(), name.to_string()),
-        value["rv"].as_u64(),
-    ))
+    Ok(ContinueToken {
+        start: (namespace.to_string(), name.to_string()),
+        revision: value["rv"].as_u64(),
+        served: value["served"]
+            .as_u64()
+            .and_then(|n| usize::try_from(n).ok()),
+    })
 }
 
 pub(super) const BASE64: &[u8; 64] =
@@ -242,8 +264,15 @@ mod tests {
     #[test]
     fn continue_tokens_round_trip() {
         let key = ("default".to_string(), "web-1".to_string());
-        let token = encode_continue(&key, 42);
-        assert_eq!(decode_continue(&token).expect("valid"), (key, Some(42)));
+        let token = encode_continue(&key, 42, 7);
+        assert_eq!(
+            decode_continue(&token).expect("valid"),
+            ContinueToken {
+                start: key,
+                revision: Some(42),
+                served: Some(7)
+            }
+        );
         assert_eq!(decode_continue("!!!").expect_err("invalid").code, 400);
     }
 
