@@ -7,8 +7,11 @@
 //! replacement turns Ready) succeeds; the evictions are recorded as requested
 //! by `ksim drain` (kubectl's own drain shows as `kubectl drain`). On a real
 //! clock it evicts and waits for the pods to go; kubectl's filters
-//! (local storage, --dry-run=client) print kubectl's messages. The real
-//! `kubectl drain` refusal is pinned in drain_kubectl.rs.
+//! (local storage, --dry-run=client) print kubectl's messages. Through a
+//! kubeconfig over HTTP, --dry-run=server, --disable-eviction and
+//! -l/--selector print what the real kubectl drain prints for the same case
+//! (run beside it). The real `kubectl drain` refusal is pinned in
+//! drain_kubectl.rs.
 
 use std::path::Path;
 use std::process::Output;
@@ -396,4 +399,320 @@ spec:
         text(&output.stderr).trim_end(),
         "Error from server (NotFound): nodes \"node-9\" not found"
     );
+}
+
+/// Three ready nodes; node-000000 and node-000001 labelled `pool=a`.
+fn with_three_nodes(cluster: &TestCluster) {
+    cluster.scale_nodes(3);
+    cluster.wait_for(&["get", "nodes", "--no-headers"], |out| {
+        out.lines().filter(|l| l.contains(" Ready")).count() == 3
+    });
+    cluster
+        .kubectl(&["label", "node", "node-000000", "node-000001", "pool=a"])
+        .success();
+}
+
+/// A one-pod Deployment `name` on `node`, with a budget of `rule` when given.
+fn pinned(name: &str, node: &str, rule: Option<&str>) -> String {
+    let mut text = format!(
+        "apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      nodeSelector: {{kubernetes.io/hostname: {node}}}
+      containers: [{{name: c, image: nginx}}]
+"
+    );
+    if let Some(rule) = rule {
+        text.push_str(&format!(
+            "---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {{name: {name}}}
+spec: {{{rule}, selector: {{matchLabels: {{app: {name}}}}}}}
+"
+        ));
+    }
+    text
+}
+
+/// The one Running pod of `app`, once there is one.
+fn running_pod(cluster: &TestCluster, app: &str) -> String {
+    let selector = format!("app={app}");
+    cluster
+        .wait_for(
+            &[
+                "get",
+                "pods",
+                "-l",
+                &selector,
+                "--field-selector=status.phase=Running",
+                "-o",
+                "jsonpath={.items[*].metadata.name}",
+            ],
+            |out| !out.is_empty() && !out.contains(' '),
+        )
+        .trim()
+        .to_string()
+}
+
+/// `kubectl drain <args>` and `ksim drain <args> --kubeconfig K`: (exit
+/// code, stdout, stderr) of each.
+fn drain_both(cluster: &TestCluster, args: &[&str]) -> [(i32, String, String); 2] {
+    let mut kubectl_args = vec!["drain"];
+    kubectl_args.extend_from_slice(args);
+    let kubectl = cluster.kubectl(&kubectl_args);
+    let kubeconfig = cluster.kubeconfig().to_string_lossy().into_owned();
+    let mut ksim_args = kubectl_args.clone();
+    ksim_args.extend_from_slice(&["--kubeconfig", &kubeconfig]);
+    let ksim = cluster.ksim(&ksim_args);
+    [
+        (kubectl.status, kubectl.stdout, kubectl.stderr),
+        (
+            ksim.status.code().unwrap_or(-1),
+            text(&ksim.stdout),
+            text(&ksim.stderr),
+        ),
+    ]
+}
+
+#[test]
+fn through_a_kubeconfig_server_dry_run_and_disable_eviction_print_what_kubectl_prints() {
+    let cluster = TestCluster::start(ksim_binary());
+    with_three_nodes(&cluster);
+    cluster
+        .kubectl_stdin(
+            &["apply", "-f", "-"],
+            &pinned("web", "node-000000", Some("maxUnavailable: 1")),
+        )
+        .success();
+    let web = running_pod(&cluster, "web");
+    cluster.wait_for(
+        &[
+            "get",
+            "pdb",
+            "web",
+            "-o",
+            "jsonpath={.status.currentHealthy}/{.status.disruptionsAllowed}",
+        ],
+        |out| out == "1/1",
+    );
+
+    // --dry-run=server: the server is asked (the cordon and the eviction
+    // are dry runs) and nothing changes; kubectl prints the same, word for word.
+    let [kubectl, ksim] = drain_both(
+        &cluster,
+        &["node-000000", "--dry-run=server", "--timeout=60s"],
+    );
+    assert_eq!(ksim, kubectl);
+    assert_eq!(ksim.0, 0, "{ksim:?}");
+    assert_eq!(
+        ksim.1.lines().collect::<Vec<_>>(),
+        [
+            "node/node-000000 cordoned (server dry run)".to_string(),
+            format!("evicting pod default/{web} (server dry run)"),
+            "node/node-000000 drained (server dry run)".to_string(),
+        ]
+    );
+    assert_eq!(ksim.2, "");
+    assert_eq!(
+        cluster
+            .kubectl(&[
+                "get",
+                "node",
+                "node-000000",
+                "-o",
+                "jsonpath={.spec.unschedulable}"
+            ])
+            .success()
+            .stdout,
+        ""
+    );
+    assert!(
+        eviction_records(&cluster).is_empty(),
+        "{:?}",
+        eviction_records(&cluster)
+    );
+
+    // Both: the deletion is a dry run, so the pod never goes and the wait
+    // for it ends at --timeout, as kubectl's does.
+    let [kubectl, ksim] = drain_both(
+        &cluster,
+        &[
+            "node-000000",
+            "--disable-eviction",
+            "--dry-run=server",
+            "--timeout=1s",
+        ],
+    );
+    assert_eq!(ksim, kubectl);
+    assert_eq!(ksim.0, 1, "{ksim:?}");
+    assert_eq!(ksim.1, "node/node-000000 cordoned (server dry run)\n");
+    assert_eq!(
+        ksim.2.lines().last(),
+        Some("error: context deadline exceeded")
+    );
+    assert_eq!(pod_names(&cluster, "web"), std::slice::from_ref(&web));
+
+    // --disable-eviction: pods are deleted, the budget (which now allows no
+    // disruption) is not consulted. kubectl drains node-000001 the same way.
+    cluster
+        .kubectl(&[
+            "patch",
+            "pdb",
+            "web",
+            "--type=json",
+            "-p",
+            r#"[{"op":"remove","path":"/spec/maxUnavailable"},{"op":"add","path":"/spec/minAvailable","value":1}]"#,
+        ])
+        .success();
+    cluster
+        .kubectl_stdin(
+            &["apply", "-f", "-"],
+            &pinned("api", "node-000001", Some("minAvailable: 1")),
+        )
+        .success();
+    let api = running_pod(&cluster, "api");
+    for app in ["web", "api"] {
+        cluster.wait_for(
+            &[
+                "get",
+                "pdb",
+                app,
+                "-o",
+                "jsonpath={.status.currentHealthy}/{.status.disruptionsAllowed}",
+            ],
+            |out| out == "1/0",
+        );
+    }
+    let kubectl = cluster.kubectl(&[
+        "drain",
+        "node-000001",
+        "--disable-eviction",
+        "--timeout=60s",
+    ]);
+    let kubeconfig = cluster.kubeconfig().to_string_lossy().into_owned();
+    let output = cluster.ksim(&[
+        "drain",
+        "node-000000",
+        "--disable-eviction",
+        "--timeout=60s",
+        "--kubeconfig",
+        &kubeconfig,
+    ]);
+    let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+    assert_eq!(output.status.code(), Some(0), "{stdout}{stderr}");
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        [
+            "node/node-000000 cordoned".to_string(),
+            format!("pod/{web} deleted"),
+            "node/node-000000 drained".to_string(),
+        ]
+    );
+    assert_eq!(stderr, "");
+    let same = |out: &str| out.replace(&api, "<pod>").replace("node-000001", "<node>");
+    assert_eq!(
+        (
+            0,
+            stdout
+                .replace(&web, "<pod>")
+                .replace("node-000000", "<node>"),
+            stderr
+        ),
+        (kubectl.status, same(&kubectl.stdout), same(&kubectl.stderr))
+    );
+    assert!(!pod_names(&cluster, "web").contains(&web));
+    assert!(
+        eviction_records(&cluster).is_empty(),
+        "{:?}",
+        eviction_records(&cluster)
+    );
+}
+
+#[test]
+fn through_a_kubeconfig_a_selector_drains_only_the_nodes_it_selects() {
+    let cluster = TestCluster::start(ksim_binary());
+    with_three_nodes(&cluster);
+    for (app, node) in [
+        ("a0", "node-000000"),
+        ("a1", "node-000001"),
+        ("b", "node-000002"),
+    ] {
+        cluster
+            .kubectl_stdin(&["apply", "-f", "-"], &pinned(app, node, None))
+            .success();
+    }
+    let [a0, a1, b] = ["a0", "a1", "b"].map(|app| running_pod(&cluster, app));
+
+    // What kubectl says of a selector that does not parse, of one that
+    // selects nothing, and of a selector beside node names.
+    let [kubectl, ksim] = drain_both(&cluster, &["-l", "pool in (a"]);
+    assert_eq!(ksim, kubectl);
+    assert_eq!(ksim.0, 1);
+    assert!(
+        ksim.2.starts_with(
+            "Error from server (BadRequest): Unable to find \"/v1, Resource=nodes\" that match label selector \"pool in (a\", field selector \"\": "
+        ),
+        "{}",
+        ksim.2
+    );
+    let [kubectl, ksim] = drain_both(&cluster, &["--selector=pool=b"]);
+    assert_eq!(ksim, kubectl);
+    assert_eq!(ksim, (0, String::new(), String::new()));
+    let [kubectl, ksim] = drain_both(&cluster, &["node-000000", "-l", "pool=a"]);
+    assert_eq!((ksim.0, ksim.1.as_str()), (kubectl.0, kubectl.1.as_str()));
+    assert_eq!(
+        ksim.2.lines().next(),
+        Some("error: cannot specify both a node name and a --selector option")
+    );
+    assert_eq!(ksim.2.lines().next(), kubectl.2.lines().next());
+
+    // The drain: both pool=a nodes cordoned first, then drained in turn;
+    // node-000002 and its pod are left alone.
+    let kubeconfig = cluster.kubeconfig().to_string_lossy().into_owned();
+    let output = cluster.ksim(&[
+        "drain",
+        "-l",
+        "pool=a",
+        "--timeout=60s",
+        "--kubeconfig",
+        &kubeconfig,
+    ]);
+    let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+    assert_eq!(output.status.code(), Some(0), "{stdout}{stderr}");
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        [
+            "node/node-000000 cordoned".to_string(),
+            "node/node-000001 cordoned".to_string(),
+            format!("evicting pod default/{a0}"),
+            format!("pod/{a0} evicted"),
+            "node/node-000000 drained".to_string(),
+            format!("evicting pod default/{a1}"),
+            format!("pod/{a1} evicted"),
+            "node/node-000001 drained".to_string(),
+        ]
+    );
+    assert_eq!(stderr, "");
+    let unschedulable = cluster
+        .kubectl(&[
+            "get",
+            "nodes",
+            "-o",
+            r#"jsonpath={range .items[*]}{.metadata.name}={.spec.unschedulable} {end}"#,
+        ])
+        .success()
+        .stdout
+        .clone();
+    assert_eq!(
+        unschedulable.trim_end(),
+        "node-000000=true node-000001=true node-000002="
+    );
+    assert_eq!(pod_names(&cluster, "b"), [b]);
 }

@@ -159,17 +159,19 @@ async fn a_template_change_rolls_to_a_new_replica_set_within_max_unavailable() {
     )
     .await
     .expect("new image");
-    // Drive the rollout: make new pods ready, and check at every step that
-    // at least desired - maxUnavailable = 3 pods are ready and at most
-    // desired + maxSurge = 5 exist.
+    // Drive the rollout: make new pods ready, and check at every step what
+    // upstream's rolling-update check (test/utils checkRollingUpdateStatus)
+    // checks: the ReplicaSets' spec.replicas sum to at most desired +
+    // maxSurge = 5, at least desired - maxUnavailable = 3 pods are
+    // available (by the Deployment's status, and ready pods). Live pods are
+    // not bounded by 5: an old ReplicaSet's pod outlives its scale-down
+    // until the ReplicaSet controller deletes it, while the new one may
+    // already grow (see `surge_is_counted_in_replica_set_spec_replicas_...`).
     eventually("rollout to finish", || async {
         let all = pods(&cluster.client, "default", "app=app").await;
-        let live: Vec<_> = all
+        let ready = all
             .iter()
             .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .collect();
-        let ready = live
-            .iter()
             .filter(|p| {
                 p.status
                     .as_ref()
@@ -178,10 +180,20 @@ async fn a_template_change_rolls_to_a_new_replica_set_within_max_unavailable() {
             })
             .count();
         assert!(ready >= 3, "only {ready} ready pods during the rollout");
-        assert!(live.len() <= 5, "{} pods during the rollout", live.len());
+        let sizes: Vec<i32> = replica_sets(&cluster.client)
+            .await
+            .iter()
+            .map(spec_replicas)
+            .collect();
+        assert!(
+            sizes.iter().sum::<i32>() <= 5,
+            "replica sets of {sizes:?} replicas during the rollout"
+        );
         ready_all(&cluster, "app=app").await;
         let d = api.get("app").await.ok()?;
         let s = d.status?;
+        let available = s.available_replicas.unwrap_or(0);
+        assert!(available >= 3, "only {available} available replicas");
         let done = s.observed_generation == d.metadata.generation
             && s.updated_replicas == Some(4)
             && s.replicas == Some(4)
@@ -215,6 +227,119 @@ async fn a_template_change_rolls_to_a_new_replica_set_within_max_unavailable() {
             .as_deref(),
         Some("2")
     );
+}
+
+fn spec_replicas(rs: &ReplicaSet) -> i32 {
+    rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0)
+}
+
+fn revision(rs: &ReplicaSet) -> Option<&str> {
+    rs.metadata
+        .annotations
+        .as_ref()?
+        .get("deployment.kubernetes.io/revision")
+        .map(String::as_str)
+}
+
+/// The ReplicaSet of `revision`, once it exists with `replicas`.
+async fn replica_set_at(client: &kube::Client, revision_: &str, replicas: i32) -> ReplicaSet {
+    eventually(
+        &format!("revision {revision_} at {replicas} replicas"),
+        || async {
+            replica_sets(client)
+                .await
+                .into_iter()
+                .find(|rs| revision(rs) == Some(revision_) && spec_replicas(rs) == replicas)
+        },
+    )
+    .await
+}
+
+/// Writes a ReplicaSet's status as its controller would.
+async fn set_replica_set_status(
+    client: &kube::Client,
+    rs: &ReplicaSet,
+    replicas: i32,
+    available: i32,
+) {
+    let api: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
+    let status = json!({"status": {
+        "replicas": replicas,
+        "readyReplicas": available,
+        "availableReplicas": available,
+        "observedGeneration": rs.metadata.generation,
+    }});
+    api.patch_status(
+        rs.metadata.name.as_deref().expect("name"),
+        &PatchParams::default(),
+        &Patch::Merge(status),
+    )
+    .await
+    .expect("replica set status");
+}
+
+/// Only the Deployment controller runs; the test writes the ReplicaSets'
+/// status in its place, holding the old set's status back as a lagging
+/// ReplicaSet controller would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn surge_is_counted_in_replica_set_spec_replicas_and_a_lagging_old_status_holds_the_scale_down()
+ {
+    let cluster = Cluster::start(&[ControllerName::Deployment]);
+    let client = &cluster.client;
+    let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    api.create(&PostParams::default(), &deployment("lag", 4, "nginx:1"))
+        .await
+        .expect("create deployment");
+    let old = replica_set_at(client, "1", 4).await;
+    set_replica_set_status(client, &old, 4, 4).await;
+    eventually("4 available", || async {
+        (api.get("lag").await.ok()?.status?.available_replicas == Some(4)).then_some(())
+    })
+    .await;
+
+    api.patch(
+        "lag",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "nginx:2"}]}}}})),
+    )
+    .await
+    .expect("new image");
+    // The new set starts at maxSurge, the old one sheds maxUnavailable, and
+    // the new one grows again as soon as the old one's spec.replicas is
+    // down: upstream counts spec.replicas, not pods, so the old set's four
+    // pods (its status still says 4) and the new set's two exist together
+    // until the ReplicaSet controller deletes the old set's extra pod.
+    let new = replica_set_at(client, "2", 2).await;
+    let old = replica_set_at(client, "1", 3).await;
+    assert_eq!(old.status.as_ref().map(|s| s.replicas), Some(4));
+
+    // One new pod available while the old set's status lags its scale-down
+    // (4 available of 3): upstream refuses to count that status, so the old
+    // set keeps 3 replicas. The Deployment's status (available 4 + 1, as the
+    // ReplicaSets report) is written after that sync's scaling.
+    set_replica_set_status(client, &new, 2, 1).await;
+    eventually("the sync that saw the new pod available", || async {
+        let s = api.get("lag").await.ok()?.status?;
+        (s.available_replicas == Some(5) && s.updated_replicas == Some(2)).then_some(())
+    })
+    .await;
+    let sizes: Vec<(Option<String>, i32)> = replica_sets(client)
+        .await
+        .iter()
+        .map(|rs| (revision(rs).map(str::to_string), spec_replicas(rs)))
+        .collect();
+    assert!(
+        sizes.contains(&(Some("1".into()), 3)),
+        "the old set was scaled on its lagging status: {sizes:?}"
+    );
+
+    // Its status catches up (3 available): now 3 + 1 available exceed the
+    // 3 required, so one more old pod goes, and the new set takes its place.
+    set_replica_set_status(client, &old, 3, 3).await;
+    replica_set_at(client, "1", 2).await;
+    replica_set_at(client, "2", 3).await;
+    let total: i32 = replica_sets(client).await.iter().map(spec_replicas).sum();
+    assert_eq!(total, 5);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,8 +2,6 @@
 //! Ready and hold renewed leases, bound pods run with IPs from their node's
 //! CIDR and are removed when deleted, and Stages (custom, late) take effect.
 
-use std::time::Duration;
-
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use ksim_kubelet::simulator::{create_stage, ensure_stage_crd};
@@ -296,47 +294,6 @@ async fn terminating_pod_waits_for_a_foreign_finalizer() {
         pods.get("kept").await.err().map(|_| ())
     })
     .await;
-}
-
-const SLOW_READY: &str = r#"
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata:
-  name: pod-slow-ready
-spec:
-  resourceRef:
-    apiVersion: v1
-    kind: Pod
-  selector:
-    matchExpressions:
-    - key: '.metadata.deletionTimestamp'
-      operator: DoesNotExist
-    - key: '.status.phase'
-      operator: In
-      values: [Pending]
-  delay:
-    durationMilliseconds: 1500
-    jitterDurationMilliseconds: 2000
-  next:
-    statusTemplate: |
-      phase: Running
-"#;
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn custom_stage_delay_is_honoured() {
-    let cluster = start(Some(vec![default_stage("node-initialize"), SLOW_READY])).await;
-    create_node(&cluster, "node-d", "10.0.11.0/24", "10.128.0.21").await;
-    let pods = Api::<Pod>::namespaced(cluster.client.clone(), "default");
-    let started = tokio::time::Instant::now();
-    pods.create(&PostParams::default(), &pod("slow", "node-d", &[]))
-        .await
-        .expect("pod created");
-    running_pod(&pods, "slow").await;
-    assert!(
-        started.elapsed() >= Duration::from_millis(1500),
-        "ran after {:?}",
-        started.elapsed()
-    );
 }
 
 /// The shipped pod-ready stage restricted to pods labelled `marker=yes`: a

@@ -1,8 +1,9 @@
 //! The kubelet simulator on a virtual clock, against an in-process API server
 //! on the same clock: a stage's delay and lease renewals are timers that fire
-//! exactly when the clock is advanced past them, and a node whose kubelet is
-//! stopped (annotation `ksim.io/kubelet: stopped`) keeps neither its lease
-//! nor its pods moving until it is resumed.
+//! exactly when the clock is advanced past them (a custom stage's jittered
+//! delay too), and a node whose kubelet is stopped (annotation
+//! `ksim.io/kubelet: stopped`) keeps neither its lease nor its pods moving
+//! until it is resumed.
 
 use std::time::Duration;
 
@@ -39,6 +40,33 @@ spec:
       - Pending
   delay:
     durationMilliseconds: 30000
+  next:
+    statusTemplate: |
+      phase: Running
+      startTime: {{ Now | Quote }}
+"#;
+
+/// A custom stage: Running between 1.5 s and 2 s (its jitter) after a pod
+/// is seen, stamped with the cluster's time it applied at.
+const SLOW_READY: &str = r#"
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-slow-ready
+spec:
+  resourceRef:
+    apiVersion: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: DoesNotExist
+    - key: '.status.phase'
+      operator: In
+      values: [Pending]
+  delay:
+    durationMilliseconds: 1500
+    jitterDurationMilliseconds: 2000
   next:
     statusTemplate: |
       phase: Running
@@ -90,6 +118,15 @@ async fn start_seeded(stages: &[&str], lease_seconds: i32, seed: u64) -> Cluster
     });
     cluster.settle().await;
     cluster
+}
+
+fn default_stage(name: &str) -> &'static str {
+    StageSet::Default
+        .files()
+        .iter()
+        .find(|(file, _)| file.strip_suffix(".yaml") == Some(name))
+        .map(|(_, text)| *text)
+        .expect("shipped stage")
 }
 
 async fn create_node(client: &kube::Client, name: &str) {
@@ -186,6 +223,46 @@ async fn a_stage_delay_fires_exactly_when_the_clock_reaches_it() {
         started.as_second(),
         (start_time() + secs(30)).timestamp(),
         "applied at start + 30 s"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn custom_stage_delay_is_honoured() {
+    let cluster = start(&[default_stage("node-initialize"), SLOW_READY], 0).await;
+    let (clock, client) = (&cluster.clock, &cluster.client);
+    create_node(client, "n1").await;
+    create_pod(client, "slow", "n1").await;
+    clock.settle().await.expect("settles");
+
+    // Not before its delay, in the cluster's time.
+    clock
+        .advance_to(start_time() + Duration::from_millis(1499))
+        .await
+        .expect("advances");
+    assert_eq!(phase(client, "slow").await.as_deref(), Some("Pending"));
+    let due = clock.next_timer().expect("the stage waits on a timer");
+    assert!(
+        due >= start_time() + Duration::from_millis(1500) && due <= start_time() + secs(2),
+        "due at {due}, not 1.5 s to 2 s after the start"
+    );
+    clock
+        .advance_to(due - Duration::from_millis(1))
+        .await
+        .expect("advances");
+    assert_eq!(phase(client, "slow").await.as_deref(), Some("Pending"));
+
+    // Applied once the clock reaches it, stamped with that time.
+    clock.advance_to(due).await.expect("advances");
+    let pod = Api::<Pod>::namespaced(client.clone(), "default")
+        .get("slow")
+        .await
+        .expect("pod exists");
+    let status = pod.status.expect("status");
+    assert_eq!(status.phase.as_deref(), Some("Running"));
+    assert_eq!(
+        status.start_time.expect("startTime").0.as_second(),
+        due.timestamp(),
+        "applied at {due}"
     );
 }
 

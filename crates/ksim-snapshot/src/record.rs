@@ -12,14 +12,25 @@
 //!   "MODIFIED" | "DELETED", "object": OBJECT}` where `t` counts from
 //!   `startTime` and `object` is the whole object as the watch sent it
 //!   (managedFields dropped). The objects that existed when recording
-//!   started come first, as `ADDED` at `t` 0.
+//!   started come first, as `ADDED` at `t` 0; those of a kind served only
+//!   later (a CustomResourceDefinition created meanwhile) as `ADDED` when
+//!   discovery first serves it (polled every second).
 //!
 //! A replay applies the changes in order: creates (owner uids remapped as a
 //! snapshot restore does), merge patches of what changed (the main resource
 //! and its `status` apart) and deletions, at the recorded pace, faster by a
 //! factor, or as fast as possible. Changes to different objects run
 //! concurrently; those to one object stay in order, and an object waits for
-//! the creation of its namespace and owners when the recording holds them.
+//! the creation of its namespace and owners when the recording holds them,
+//! and a custom resource for its replayed definition to be served.
+//!
+//! Times are the cluster's: a ksim cluster on a virtual clock (it answers
+//! `GET /ksim/v1alpha1/clock` with `"mode": "virtual"`) is recorded with
+//! `t` read from that clock, and a replay into one keeps its pace on that
+//! clock (once every earlier change is applied, the clock is advanced to
+//! the next change's time through `POST /ksim/v1alpha1/clock/advance`,
+//! the cluster settling on the way) instead of waiting on the wall clock;
+//! any other cluster runs on the wall clock.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
@@ -33,7 +44,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{Notify, mpsc};
 
 use crate::Error;
-use crate::api::{Resource, Target};
+use crate::api::{Resource, Resources, Target};
 
 /// The version a recording's header names.
 pub const VERSION: &str = "v1";
@@ -181,6 +192,11 @@ pub async fn record(
             kinds.join(",")
         )));
     }
+    // A virtual cluster's changes are timed on its own clock.
+    let (start, time) = match virtual_now(target).await {
+        Some(now) => (now, TimeSource::Cluster(target.clone())),
+        None => (start, TimeSource::Local(clock)),
+    };
     writeln!(out, "{}", header(start)).map_err(|e| io("recording", e))?;
     out.flush().map_err(|e| io("recording", e))?;
     let (sender, mut receiver) = mpsc::unbounded_channel::<String>();
@@ -214,29 +230,63 @@ pub async fn record(
         }
         Ok(written)
     });
-    let watchers: Vec<_> = watched
-        .into_iter()
-        .zip(versions)
-        .map(|(resource, version)| {
-            let target = target.clone();
-            let sender = sender.clone();
-            let clock = clock.clone();
-            tokio::spawn(
-                async move { watch(&target, &resource, version, start, clock, sender).await },
-            )
-        })
-        .collect();
+    let mut known: HashSet<String> = watched.iter().map(resource_key).collect();
+    let mut watchers = tokio::task::JoinSet::new();
+    for (resource, version) in watched.into_iter().zip(versions) {
+        let (target, sender, time) = (target.clone(), sender.clone(), time.clone());
+        watchers
+            .spawn(async move { watch(&target, &resource, version, start, time, sender).await });
+    }
+    {
+        // Kinds served later (a CustomResourceDefinition created while
+        // recording) are recorded from when discovery serves them: their
+        // objects then as ADDED, then their changes.
+        let discover = async {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await; // wall-clock: polls a remote server's discovery
+                let Ok(served) = target.resources().await else {
+                    continue;
+                };
+                for resource in served.preferred.iter().filter(|r| recorded(r, kinds)) {
+                    if known.contains(&resource_key(resource)) {
+                        continue;
+                    }
+                    let Ok((items, version)) = list_all(target, resource).await else {
+                        continue;
+                    };
+                    known.insert(resource_key(resource));
+                    let t = time.offset(start).await;
+                    for object in items {
+                        let _ = sender.send(line(&Change {
+                            t,
+                            kind: "ADDED".into(),
+                            object,
+                        }));
+                    }
+                    let (target, sender, time) = (target.clone(), sender.clone(), time.clone());
+                    let resource = resource.clone();
+                    watchers.spawn(async move {
+                        watch(&target, &resource, version, start, time, sender).await;
+                    });
+                }
+            }
+        };
+        tokio::select! {
+            () = stop => {}
+            () = discover => {}
+        }
+    }
     drop(sender);
-    stop.await;
-    for watcher in &watchers {
-        watcher.abort();
-    }
-    for watcher in watchers {
-        let _ = watcher.await;
-    }
+    watchers.abort_all();
+    while watchers.join_next().await.is_some() {}
     writer
         .await
         .map_err(|e| Error::Invalid(format!("the recording writer failed: {e}")))?
+}
+
+/// A resource's identity among those recorded.
+fn resource_key(resource: &Resource) -> String {
+    format!("{}/{}", resource.api_version, resource.plural)
 }
 
 fn io(path: &str, source: std::io::Error) -> Error {
@@ -289,6 +339,74 @@ fn complete(object: &mut Value, resource: &Resource) {
     }
 }
 
+/// The path of a ksim cluster's clock.
+const CLOCK_PATH: &str = "/ksim/v1alpha1/clock";
+/// The path that advances a ksim cluster's virtual clock.
+const ADVANCE_PATH: &str = "/ksim/v1alpha1/clock/advance";
+
+/// The time of a ksim cluster on a virtual clock; `None` for any other
+/// cluster (a real clock, or no ksim clock path).
+async fn virtual_now(target: &Target) -> Option<DateTime<Utc>> {
+    let request = http::Request::get(CLOCK_PATH).body(Vec::new()).ok()?;
+    let clock = target.send(request).await.ok()?;
+    if clock["mode"] != "virtual" {
+        return None;
+    }
+    clock_time(&clock)
+}
+
+fn clock_time(clock: &Value) -> Option<DateTime<Utc>> {
+    clock["now"]
+        .as_str()
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// Moves a ksim cluster's virtual clock to `to` (it settles on the way).
+async fn advance_to(target: &Target, to: DateTime<Utc>) -> Result<(), Error> {
+    let body = json!({"to": to.to_rfc3339_opts(SecondsFormat::Nanos, true)}).to_string();
+    let request = http::Request::post(ADVANCE_PATH)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(body.into_bytes())
+        .map_err(|e| Error::Invalid(e.to_string()))?;
+    target
+        .send(request)
+        .await
+        .map(drop)
+        .map_err(|e| match Error::from_kube(e) {
+            Error::Api(message) => {
+                Error::Api(format!("cannot advance the cluster's clock: {message}"))
+            }
+            other => other,
+        })
+}
+
+/// Where a recording's times come from.
+#[derive(Clone)]
+enum TimeSource {
+    /// This process's clock.
+    Local(ksim_runtime::clock::Clock),
+    /// A ksim cluster's virtual clock, read through its API.
+    Cluster(Target),
+}
+
+impl TimeSource {
+    /// Nanoseconds from `start`.
+    async fn offset(&self, start: DateTime<Utc>) -> i64 {
+        let now = match self {
+            TimeSource::Local(clock) => clock.now(),
+            TimeSource::Cluster(target) => match virtual_now(target).await {
+                Some(now) => now,
+                None => {
+                    tracing::warn!("cannot read the cluster's clock; timing a change on its start");
+                    start
+                }
+            },
+        };
+        (now - start).num_nanoseconds().unwrap_or(i64::MAX).max(0)
+    }
+}
+
 /// Watches one resource from `version`, sending each change's line; after
 /// a 410 Gone it lists again and records every object as MODIFIED.
 async fn watch(
@@ -296,13 +414,10 @@ async fn watch(
     resource: &Resource,
     mut version: String,
     start: DateTime<Utc>,
-    clock: ksim_runtime::clock::Clock,
+    time: TimeSource,
     sender: mpsc::UnboundedSender<String>,
 ) {
     let request = kube::core::Request::new(resource.path(None));
-    let offset = |clock: &ksim_runtime::clock::Clock| {
-        (clock.now() - start).num_nanoseconds().unwrap_or(i64::MAX)
-    };
     loop {
         let params = kube::api::WatchParams::default().timeout(290);
         let Ok(http) = request.watch(&params, &version) else {
@@ -341,7 +456,7 @@ async fn watch(
             }
             complete(&mut object, resource);
             let change = Change {
-                t: offset(&clock),
+                t: time.offset(start).await,
                 kind: kind.into(),
                 object,
             };
@@ -352,7 +467,7 @@ async fn watch(
         if gone {
             match list_all(target, resource).await {
                 Ok((items, v)) => {
-                    let t = offset(&clock);
+                    let t = time.offset(start).await;
                     for object in items {
                         let change = Change {
                             t,
@@ -482,7 +597,10 @@ pub async fn replay(
     speed: Speed,
     workers: usize,
 ) -> Result<ReplayReport, Error> {
-    let resources = Arc::new(target.resources().await?);
+    let resources = Arc::new(Discovery {
+        served: tokio::sync::RwLock::new(Arc::new(target.resources().await?)),
+        defined: defined_kinds(&changes),
+    });
     // What the recording will create, so that dependents wait for it.
     let mut will_create: HashSet<String> = HashSet::new();
     let mut namespaces: HashSet<String> = HashSet::new();
@@ -504,6 +622,7 @@ pub async fn replay(
     let will_create = Arc::new(will_create);
     let namespaces = Arc::new(namespaces);
     let created = Arc::new(Created::default());
+    let progress = Arc::new(Progress::default());
     let workers = workers.max(1);
     let mut senders = Vec::with_capacity(workers);
     let mut handles = Vec::with_capacity(workers);
@@ -515,40 +634,92 @@ pub async fn replay(
         let will_create = will_create.clone();
         let namespaces = namespaces.clone();
         let created = created.clone();
+        let progress = progress.clone();
         handles.push(tokio::spawn(async move {
             let mut last: HashMap<String, Value> = HashMap::new();
             let mut report = ReplayReport::default();
             while let Some(change) = receiver.recv().await {
                 let api_version = change.object["apiVersion"].as_str().unwrap_or_default();
                 let kind = change.object["kind"].as_str().unwrap_or_default();
-                let Some(resource) = resources.find(api_version, kind) else {
+                let Some(resource) = resources.find(&target, api_version, kind).await else {
                     report.unserved += 1;
+                    progress.one_done();
                     continue;
                 };
-                apply_change(
+                let applied = apply_change(
                     &target,
-                    resource,
+                    &resource,
                     &change,
                     &mut last,
                     &will_create,
                     &namespaces,
                     &created,
                 )
-                .await?;
+                .await;
+                if let Err(error) = applied {
+                    progress.stop();
+                    return Err(error);
+                }
                 report.applied += 1;
+                progress.one_done();
             }
             Ok::<ReplayReport, Error>(report)
         }));
     }
-    let origin = tokio::time::Instant::now(); // wall-clock: replay paces itself in real time
+    // The pace: a virtual cluster's own clock, else the wall clock.
+    let mut pace = match speed {
+        Speed::Factor(factor) if factor > 0.0 => match virtual_now(target).await {
+            Some(start) => Pace::Cluster {
+                start,
+                reached: Duration::ZERO,
+                factor,
+            },
+            None => Pace::Wall {
+                origin: tokio::time::Instant::now(), // wall-clock: replay paces itself in real time
+                factor,
+            },
+        },
+        _ => Pace::Max,
+    };
     let mut failed = None;
-    for change in changes {
-        if let Speed::Factor(factor) = speed
-            && factor > 0.0
-        {
-            let due =
-                Duration::from_nanos(u64::try_from(change.t.max(0)).unwrap_or(0)).div_f64(factor);
-            tokio::time::sleep_until(origin + due).await; // wall-clock: the replay's pace
+    let mut pace_error = None;
+    for (sent, change) in changes.into_iter().enumerate() {
+        let recorded = Duration::from_nanos(u64::try_from(change.t.max(0)).unwrap_or(0));
+        match &mut pace {
+            Pace::Max => {}
+            Pace::Wall { origin, factor } => {
+                let due = recorded.div_f64(*factor);
+                tokio::time::sleep_until(*origin + due).await; // wall-clock: the replay's pace
+            }
+            Pace::Cluster {
+                start,
+                reached,
+                factor,
+            } => {
+                let due = recorded.div_f64(*factor);
+                if due > *reached {
+                    // The changes before this one happen before the clock moves on.
+                    progress.wait_for(sent).await;
+                    if progress.stopped() {
+                        break;
+                    }
+                    let to = chrono::Duration::from_std(due)
+                        .ok()
+                        .and_then(|d| start.checked_add_signed(d));
+                    let Some(to) = to else {
+                        pace_error = Some(Error::Invalid(format!(
+                            "a change at {} ns is out of the clock's range",
+                            change.t
+                        )));
+                        break;
+                    };
+                    if let Err(error) = advance_to(target, to).await {
+                        pace_error = Some(error);
+                        break;
+                    }
+                    *reached = due;
+                }
+            }
         }
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         key(&change.object).hash(&mut hasher);
@@ -576,6 +747,9 @@ pub async fn replay(
             }
         }
     }
+    if let Some(error) = pace_error {
+        first_error.get_or_insert(error);
+    }
     match first_error {
         Some(error) => Err(Error::Restore(format!(
             "replay stopped after {} changes: {error}",
@@ -584,6 +758,143 @@ pub async fn replay(
         None if failed.is_some() => Err(Error::Invalid("a replay worker stopped".into())),
         None => Ok(report),
     }
+}
+
+/// What the target cluster serves, discovered again when a change names a
+/// kind that a CustomResourceDefinition of the recording defines (its
+/// creation, replayed on another worker, makes it served).
+struct Discovery {
+    served: tokio::sync::RwLock<Arc<Resources>>,
+    /// (apiVersion, kind) of the recording's CustomResourceDefinitions.
+    defined: HashSet<(String, String)>,
+}
+
+impl Discovery {
+    /// The resource serving `kind` of `api_version`: at once if served; for
+    /// a kind the recording defines, once discovery serves it (polled for
+    /// up to 30 s); `None` for a kind the cluster does not serve.
+    async fn find(&self, target: &Target, api_version: &str, kind: &str) -> Option<Resource> {
+        if let Some(resource) = self.served.read().await.find(api_version, kind) {
+            return Some(resource.clone());
+        }
+        if !self
+            .defined
+            .contains(&(api_version.to_string(), kind.to_string()))
+        {
+            return None;
+        }
+        for _ in 0..150 {
+            {
+                let mut served = self.served.write().await;
+                if let Some(resource) = served.find(api_version, kind) {
+                    return Some(resource.clone());
+                }
+                match target.resources().await {
+                    Ok(fresh) => *served = Arc::new(fresh),
+                    Err(error) => tracing::warn!(%error, "cannot discover the served kinds"),
+                }
+                if let Some(resource) = served.find(api_version, kind) {
+                    return Some(resource.clone());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await; // wall-clock: polls a remote server's discovery
+        }
+        None
+    }
+}
+
+/// How a replay keeps its pace.
+enum Pace {
+    /// No waiting.
+    Max,
+    /// The wall clock, from `origin`.
+    Wall {
+        origin: tokio::time::Instant,
+        factor: f64,
+    },
+    /// A ksim cluster's virtual clock, which stood at `start` and has been
+    /// advanced by `reached` (the recorded time divided by the factor).
+    Cluster {
+        start: DateTime<Utc>,
+        reached: Duration,
+        factor: f64,
+    },
+}
+
+/// How many changes the replay's workers have done, and whether one has
+/// stopped on an error.
+#[derive(Default)]
+struct Progress {
+    done: std::sync::atomic::AtomicUsize,
+    stopped: std::sync::atomic::AtomicBool,
+    changed: Notify,
+}
+
+impl Progress {
+    fn one_done(&self) {
+        self.done.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        self.changed.notify_waiters();
+    }
+
+    fn stop(&self) {
+        self.stopped
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.changed.notify_waiters();
+    }
+
+    fn stopped(&self) -> bool {
+        self.stopped.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Waits until `count` changes are done, or a worker has stopped.
+    async fn wait_for(&self, count: usize) {
+        loop {
+            let changed = self.changed.notified();
+            if self.stopped() || self.done.load(std::sync::atomic::Ordering::Acquire) >= count {
+                return;
+            }
+            changed.await;
+        }
+    }
+}
+
+/// The (apiVersion, kind) pairs the recording's CustomResourceDefinitions define.
+fn defined_kinds(changes: &[Change]) -> HashSet<(String, String)> {
+    changes
+        .iter()
+        .filter(|c| {
+            c.kind == "ADDED"
+                && c.object["kind"] == "CustomResourceDefinition"
+                && c.object["apiVersion"]
+                    .as_str()
+                    .is_some_and(|v| v.starts_with("apiextensions.k8s.io/"))
+        })
+        .flat_map(|c| crate::restore::crd_kinds(&c.object))
+        .collect()
+}
+
+/// The changes of kinds `target` does not serve (and no definition in the
+/// recording defines): the index of the first one, its `apiVersion kind`,
+/// and how many there are; `None` if every kind is served.
+pub async fn first_unserved(
+    target: &Target,
+    changes: &[Change],
+) -> Result<Option<(usize, String, usize)>, Error> {
+    let resources = target.resources().await?;
+    let defined = defined_kinds(changes);
+    let mut first = None;
+    let mut count = 0;
+    for (index, change) in changes.iter().enumerate() {
+        let api_version = change.object["apiVersion"].as_str().unwrap_or_default();
+        let kind = change.object["kind"].as_str().unwrap_or_default();
+        if resources.find(api_version, kind).is_none()
+            && !defined.contains(&(api_version.to_string(), kind.to_string()))
+        {
+            count += 1;
+            first.get_or_insert((index, format!("{api_version} {kind}")));
+        }
+    }
+    Ok(first.map(|(index, kind)| (index, kind, count)))
 }
 
 /// Waits until the namespace and in-recording owners of `object` exist.

@@ -323,7 +323,7 @@ pub async fn restore(
 }
 
 /// The (apiVersion, kind) pairs a CRD defines.
-fn crd_kinds(crd: &Value) -> Vec<(String, String)> {
+pub(crate) fn crd_kinds(crd: &Value) -> Vec<(String, String)> {
     let group = crd["spec"]["group"].as_str().unwrap_or_default();
     let kind = crd["spec"]["names"]["kind"].as_str().unwrap_or_default();
     crd["spec"]["versions"]

@@ -463,7 +463,7 @@ impl Drainer {
             let list = api
                 .list(&ListParams::default().labels(selector))
                 .await
-                .map_err(DrainError::api)?;
+                .map_err(|e| list_error(e, selector))?;
             return Ok(list.items);
         }
         let mut nodes = Vec::with_capacity(flags.nodes.len());
@@ -953,6 +953,23 @@ impl Drainer {
             }
             self.clock.wait_until(at).await?;
         }
+    }
+}
+
+/// A failed list of the nodes `--selector` selects, as kubectl's resource
+/// builder words it: a BadRequest or NotFound keeps its reason, its message
+/// says what was looked for.
+fn list_error(error: kube::Error, selector: &str) -> DrainError {
+    match DrainError::api(error) {
+        DrainError::Api { reason, message } if reason == "BadRequest" || reason == "NotFound" => {
+            DrainError::Api {
+                reason,
+                message: format!(
+                    "Unable to find \"/v1, Resource=nodes\" that match label selector {selector:?}, field selector \"\": {message}"
+                ),
+            }
+        }
+        other => other,
     }
 }
 

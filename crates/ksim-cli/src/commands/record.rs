@@ -44,6 +44,20 @@ pub struct Replay {
     /// Pace: 1 as recorded, 10 ten times faster, `max` as fast as possible.
     #[arg(long, default_value = "1", value_parser = parse_speed)]
     pub speed: Speed,
+    /// Fail (before applying anything) on kinds the cluster does not serve.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+/// The line of a recording holding its `index`-th change (the header is
+/// line 1; blank lines hold none).
+fn line_of_change(text: &str, index: usize) -> usize {
+    text.lines()
+        .enumerate()
+        .skip(1)
+        .filter(|(_, line)| !line.trim().is_empty())
+        .nth(index)
+        .map_or(0, |(number, _)| number + 1)
 }
 
 fn parse_speed(text: &str) -> Result<Speed, String> {
@@ -125,7 +139,18 @@ pub fn replay(home: &KsimHome, flags: &Replay) -> anyhow::Result<()> {
         .context("cannot start the async runtime")?;
     let report = runtime.block_on(async {
         let client = client(home, flags.name.as_deref(), flags.kubeconfig.as_deref()).await?;
-        ksim_snapshot::record::replay(&Target::new(client), changes, flags.speed, 32)
+        let target = Target::new(client);
+        if flags.strict
+            && let Some((index, kind, count)) =
+                ksim_snapshot::record::first_unserved(&target, &changes).await?
+        {
+            anyhow::bail!(
+                "{}: line {}: the cluster does not serve {kind} ({count} such changes in the recording; nothing was applied)",
+                flags.path.display(),
+                line_of_change(&text, index)
+            );
+        }
+        ksim_snapshot::record::replay(&target, changes, flags.speed, 32)
             .await
             .map_err(anyhow::Error::from)
     })?;

@@ -99,7 +99,7 @@ pub struct SnapshotExport {
     #[arg(long)]
     pub include_secret_data: bool,
     /// Requests per second to the source cluster (client-side; 0: no limit).
-    #[arg(long, default_value_t = 50.0)]
+    #[arg(long, default_value_t = 50.0, value_parser = parse_qps)]
     pub qps: f64,
     /// Requests allowed in a burst above --qps.
     #[arg(long, default_value_t = 300)]
@@ -110,6 +110,16 @@ pub struct SnapshotExport {
     /// `flow` (one object a line) or `block` YAML.
     #[arg(long, value_enum, default_value_t = Format::Flow)]
     pub format: Format,
+}
+
+/// `--qps`: a finite number of requests a second, 0 for no limit.
+fn parse_qps(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(qps) if qps.is_finite() && qps >= 0.0 => Ok(qps),
+        _ => Err(format!(
+            "invalid qps {text:?}: want requests a second, 0 for no limit"
+        )),
+    }
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {

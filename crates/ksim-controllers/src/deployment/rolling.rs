@@ -52,6 +52,14 @@ pub fn new_replica_set_replicas(
 /// The sizes of the old ReplicaSets (oldest first) after one rolling step
 /// (`reconcileOldReplicaSets`): first shed their unavailable pods, then
 /// available ones while `desired - max_unavailable` stay available.
+///
+/// A ReplicaSet whose status reports more available pods than its
+/// `spec.replicas` (its status has not caught up with a scale-down yet)
+/// ends the step where it is met, as upstream's `cleanupUnhealthyReplicas`
+/// refuses it: the ReplicaSets before it keep what they shed, none is
+/// scaled any further, and the next sync (after its status is written)
+/// goes on. Counting such a status would shed pods the rollout may not
+/// spare (and "shedding" a negative count would grow the ReplicaSet).
 pub fn scale_down_old(
     desired: i32,
     max_unavailable: i32,
@@ -77,6 +85,12 @@ pub fn scale_down_old(
             }
             if *size == 0 || *size == available {
                 continue;
+            }
+            if *size < available {
+                return sizes
+                    .into_iter()
+                    .map(|s| i32::try_from(s.max(0)).unwrap_or(i32::MAX))
+                    .collect();
             }
             let down = (max_scaled_down - cleaned).min(*size - available);
             *size -= down;
@@ -253,6 +267,30 @@ mod tests {
         // new RS fully available: all old pods go.
         assert_eq!(scale_down_old(3, 1, rs(3, 3), &[rs(2, 2)]), vec![0]);
         assert_eq!(scale_down_old(3, 1, rs(3, 3), &[rs(0, 0)]), vec![0]);
+    }
+
+    #[test]
+    fn an_old_replica_set_whose_status_lags_its_scale_down_ends_the_step() {
+        let rs = |replicas, available| ReplicaCounts {
+            replicas,
+            available,
+        };
+        // 4 desired, maxUnavailable 1: the old set was scaled 4 -> 3 but
+        // still reports 4 available; upstream leaves it alone this sync
+        // (4 + 1 available would otherwise count a pod that is going).
+        assert_eq!(scale_down_old(4, 1, rs(2, 1), &[rs(3, 4)]), vec![3]);
+        // It never grows: the lagging set comes first, an unhealthy one after.
+        assert_eq!(
+            scale_down_old(4, 1, rs(1, 1), &[rs(1, 2), rs(3, 0)]),
+            vec![1, 3]
+        );
+        // Sets before it keep what they shed.
+        assert_eq!(
+            scale_down_old(4, 1, rs(1, 1), &[rs(3, 2), rs(1, 2)]),
+            vec![2, 1]
+        );
+        // Once its status has caught up, the step goes on.
+        assert_eq!(scale_down_old(4, 1, rs(2, 1), &[rs(3, 3)]), vec![2]);
     }
 
     #[test]

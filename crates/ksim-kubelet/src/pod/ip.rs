@@ -144,11 +144,17 @@ impl IpPool {
 }
 
 /// Pod IPs for every node: pools by CIDR, IPs by pod key (e.g. the pod's UID).
+/// An address goes back to its pool only when no pod holds it any more: a
+/// pod written with an IP another pod shows too (a snapshot restore writing
+/// the pods' saved IPs while the simulator starts pods) holds it as well,
+/// and either one giving it up leaves it taken by the other.
 #[derive(Clone, Debug)]
 pub struct PodIpAllocator {
     default_cidr: String,
     pools: HashMap<String, IpPool>,
     pods: HashMap<String, Vec<(String, String)>>,
+    /// The pod keys holding each address, by (CIDR, address).
+    holders: HashMap<(String, String), Vec<String>>,
 }
 
 impl Default for PodIpAllocator {
@@ -164,6 +170,34 @@ impl PodIpAllocator {
             default_cidr: default_cidr.to_owned(),
             pools: HashMap::new(),
             pods: HashMap::new(),
+            holders: HashMap::new(),
+        }
+    }
+
+    /// Records that `pod_key` holds `ip` of `cidr`.
+    fn hold(&mut self, pod_key: &str, cidr: &str, ip: &str) {
+        let holders = self
+            .holders
+            .entry((cidr.to_owned(), ip.to_owned()))
+            .or_default();
+        if !holders.iter().any(|h| h == pod_key) {
+            holders.push(pod_key.to_owned());
+        }
+    }
+
+    /// `pod_key` no longer holds `ip` of `cidr`; the address goes back to
+    /// its pool once no pod holds it.
+    fn release_held(&mut self, pod_key: &str, cidr: &str, ip: &str) {
+        let key = (cidr.to_owned(), ip.to_owned());
+        let Some(holders) = self.holders.get_mut(&key) else {
+            return;
+        };
+        holders.retain(|h| h != pod_key);
+        if holders.is_empty() {
+            self.holders.remove(&key);
+            if let Some(pool) = self.pools.get_mut(cidr) {
+                pool.release(ip);
+            }
         }
     }
 
@@ -223,6 +257,9 @@ impl PodIpAllocator {
             }
         }
         let ips = taken.iter().map(|(_, ip)| ip.clone()).collect();
+        for (cidr, ip) in &taken {
+            self.hold(pod_key, cidr, ip);
+        }
         self.pods.insert(pod_key.to_owned(), taken);
         Ok(ips)
     }
@@ -238,9 +275,7 @@ impl PodIpAllocator {
                 .cloned()
                 .collect();
             for (cidr, ip) in stale {
-                if let Some(pool) = self.pools.get_mut(&cidr) {
-                    pool.release(&ip);
-                }
+                self.release_held(pod_key, &cidr, &ip);
             }
         }
         let cidrs: Vec<String> = self
@@ -257,6 +292,9 @@ impl PodIpAllocator {
                 kept.push((cidr.clone(), ip.clone()));
             }
         }
+        for (cidr, ip) in &kept {
+            self.hold(pod_key, cidr, ip);
+        }
         if !kept.is_empty() {
             self.pods.insert(pod_key.to_owned(), kept);
         }
@@ -265,9 +303,7 @@ impl PodIpAllocator {
     /// Gives a deleted pod's IPs back to their pools.
     pub fn release(&mut self, pod_key: &str) {
         for (cidr, ip) in self.pods.remove(pod_key).unwrap_or_default() {
-            if let Some(pool) = self.pools.get_mut(&cidr) {
-                pool.release(&ip);
-            }
+            self.release_held(pod_key, &cidr, &ip);
         }
     }
 }
@@ -415,6 +451,36 @@ mod tests {
                 .pod_ips("newer", &cidrs, false, &[])
                 .expect("reused"),
             vec!["10.0.2.1"]
+        );
+    }
+
+    #[test]
+    fn an_ip_two_pods_show_stays_taken_until_both_let_go() {
+        let mut allocator = PodIpAllocator::default();
+        let cidrs = vec!["10.0.2.0/24".to_owned()];
+        // The simulator starts pod a and hands it the first address...
+        let given = allocator.pod_ips("a", &cidrs, false, &[]).expect("a");
+        assert_eq!(given, ["10.0.2.1"]);
+        // ...which a restore then writes as pod b's saved IP; pod a shows
+        // it too for a moment, then its own saved IP.
+        allocator.mark_used("b", &cidrs, &["10.0.2.1".to_owned()]);
+        allocator.mark_used("a", &cidrs, &["10.0.2.1".to_owned()]);
+        allocator.mark_used("a", &cidrs, &["10.0.2.7".to_owned()]);
+        assert_eq!(
+            allocator.pod_ips("c", &cidrs, false, &[]).expect("c"),
+            ["10.0.2.2"],
+            "b still holds 10.0.2.1"
+        );
+        allocator.release("a");
+        assert_eq!(
+            allocator.pod_ips("d", &cidrs, false, &[]).expect("d"),
+            ["10.0.2.7"],
+            "a gave back only what it held"
+        );
+        allocator.release("b");
+        assert_eq!(
+            allocator.pod_ips("e", &cidrs, false, &[]).expect("e"),
+            ["10.0.2.1"]
         );
     }
 

@@ -7,8 +7,17 @@
 //! draws come from the clock's seeded source, and objects are visited in
 //! name order wherever many are re-evaluated at once. Nothing is applied to a
 //! stopped node or its pods (see [`super::KUBELET_ANNOTATION`]).
+//!
+//! Pod IPs: the IPs a pod already shows (it ran before the simulator
+//! started, or a snapshot restore or a replay wrote them) are recorded as
+//! taken, also for a pod seen before its node; no pod's stage is applied
+//! before Nodes and Pods have both been listed once, so every IP shown is
+//! known before one is handed out; and a pod's status is written for the
+//! version it was rendered from, so that a status another client wrote
+//! meanwhile (a restored pod's saved IP) is not overwritten.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -23,7 +32,8 @@ use super::rng::ClockRng;
 use crate::error::KubeletError;
 use crate::pod::PodIpAllocator;
 use crate::stage::{
-    CompiledStage, NextAction, ObjectSnapshot, Stage, compile_stages, next_action, select_stage,
+    CompiledStage, NextAction, ObjectSnapshot, PatchType, Stage, compile_stages, next_action,
+    select_stage,
 };
 use crate::template::{Renderer, TemplateEnv, format_time};
 
@@ -157,6 +167,12 @@ pub struct Engine {
     /// others starts by creating the lease).
     pub(super) leases_held: Mutex<HashSet<String>>,
     events: std::sync::atomic::AtomicU64,
+    /// Whether the Node and the Pod informers (in this order) have delivered
+    /// their first complete list: no pod's stage is applied before both
+    /// have, so that every IP a listed pod already shows is known before
+    /// one is handed out.
+    listed: [AtomicBool; 2],
+    listed_changed: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for Engine {
@@ -192,6 +208,30 @@ impl Engine {
             leases: WorkQueue::with_clock(clock),
             leases_held: Mutex::new(HashSet::new()),
             events: std::sync::atomic::AtomicU64::new(0),
+            listed: [AtomicBool::new(false), AtomicBool::new(false)],
+            listed_changed: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// The informer of `kind` has delivered a complete list.
+    pub fn listed(&self, kind: SimulatedKind) {
+        let index = match kind {
+            SimulatedKind::Node => 0,
+            SimulatedKind::Pod => 1,
+        };
+        if !self.listed[index].swap(true, Ordering::AcqRel) {
+            self.listed_changed.notify_waiters();
+        }
+    }
+
+    /// Waits until both Nodes and Pods have been listed once.
+    async fn wait_for_lists(&self) {
+        loop {
+            let changed = self.listed_changed.notified();
+            if self.listed.iter().all(|l| l.load(Ordering::Acquire)) {
+                return;
+            }
+            changed.await;
         }
     }
 
@@ -278,6 +318,14 @@ impl Engine {
                 .map(|pods| pods.iter().cloned().collect())
                 .unwrap_or_default();
             waiting.sort_unstable();
+            if was_stopped.is_none() {
+                // Pods seen before their node: their IPs are taken from now on.
+                for pod in &waiting {
+                    if let Some(pod) = self.pods.get(pod) {
+                        self.mark_pod_ips(&pod, &name);
+                    }
+                }
+            }
             for pod in waiting {
                 self.evaluate(SimulatedKind::Pod, &pod);
             }
@@ -305,25 +353,7 @@ impl Engine {
             self.pods.remove(&key);
             return;
         }
-        if !pod
-            .pointer("/spec/hostNetwork")
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
-        {
-            let ips: Vec<String> = pod
-                .pointer("/status/podIPs")
-                .and_then(Value::as_array)
-                .map(|ips| {
-                    ips.iter()
-                        .filter_map(|ip| ip.get("ip").and_then(Value::as_str).map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default();
-            if !ips.is_empty() && self.network.manages(&node) {
-                let cidrs = self.network.pod_cidrs(&node);
-                lock(&self.network.ips).mark_used(str_at(&pod, "/metadata/uid"), &cidrs, &ips);
-            }
-        }
+        self.mark_pod_ips(&pod, &node);
         let previous = self.pods.insert(key.clone(), Arc::new(pod));
         let mut index = lock(&self.pods_by_node);
         if let Some(previous) = previous {
@@ -337,6 +367,40 @@ impl Engine {
         index.entry(node).or_default().insert(key.clone());
         drop(index);
         self.evaluate(SimulatedKind::Pod, &key);
+    }
+
+    /// Records the IPs a pod on managed `node` already shows (a pod that ran
+    /// before the simulator started, or one written with its status by a
+    /// snapshot restore or a replay) as taken, so that no other pod is given
+    /// them. A pod seen before its node is recorded when the node comes.
+    fn mark_pod_ips(&self, pod: &Value, node: &str) {
+        if pod
+            .pointer("/spec/hostNetwork")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+            || !self.network.manages(node)
+        {
+            return;
+        }
+        let mut ips: Vec<String> = pod
+            .pointer("/status/podIPs")
+            .and_then(Value::as_array)
+            .map(|ips| {
+                ips.iter()
+                    .filter_map(|ip| ip.get("ip").and_then(Value::as_str).map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if ips.is_empty() {
+            let ip = str_at(pod, "/status/podIP");
+            if !ip.is_empty() {
+                ips.push(ip.to_owned());
+            }
+        }
+        if !ips.is_empty() {
+            let cidrs = self.network.pod_cidrs(node);
+            lock(&self.network.ips).mark_used(str_at(pod, "/metadata/uid"), &cidrs, &ips);
+        }
     }
 
     /// A Pod is gone: forget it and give its IPs back.
@@ -431,6 +495,9 @@ impl Engine {
     /// Applies due stages of `kind` until the queue shuts down.
     pub async fn work(self: Arc<Self>, kind: SimulatedKind) {
         let tracker = self.tracker(kind);
+        if kind == SimulatedKind::Pod {
+            self.wait_for_lists().await;
+        }
         while let Some(key) = tracker.queue.get().await {
             self.process(kind, &key).await;
             tracker.queue.done(&key);
@@ -558,20 +625,45 @@ impl Engine {
         }
         // The patched object is read back only when the next stage follows at once.
         let read_back = stage.immediate_next_stage();
-        for patch in action.status_patch.iter().chain(&action.patches) {
+        // A pod's status is written for the version it was rendered from: if
+        // another client wrote the pod meanwhile (a snapshot restore or a
+        // replay writing the pod's recorded status and IPs), the server
+        // refuses with 409 and the newer version, which the watch brings, is
+        // evaluated afresh instead of being overwritten.
+        let status_for_version = (kind == SimulatedKind::Pod)
+            .then_some(action.status_patch.as_ref())
+            .flatten()
+            .filter(|p| matches!(p.patch_type, PatchType::Merge | PatchType::StrategicMerge))
+            .filter(|p| p.data.is_object())
+            .map(|p| {
+                let mut data = p.data.clone();
+                data["metadata"]["resourceVersion"] =
+                    Value::from(str_at(object, "/metadata/resourceVersion"));
+                data
+            });
+        for (index, patch) in action
+            .status_patch
+            .iter()
+            .chain(&action.patches)
+            .enumerate()
+        {
+            let data = match &status_for_version {
+                Some(data) if index == 0 => data,
+                _ => &patch.data,
+            };
             let target = api::object_path(kind, key, patch.subresource.as_deref());
             let sent = if read_back || patch.impersonate.is_some() {
                 api::patch(
                     client,
                     &target,
                     patch.patch_type,
-                    &patch.data,
+                    data,
                     patch.impersonate.as_deref(),
                 )
                 .await
                 .map(Some)
             } else {
-                let body = serde_json::to_vec(&patch.data).unwrap_or_default();
+                let body = serde_json::to_vec(data).unwrap_or_default();
                 api::patch_discarding(client, &target, patch.patch_type, body)
                     .await
                     .map(|()| None)
@@ -580,6 +672,14 @@ impl Engine {
                 Ok(Some(updated)) => last = Some(updated),
                 Ok(None) => {}
                 Err(e) if api::is_not_found(&e) => return Ok(None),
+                Err(e) if index == 0 && status_for_version.is_some() && api::is_conflict(&e) => {
+                    tracing::debug!(
+                        key,
+                        stage = stage.name(),
+                        "pod changed meanwhile; its newer version decides"
+                    );
+                    return Ok(None);
+                }
                 Err(e) => return Err(KubeletError::api(context("patch"), e)),
             }
         }

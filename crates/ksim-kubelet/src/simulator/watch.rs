@@ -202,7 +202,10 @@ pub async fn watch_objects(engine: Arc<Engine>, kind: SimulatedKind) -> Result<(
                     SimulatedKind::Pod => engine.pod_deleted(&key),
                 }
             }
-            Change::Synced(present) => engine.retain(kind, &present),
+            Change::Synced(present) => {
+                engine.retain(kind, &present);
+                engine.listed(kind);
+            }
         }
     }
     Ok(())
