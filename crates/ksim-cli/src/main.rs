@@ -281,6 +281,9 @@ enum BenchCommand {
     Snapshot(commands::SnapshotBench),
     /// DistributedPodDisruptionBudgets over three clusters.
     Dpdb(commands::DpdbBench),
+    /// Bulk creation in process (`create_objects`): nodes and Running pods,
+    /// then every pod read back through paged lists.
+    Bulk(commands::BulkBench),
     /// `ksim run` over the example scenarios, and an hour advanced on an
     /// idle cluster (virtual clock).
     Scenarios(commands::ScenariosBench),
@@ -471,6 +474,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Bench(BenchCommand::Drain(bench)) => commands::bench_drain(&bench),
         Command::Bench(BenchCommand::Snapshot(bench)) => commands::bench_snapshot(&bench),
         Command::Bench(BenchCommand::Dpdb(bench)) => commands::bench_dpdb(&bench),
+        Command::Bench(BenchCommand::Bulk(bench)) => commands::bench_bulk(&bench),
         Command::Bench(BenchCommand::Scenarios(bench)) => commands::bench_scenarios(&bench),
         Command::Bench(BenchCommand::All { runs, api }) => commands::bench_all(runs, &api),
         Command::Bench(BenchCommand::Workloads(bench)) => commands::bench_workloads(&bench),

@@ -19,7 +19,15 @@
 //! - `record` and `replay` through a kubeconfig alone (no `--name`), each
 //!   object's changes replayed in their recorded order at a paced speed;
 //! - a recorder killed with SIGKILL while it writes leaves a file whose
-//!   complete lines replay, and exactly those.
+//!   complete lines replay, and exactly those;
+//! - a virtual cluster is recorded and replayed on its own clock (`--speed`
+//!   1, 2 and max move it by the recorded gaps, half of them, not at all);
+//! - `--replace` overwrites a running Deployment in place (nothing rolls or
+//!   is re-created) and re-created pods keep their saved IPs while the
+//!   kubelet runs (the "IP swap");
+//! - a recorded CRD and its custom resources replay; `replay --strict`
+//!   refuses unserved kinds, naming the line, else they are skipped with a
+//!   warning.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::{Read, Write};
@@ -331,7 +339,8 @@ fn sorted(text: &str) -> Vec<String> {
     lines
 }
 
-/// The reasons of the events about `kind` objects in the default namespace.
+/// The reasons and counts of the events about `kind` objects in the
+/// default namespace (repeats are counted in one event).
 fn event_reasons(env: &KsimEnv, cluster: &str, kind: &str) -> Vec<String> {
     let selector = format!("involvedObject.kind={kind}");
     kubectl(
@@ -343,7 +352,7 @@ fn event_reasons(env: &KsimEnv, cluster: &str, kind: &str) -> Vec<String> {
             "--field-selector",
             &selector,
             "-o",
-            "jsonpath={range .items[*]}{.reason}{\"\\n\"}{end}",
+            "jsonpath={range .items[*]}{.reason} {.count}{\"\\n\"}{end}",
         ],
     )
     .lines()
@@ -526,8 +535,8 @@ metadata:
   namespace: a
   labels:
     tier: web
-data:
-  password: aHVudGVyMg==
+stringData:
+  password: hunter2
 ---
 apiVersion: v1
 kind: Secret
@@ -567,6 +576,17 @@ fn export_reads_the_context_named_narrowed_by_namespace_and_selector() {
     let env = source.env();
     env.ksim_ok(&["scale", "node", "--replicas", "1", "--name", "source"]);
     kubectl_stdin(env, "source", &["apply", "-f", "-"], NARROWED);
+    // stringData is stored as data, as kube-apiserver does.
+    let secret = kubectl(
+        env,
+        "source",
+        &["get", "secret", "web-password", "-n", "a", "-o", "json"],
+    );
+    assert!(
+        secret.contains("\"password\": \"aHVudGVyMg==\""),
+        "{secret}"
+    );
+    assert!(!secret.contains("\"stringData\""), "{secret}");
     kubectl(env, "source", &["label", "node", "node-000000", "zone=z1"]);
     kubectl(
         env,
@@ -610,7 +630,10 @@ fn export_reads_the_context_named_narrowed_by_namespace_and_selector() {
         "cluster-scoped objects are all kept: {objects:?}"
     );
     let text = std::fs::read_to_string(&path).expect("the export");
-    assert!(!text.contains("aHVudGVyMg"), "no secret data");
+    assert!(
+        !text.contains("aHVudGVyMg") && !text.contains("hunter2"),
+        "no secret data"
+    );
     let object = |kind: &str, name: &str| -> Value {
         text.lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -1253,10 +1276,26 @@ fn a_replacing_restore_keeps_each_pods_ip_while_the_kubelet_runs() {
         "--path",
         path_str(&path),
     ]);
-    // Another IP order: the first pods go, so the pool hands out their IPs first.
+    // The pods are made again in reverse order (other IPs) with a container
+    // of another name, which a pod's update may not change: the restore
+    // deletes each and creates it again, and the kubelet starts it meanwhile.
     source
-        .kubectl(&["delete", "pod", "bare-00", "bare-01", "--wait=true"])
+        .kubectl(&["delete", "pods", "--all", "--wait=true"])
         .success();
+    let changed: String = (0..12)
+        .rev()
+        .map(|i| {
+            format!(
+                "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bare-{i:02}\nspec:\n  containers:\n  - name: other\n    image: nginx\n---\n"
+            )
+        })
+        .collect();
+    source
+        .kubectl_stdin(&["apply", "-f", "-"], &changed)
+        .success();
+    env.wait_for_in("source", PODS, |out| {
+        out.lines().count() == 12 && out.lines().all(|l| l.ends_with(" Running"))
+    });
     let replaced = env.ksim_ok(&[
         "snapshot",
         "restore",
@@ -1275,6 +1314,20 @@ fn a_replacing_restore_keeps_each_pods_ip_while_the_kubelet_runs() {
         sorted(&pods),
         "every pod shows its saved IP"
     );
+    assert_eq!(
+        kubectl(
+            env,
+            "source",
+            &[
+                "get",
+                "pods",
+                "-o",
+                "jsonpath={.items[*].spec.containers[0].name}"
+            ]
+        ),
+        ["c"; 12].join(" "),
+        "the pods are the snapshot's"
+    );
     // And the kubelet knows them all: a new pod gets an IP none of them shows.
     source
         .kubectl(&["run", "newcomer", "--image=nginx"])
@@ -1289,13 +1342,12 @@ fn a_replacing_restore_keeps_each_pods_ip_while_the_kubelet_runs() {
     assert_eq!(ips.len(), 13, "{with_new}");
 }
 
-/// A replacing restore into a cluster whose Deployment runs. Known bug:
-/// the replaced ReplicaSet is deleted, the Deployment controller creates it
-/// again at once under the same name, and the restore's create fails with
-/// AlreadyExists (then rolls back, deleting the pods it re-created).
+/// A replacing restore into a cluster whose Deployment runs overwrites the
+/// objects in place: the Deployment, its ReplicaSet and pods keep their
+/// names, uids and IPs (no controller creates or deletes anything, no
+/// roll-out), and the budget reports the same numbers.
 #[test]
-#[ignore = "known bug in restore --replace with controllers running (issue 17): see the doc comment"]
-fn a_replacing_restore_of_a_deployment_keeps_its_pods_and_replica_set() {
+fn a_replacing_restore_of_a_running_deployment_changes_nothing_it_runs() {
     let (source, pods, budget) = quiet_source();
     let env = source.env();
     let path = env.root().join("snapshot.yaml");
@@ -1307,6 +1359,33 @@ fn a_replacing_restore_of_a_deployment_keeps_its_pods_and_replica_set() {
         "--path",
         path_str(&path),
     ]);
+    let replica_sets = || {
+        kubectl(
+            env,
+            "source",
+            &["get", "rs", "-o", "jsonpath={.items[*].metadata.name}"],
+        )
+    };
+    let before_rs = replica_sets();
+    // Which pods and ReplicaSet exist, by uid, and the Deployment's revision.
+    let identities = || {
+        kubectl(
+            env,
+            "source",
+            &[
+                "get",
+                "pods,rs,deploy",
+                "-o",
+                "jsonpath={range .items[*]}{.kind} {.metadata.name} {.metadata.uid} {.metadata.annotations.deployment\\.kubernetes\\.io/revision}{\"\\n\"}{end}",
+            ],
+        )
+    };
+    let before = sorted(&identities());
+    assert_eq!(
+        before.len(),
+        8,
+        "six pods, a ReplicaSet, a Deployment: {before:?}"
+    );
     let replaced = env.ksim_ok(&[
         "snapshot",
         "restore",
@@ -1317,7 +1396,57 @@ fn a_replacing_restore_of_a_deployment_keeps_its_pods_and_replica_set() {
         "--replace",
     ]);
     assert!(replaced.contains(" replaced."), "{replaced}");
-    check_quiet_copy(env, "source", &pods, &budget);
+    env.wait_for_in(
+        "source",
+        &[
+            "get",
+            "deploy",
+            "web",
+            "-o",
+            "jsonpath={.metadata.generation} {.status.observedGeneration} {.status.updatedReplicas} {.status.readyReplicas}",
+        ],
+        |out| {
+            let f: Vec<&str> = out.split(' ').collect();
+            f.len() == 4 && f[0] == f[1] && f[2] == "6" && f[3] == "6"
+        },
+    );
+    env.wait_for_in(
+        "source",
+        &[
+            "get",
+            "pdb",
+            "web",
+            "-o",
+            "jsonpath={.status.currentHealthy} {.status.desiredHealthy} {.status.disruptionsAllowed} {.status.expectedPods}",
+        ],
+        |out| out == budget,
+    );
+    let rs_uid = kubectl(
+        env,
+        "source",
+        &["get", "rs", &before_rs, "-o", "jsonpath={.metadata.uid}"],
+    );
+    env.wait_for_in(
+        "source",
+        &[
+            "get",
+            "pods",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.ownerReferences[0].uid}{\"\\n\"}{end}",
+        ],
+        |out| out.lines().count() == 6 && out.lines().all(|uid| uid == rs_uid),
+    );
+    assert_eq!(replica_sets(), before_rs, "the same ReplicaSet");
+    assert_eq!(
+        sorted(&kubectl(env, "source", PODS)),
+        pods,
+        "the same pods and IPs"
+    );
+    assert_eq!(
+        sorted(&identities()),
+        before,
+        "the same objects, overwritten in place; no roll-out"
+    );
 }
 
 /// A recording holding a CustomResourceDefinition and its custom

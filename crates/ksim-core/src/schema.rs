@@ -45,6 +45,13 @@ impl Definitions {
         self.schemas.get(definition)
     }
 
+    /// The name (as stored) and schema of a definition.
+    pub fn get_key_value(&self, definition: &str) -> Option<(&str, &Value)> {
+        self.schemas
+            .get_key_value(definition)
+            .map(|(name, schema)| (name.as_str(), schema))
+    }
+
     /// Every definition, by name.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
         self.schemas

@@ -569,6 +569,24 @@ impl Target {
             .map(|_| ())
     }
 
+    /// Replaces object `name` with `object` (a PUT; `object` carries the
+    /// resourceVersion it replaces).
+    pub async fn replace(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        name: &str,
+        object: &Value,
+    ) -> Result<(), kube::Error> {
+        let body = serde_json::to_vec(object).map_err(kube::Error::SerdeError)?;
+        let http = Request::new(resource.path(namespace))
+            .replace(name, &kube::api::PostParams::default(), body)
+            .map_err(kube::Error::BuildRequest)?;
+        self.send_as::<serde::de::IgnoredAny>(http)
+            .await
+            .map(|_| ())
+    }
+
     /// Reads object `name`.
     pub async fn get(
         &self,

@@ -666,7 +666,10 @@ async fn create_one(
 }
 
 /// An item that already exists: kept (its uid read), or under
-/// `Conflicts::Replace` deleted and created again from `object`.
+/// `Conflicts::Replace` overwritten from `object` in place, keeping its uid
+/// (so that no controller sees it vanish and makes another under the same
+/// name, as a Deployment does its ReplicaSet), or deleted and created again
+/// where the API refuses the change (a pod's spec).
 async fn settle_existing(
     target: &Target,
     item: &Item,
@@ -693,6 +696,34 @@ async fn settle_existing(
             .to_string();
         return Ok(Outcome::Existing { uid });
     };
+    for _ in 0..5 {
+        let existing = target
+            .get(&item.resource, namespace, &item.name)
+            .await
+            .map_err(fail)?;
+        let mut body = object.object.clone();
+        body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"].clone();
+        match target
+            .replace(&item.resource, namespace, &item.name, &body)
+            .await
+        {
+            Ok(()) => {
+                write_status(target, item, object).await?;
+                return Ok(Outcome::Created {
+                    new_uid: existing["metadata"]["uid"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    replaced: true,
+                });
+            }
+            // Changed meanwhile: read it again.
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            // A change the API refuses in place: delete and create.
+            Err(kube::Error::Api(status)) if status.code == 422 => break,
+            Err(e) => return Err(fail(e)),
+        }
+    }
     target
         .delete(&item.resource, namespace, &item.name)
         .await

@@ -146,8 +146,18 @@ pub(crate) fn for_table<'a>(resource: &ResourceInfo, stored: &'a Value) -> Cow<'
 /// Whether stored objects are served to `resource` as they are (their
 /// serialized bytes can be sent unchanged).
 pub(crate) fn is_identity(resource: &ResourceInfo, stored: &Value) -> bool {
-    !is_events_v1(resource)
-        && stored["apiVersion"].as_str() == Some(resource.api_version().as_str())
+    // `resource.api_version()` without formatting it (once per listed item).
+    let served = |api_version: &str| {
+        if resource.group.is_empty() {
+            api_version == resource.version
+        } else {
+            api_version
+                .strip_prefix(resource.group.as_str())
+                .and_then(|rest| rest.strip_prefix('/'))
+                == Some(resource.version.as_str())
+        }
+    };
+    !is_events_v1(resource) && stored["apiVersion"].as_str().is_some_and(served)
 }
 
 /// A field selector's field, as named in the stored form.

@@ -191,6 +191,16 @@ impl ApiServer {
     /// (each as a POST to its collection would, its status merged in), by
     /// field manager `manager`, without encoding them: how a cluster loads
     /// a snapshot before its components start. One result per item, in order.
+    ///
+    /// The results (objects, errors) are those of creating the items one
+    /// after another in order. Namespaces, ServiceAccounts, PriorityClasses,
+    /// CRDs and Services (whose creation changes how later items are
+    /// created) and items without a name are created alone, after every
+    /// item before them; the items between two of those are created on
+    /// every core, the items of one kind and name on one thread in their
+    /// order, so the resourceVersions of different objects may interleave.
+    /// An item may rely on earlier items of those kinds (a pod on its
+    /// namespace, ServiceAccount and PriorityClass), not on other items.
     pub fn create_objects(
         &self,
         items: Vec<BulkItem>,

@@ -72,6 +72,7 @@ pub(crate) fn prepare_for_create(
         ("", "Namespace") => {
             object["status"] = json!({"phase": "Active"});
         }
+        ("", "Secret") => merge_string_data(object),
         // "Nodes allow *all* fields, including status, to be set on create."
         ("", "Node") => {}
         _ if status_is_separate(resource) => {
@@ -82,6 +83,28 @@ pub(crate) fn prepare_for_create(
         _ => {}
     }
     drop_empty_metadata(object);
+}
+
+/// A Secret's `stringData` is a write-only convenience: its values are
+/// merged into `data` (base64), overwriting keys there, and it is never
+/// stored (what kube-apiserver's conversion of a v1 Secret does).
+fn merge_string_data(secret: &mut Value) {
+    let Some(Value::Object(strings)) = secret
+        .as_object_mut()
+        .and_then(|map| map.remove("stringData"))
+    else {
+        return;
+    };
+    if strings.is_empty() {
+        return;
+    }
+    if !secret.get("data").is_some_and(Value::is_object) {
+        secret["data"] = json!({});
+    }
+    for (key, value) in strings {
+        let text = value.as_str().unwrap_or_default();
+        secret["data"][key] = json!(super::handlers::base64_encode(text.as_bytes()));
+    }
 }
 
 /// A new pod with scheduling gates is `PodScheduled=False` with reason
@@ -142,6 +165,9 @@ fn spec_changed(old: &Value, new: &Value) -> bool {
 /// deletion fields, generation), bumps generation on spec changes, and
 /// keeps the stored status where the kind has a status subresource.
 pub(crate) fn prepare_for_update(resource: &ResourceInfo, old: &Value, new: &mut Value) {
+    if resource.group.is_empty() && resource.kind == "Secret" {
+        merge_string_data(new);
+    }
     let bump = has_generation(resource) && spec_changed(old, new);
     let old_metadata = old.get("metadata").cloned().unwrap_or(json!({}));
     let metadata = metadata_mut(new);

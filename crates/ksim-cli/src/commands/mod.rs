@@ -38,6 +38,7 @@ pub use bench::{
     WorkloadsBench, bench_all, bench_api, bench_daemonset, bench_dpdb, bench_drain, bench_kubelet,
     bench_scenarios, bench_snapshot, bench_startup, bench_workloads,
 };
+pub use bench::{BulkBench, bench_bulk};
 pub use clock::ClusterClock;
 pub use clock_cmd::{ClockCommand, clock};
 pub use controllers::run_controllers;

@@ -6,11 +6,11 @@
 
 use serde_json::{Map, Value};
 
-use super::fieldpath::{FieldSet, PathElement, path_string};
+use super::fieldpath::{FieldSet, PathElement, field_key, path_string};
 use super::managed::{
     ManagedEntry, Operation, decode, managed_fields_of, remove_managed_fields, set_managed_fields,
 };
-use super::types::TypeRef;
+use super::types::{ObjectType, TypeRef};
 use super::walk::{
     Comparison, Walk, compare, compare_field_skipping, compare_skipping, drop_typed_nulls,
     index_items, merge, prune, to_field_set, walk_of,
@@ -499,11 +499,34 @@ pub fn track_field_update(
         return;
     }
     let ty = TypeRef::root(definition);
+    let comparison = compare_field_skipping(old_field, new.get(field), &ty, field, is_ignored);
+    if let Some(position) =
+        untouched_entries_position(new, field, manager, subresource, api_version, now)
+    {
+        let mut changed = comparison.added;
+        changed.union_with(&comparison.modified);
+        if !changed.is_empty() {
+            let updater = ManagedEntry {
+                manager: manager.to_owned(),
+                operation: Operation::Update,
+                api_version: api_version.to_owned(),
+                time: Some(now.to_owned()),
+                subresource: subresource.to_owned(),
+                set: changed,
+            };
+            if let Some(Value::Array(entries)) = new
+                .get_mut("metadata")
+                .and_then(|m| m.get_mut("managedFields"))
+            {
+                entries.insert(position, updater.encode());
+            }
+        }
+        return;
+    }
     let entries = managed_fields_of(new)
         .and_then(|m| decode(m).ok())
         .unwrap_or_default();
     remove_managed_fields(new);
-    let comparison = compare_field_skipping(old_field, new.get(field), &ty, field, is_ignored);
     record_update(
         entries,
         comparison,
@@ -513,6 +536,63 @@ pub fn track_field_update(
         api_version,
         now,
     );
+}
+
+/// Where the writer's new entry goes in the common case of
+/// [`track_field_update`], which needs no decoding and encoding of the
+/// entries already there: when no entry owns anything under `field` (a
+/// create's entry, whose status the server resets, owns none of it) and
+/// none is the writer's, what changed under `field` is the writer's alone
+/// and the other entries stay as they are. The entries must be as the
+/// server writes them (in order, each a valid, non-empty FieldsV1 entry of
+/// its own manager), which those of an object just tracked are. None when
+/// this does not apply.
+fn untouched_entries_position(
+    new: &Value,
+    field: &str,
+    manager: &str,
+    subresource: &str,
+    api_version: &str,
+    now: &str,
+) -> Option<usize> {
+    let Some(Value::Array(entries)) = managed_fields_of(new) else {
+        return None;
+    };
+    let owned_key = field_key(field);
+    let updater_sort_key = (Operation::Update, now, manager, api_version, subresource);
+    let mut position = 0;
+    for entry in entries {
+        let fields = entry.get("fieldsV1").and_then(Value::as_object)?;
+        let text = |name: &str| entry.get(name).and_then(Value::as_str).unwrap_or("");
+        let operation = match text("operation") {
+            "Update" => Operation::Update,
+            "Apply" => Operation::Apply,
+            _ => return None,
+        };
+        if fields.is_empty() || fields.contains_key(&owned_key) || text("fieldsType") != "FieldsV1"
+        {
+            return None;
+        }
+        let key = (
+            operation,
+            text("time"),
+            text("manager"),
+            text("apiVersion"),
+            text("subresource"),
+        );
+        let same_manager = key.0 == Operation::Update
+            && key.2 == manager
+            && key.3 == api_version
+            && key.4 == subresource;
+        if same_manager {
+            return None;
+        }
+        // Sorted as `encode` sorts (stable: the writer's entry after equals).
+        if key <= updater_sort_key {
+            position += 1;
+        }
+    }
+    Some(position)
 }
 
 /// The managedFields after a write that made `comparison`: what changed
@@ -587,8 +667,9 @@ fn track_create(
         return;
     };
     let mut encoded = Map::new();
+    let object_type = ObjectType::new(*ty);
     for (name, child) in fields {
-        let (child_ty, _) = ty.child(name);
+        let (child_ty, _) = object_type.child(name);
         let member = !IGNORED_TOP_LEVEL.contains(&name.as_str());
         let ignored: &[&str] = if name == "metadata" {
             &IGNORED_METADATA
@@ -596,7 +677,7 @@ fn track_create(
             &[]
         };
         if let Some(child) = created_fields_v1(child, &child_ty, member, ignored) {
-            encoded.insert(format!("f:{name}"), child);
+            encoded.insert(field_key(name), child);
         }
     }
     let Some(object) = new.as_object_mut() else {
@@ -644,7 +725,7 @@ fn created_fields_v1(value: &Value, ty: &TypeRef, member: bool, ignored: &[&str]
                     let (child_ty, _) = ty.child(name);
                     let child_member = !ignored.contains(&name.as_str());
                     if let Some(child) = created_fields_v1(child, &child_ty, child_member, &[]) {
-                        children.insert(format!("f:{name}"), child);
+                        children.insert(field_key(name), child);
                     }
                 }
             }
@@ -1270,5 +1351,72 @@ mod tests {
             entries[1]["fieldsV1"]["f:status"].get("f:podIP").is_some(),
             "{fast}"
         );
+    }
+
+    #[test]
+    fn a_write_of_one_field_over_entries_that_own_it_tracks_what_a_whole_comparison_would() {
+        let pod = Some("io.k8s.api.core.v1.Pod");
+        let entry = |manager: &str, subresource: &str, time: &str, fields: Value| {
+            let mut entry = json!({"manager": manager, "operation": "Update", "apiVersion": "v1",
+                "time": time, "fieldsType": "FieldsV1", "fieldsV1": fields});
+            if !subresource.is_empty() {
+                entry["subresource"] = json!(subresource);
+            }
+            entry
+        };
+        let spec = json!({"f:spec": {"f:nodeName": {}}});
+        let status = json!({"f:status": {"f:phase": {}, "f:podIP": {}}});
+        let cases = [
+            // Another manager owns status fields: they change hands.
+            vec![
+                entry("creator", "", "t1", spec.clone()),
+                entry("kubelet", "status", "t1", status.clone()),
+            ],
+            // The writer's own status entry already exists: it grows.
+            vec![entry("restorer", "status", "t1", status.clone())],
+            // Entries sorting after the writer's (a later time), and an apply.
+            vec![
+                entry("zeta", "", "t3", spec.clone()),
+                json!({"manager": "applier", "operation": "Apply", "apiVersion": "v1", "time": "t0",
+                    "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {"f:app": {}}}}}),
+            ],
+            // Equal sort keys but for the subresource.
+            vec![entry("restorer", "", "t2", spec.clone())],
+        ];
+        for managed in cases {
+            let mut created = json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "default", "labels": {"app": "a"},
+                    "managedFields": managed},
+                "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "busybox"}]},
+                "status": {"phase": "Pending", "podIP": "10.0.0.1"}});
+            // As the server writes them: canonical order.
+            let entries = decode(&created["metadata"]["managedFields"]).expect("entries");
+            set_managed_fields(&mut created, &entries);
+            let mut general = created.clone();
+            general["status"] = json!({"phase": "Running", "podIP": "10.0.0.7", "hostIP": "h"});
+            track_subresource_update(
+                pod,
+                Some(&created),
+                &mut general,
+                "restorer",
+                "status",
+                "v1",
+                "t2",
+            );
+            let mut fast = created.clone();
+            fast["status"] = general["status"].clone();
+            track_field_update(
+                pod,
+                created.get("status"),
+                &mut fast,
+                "status",
+                "restorer",
+                "status",
+                "v1",
+                "t2",
+            );
+            assert_eq!(fast, general);
+            assert_eq!(fast.to_string(), general.to_string());
+        }
     }
 }

@@ -27,7 +27,7 @@ impl PathElement {
     /// The key of this element in a `FieldsV1` object.
     pub fn to_fields_v1_key(&self) -> String {
         match self {
-            PathElement::Field(name) => format!("f:{name}"),
+            PathElement::Field(name) => field_key(name),
             PathElement::Key(fields) => {
                 let pairs: Vec<String> = fields
                     .iter()
@@ -68,6 +68,14 @@ impl PathElement {
         }
         Err(format!("unknown path element {key:?} in FieldsV1"))
     }
+}
+
+/// `f:<name>`, the FieldsV1 key of a field.
+pub(crate) fn field_key(name: &str) -> String {
+    let mut key = String::with_capacity(name.len() + 2);
+    key.push_str("f:");
+    key.push_str(name);
+    key
 }
 
 fn json_string(s: &str) -> String {

@@ -63,7 +63,7 @@ impl ManagedEntry {
         )
     }
 
-    fn encode(&self) -> Value {
+    pub(crate) fn encode(&self) -> Value {
         let mut entry = Map::new();
         entry.insert("manager".into(), Value::String(self.manager.clone()));
         entry.insert(

@@ -315,12 +315,39 @@ pub enum Shape {
     Untyped,
 }
 
+/// An object node's type with its shape worked out once: the types of its
+/// fields, one lookup each.
+#[derive(Debug, Clone, Copy)]
+pub struct ObjectType {
+    ty: TypeRef,
+    shape: Shape,
+}
+
+impl ObjectType {
+    /// The object type of a node of type `ty`.
+    pub fn new(ty: TypeRef) -> ObjectType {
+        ObjectType {
+            shape: ty.shape(),
+            ty,
+        }
+    }
+
+    /// The object type of a node of type `ty` whose shape is `shape`.
+    pub fn with_shape(ty: TypeRef, shape: Shape) -> ObjectType {
+        ObjectType { ty, shape }
+    }
+
+    /// [`TypeRef::child`].
+    pub fn child(&self, field: &str) -> (TypeRef, bool) {
+        self.ty.child_in(self.shape, field)
+    }
+}
+
 impl TypeRef {
     /// The type of a whole object of the OpenAPI definition (None or an
     /// unknown name: untyped, with typed `metadata`).
     pub fn root(definition: Option<&str>) -> TypeRef {
-        let found =
-            definition.and_then(|wanted| definitions().iter().find(|(name, _)| *name == wanted));
+        let found = definition.and_then(|wanted| definitions().get_key_value(wanted));
         TypeRef {
             schema: found.map(|(_, schema)| schema),
             name: found.map(|(name, _)| name),
@@ -428,7 +455,13 @@ impl TypeRef {
     /// The type of `field` of a struct or map node, and whether the field is
     /// a declared struct field (map keys and unknown fields are not).
     pub fn child(&self, field: &str) -> (TypeRef, bool) {
-        match self.shape() {
+        self.child_in(self.shape(), field)
+    }
+
+    /// [`Self::child`] given this node's shape (worked out once for all
+    /// the fields of an object).
+    fn child_in(&self, shape: Shape, field: &str) -> (TypeRef, bool) {
+        match shape {
             Shape::Struct {
                 properties,
                 definition,

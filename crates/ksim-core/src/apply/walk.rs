@@ -8,20 +8,24 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use super::fieldpath::{FieldPath, FieldSet, PathElement};
-use super::types::{ListType, Shape, TypeRef};
+use super::types::{ListType, ObjectType, Shape, TypeRef};
 
 /// How a value is walked, from its type and what it actually holds (a value
 /// that does not fit its schema is a leaf).
 pub(super) enum Walk {
-    Object(TypeRef, bool),
+    Object(ObjectType, bool),
     List(ListType, TypeRef),
     Leaf,
 }
 
 pub(super) fn walk_of(ty: &TypeRef, value: &Value) -> Walk {
     match (ty.shape(), value) {
-        (Shape::Struct { .. }, Value::Object(_)) => Walk::Object(*ty, false),
-        (Shape::Map(_) | Shape::Untyped, Value::Object(_)) => Walk::Object(*ty, true),
+        (shape @ Shape::Struct { .. }, Value::Object(_)) => {
+            Walk::Object(ObjectType::with_shape(*ty, shape), false)
+        }
+        (shape @ (Shape::Map(_) | Shape::Untyped), Value::Object(_)) => {
+            Walk::Object(ObjectType::with_shape(*ty, shape), true)
+        }
         (Shape::List(list_type, items), Value::Array(_)) if list_type != ListType::Atomic => {
             Walk::List(list_type, items)
         }

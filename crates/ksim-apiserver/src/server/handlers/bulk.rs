@@ -13,8 +13,10 @@
 //! agent's name, as on a POST. The answer, 200 with one result per item in
 //! order: `{"kind": "ObjectCreations", "apiVersion": "ksim.io/v1alpha1",
 //! "items": [{"uid": "...", "generation": 1}, {"status": <a Status>}]}`,
-//! a failed item carrying the Status its POST would have answered. Items
-//! are created one after another; a failed one does not stop the others.
+//! a failed item carrying the Status its POST would have answered. The
+//! results are those of creating the items one after another (see
+//! [`create_items`]: runs of independent items use every core); a failed
+//! one does not stop the others.
 
 use std::sync::Arc;
 
@@ -111,17 +113,153 @@ pub struct BulkCreated {
     pub generation: Option<i64>,
 }
 
-/// Creates `items` one after another, as the bulk path does; a failed item
-/// carries the error its POST would have answered.
+/// Creates `items` as the bulk path does; a failed item carries the error
+/// its POST would have answered. One result per item, in order.
+///
+/// What the results are is what creating the items one after another in
+/// order gives: objects of kinds whose creation changes how later items are
+/// created (namespaces and their default ServiceAccount, ServiceAccounts,
+/// PriorityClasses, CRDs, Services with their allocations) and items with a
+/// generated name are created alone, in order, after every item before
+/// them. The items between two of those are created on every core: all
+/// items of one kind and name on the same thread in
+/// their order (the first one wins, later ones are AlreadyExists), so only
+/// the resourceVersions of items of different names may interleave.
 pub(crate) fn create_items(
     state: &State,
     items: Vec<BulkItem>,
     manager: &str,
 ) -> Vec<Result<BulkCreated, ApiError>> {
-    items
-        .into_iter()
-        .map(|item| create_one(state, item.object, item.status.as_ref(), manager))
-        .collect()
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    create_items_on(state, items, manager, threads)
+}
+
+/// [`create_items`] on at most `threads` threads.
+fn create_items_on(
+    state: &State,
+    items: Vec<BulkItem>,
+    manager: &str,
+    threads: usize,
+) -> Vec<Result<BulkCreated, ApiError>> {
+    let total = items.len();
+    let mut results = Vec::with_capacity(total);
+    let mut run: Vec<BulkItem> = Vec::new();
+    for item in items {
+        if is_ordered(&item.object) {
+            create_run(
+                state,
+                std::mem::take(&mut run),
+                manager,
+                threads,
+                &mut results,
+            );
+            results.push(create_one(state, item.object, item.status, manager));
+        } else {
+            run.push(item);
+        }
+    }
+    create_run(state, run, manager, threads, &mut results);
+    debug_assert_eq!(results.len(), total);
+    results
+}
+
+/// The fewest items of a run worth spreading over threads.
+const PARALLEL_RUN: usize = 256;
+
+/// Whether creating `object` may change how later items are created (or
+/// its name is drawn): created alone, in order.
+fn is_ordered(object: &Value) -> bool {
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+    let named = object["metadata"]["name"]
+        .as_str()
+        .is_some_and(|n| !n.is_empty());
+    !named
+        || matches!(
+            (group, kind),
+            ("", "Namespace" | "ServiceAccount" | "Service")
+                | ("scheduling.k8s.io", "PriorityClass")
+                | ("apiextensions.k8s.io", _)
+                | ("apiregistration.k8s.io", _)
+                | ("admissionregistration.k8s.io", _)
+        )
+}
+
+/// Creates a run of items none of which changes how the others are created
+/// (see [`create_items`]), appending their results in order.
+fn create_run(
+    state: &State,
+    run: Vec<BulkItem>,
+    manager: &str,
+    threads: usize,
+    results: &mut Vec<Result<BulkCreated, ApiError>>,
+) {
+    let threads = threads.min(run.len() / PARALLEL_RUN).max(1);
+    if threads == 1 {
+        results.extend(
+            run.into_iter()
+                .map(|item| create_one(state, item.object, item.status, manager)),
+        );
+        return;
+    }
+    // Items of one name go to one thread, in their order.
+    let mut shares: Vec<Vec<(usize, BulkItem)>> = (0..threads)
+        .map(|_| Vec::with_capacity(run.len() / threads + 1))
+        .collect();
+    for (index, item) in run.into_iter().enumerate() {
+        let share = name_hash(&item.object) as usize % threads;
+        shares[share].push((index, item));
+    }
+    let start = results.len();
+    let count: usize = shares.iter().map(Vec::len).sum();
+    let mut slots: Vec<Option<Result<BulkCreated, ApiError>>> =
+        std::iter::repeat_with(|| None).take(count).collect();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = shares
+            .into_iter()
+            .map(|share| {
+                scope.spawn(move || {
+                    share
+                        .into_iter()
+                        .map(|(index, item)| {
+                            (index, create_one(state, item.object, item.status, manager))
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for worker in workers {
+            match worker.join() {
+                Ok(created) => {
+                    for (index, result) in created {
+                        slots[index] = Some(result);
+                    }
+                }
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+    });
+    results.extend(slots.into_iter().map(|slot| {
+        slot.unwrap_or_else(|| Err(ApiError::internal("a bulk item was not created")))
+    }));
+    debug_assert_eq!(results.len(), start + count);
+}
+
+/// A hash of an item's kind and name: the same for two items that are the
+/// same object (whatever version or namespace field they carry).
+fn name_hash(object: &Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    object["kind"]
+        .as_str()
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    hasher.finish()
 }
 
 /// The served resource of `apiVersion` and `kind`.
@@ -130,11 +268,33 @@ fn resource_of(state: &State, api_version: &str, kind: &str) -> Option<Arc<Resou
     state.registry().find_kind(group, version, kind)
 }
 
+/// Drops the fields of `object` its kind does not have (the unknown
+/// fields decoding drops); a decoding error is the item's error.
+fn drop_unknown_fields(
+    openapi: &crate::openapi::OpenApi,
+    resource: &ResourceInfo,
+    object: &mut Value,
+) -> Result<(), ApiError> {
+    let check = openapi.check_fields(resource, object);
+    if let Some(error) = check.decode_error {
+        return Err(error);
+    }
+    for problem in &check.unknown {
+        if let Some(path) = problem
+            .strip_prefix("unknown field \"")
+            .and_then(|p| p.strip_suffix('"'))
+        {
+            remove_field(object, path);
+        }
+    }
+    Ok(())
+}
+
 /// Creates one object; its new uid and generation.
 fn create_one(
     state: &State,
     mut object: Value,
-    status: Option<&Value>,
+    status: Option<Value>,
     manager: &str,
 ) -> Result<BulkCreated, ApiError> {
     if !object.is_object() {
@@ -173,21 +333,21 @@ fn create_one(
     } else {
         metadata.remove("namespace");
     }
-    // Unknown fields are dropped, as a POST's decoding drops them.
-    let check = state.openapi().check_fields(&resource, &object);
-    if let Some(error) = check.decode_error {
-        return Err(error);
-    }
-    for problem in &check.unknown {
-        if let Some(path) = problem
-            .strip_prefix("unknown field \"")
-            .and_then(|p| p.strip_suffix('"'))
-        {
-            remove_field(&mut object, path);
+    // Unknown fields are dropped, as a POST's decoding drops them, and
+    // those of the status as its merge patch's decoding drops them.
+    let openapi = state.openapi();
+    drop_unknown_fields(&openapi, &resource, &mut object)?;
+    let status = match status {
+        Some(status @ Value::Object(_)) if resource.has_subresource("status") => {
+            let mut patched =
+                Value::Object(serde_json::Map::from_iter([("status".to_string(), status)]));
+            drop_unknown_fields(&openapi, &resource, &mut patched)?;
+            patched.as_object_mut().and_then(|p| p.remove("status"))
         }
-    }
+        other => other,
+    };
     let object = conversion::to_storage(&resource, object);
-    let created = create_object_with_status(state, &resource, object, status, manager)?;
+    let created = create_object_with_status(state, &resource, object, status.as_ref(), manager)?;
     Ok(BulkCreated {
         uid: created.value["metadata"]["uid"]
             .as_str()
@@ -350,6 +510,235 @@ mod tests {
         )
         .await;
         assert_eq!(code, StatusCode::OK);
+    }
+
+    /// `object` without what differs between two creations of it: uid,
+    /// creationTimestamp, resourceVersion, the managedFields' times.
+    fn comparable(mut object: Value) -> Value {
+        let metadata = &mut object["metadata"];
+        for field in ["uid", "creationTimestamp", "resourceVersion"] {
+            assert!(metadata[field].is_string(), "{field} is set: {metadata}");
+            metadata[field] = json!("-");
+        }
+        for entry in metadata["managedFields"]
+            .as_array_mut()
+            .expect("managedFields")
+        {
+            entry["time"] = json!("-");
+        }
+        object
+    }
+
+    async fn call_as(
+        router: &Router,
+        method: Method,
+        uri: &str,
+        content_type: &str,
+        body: Value,
+    ) -> Value {
+        let request = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(header::CONTENT_TYPE, content_type)
+            .header(header::USER_AGENT, "restorer/v1")
+            .body(Body::from(body.to_string()))
+            .expect("request");
+        let response = router.clone().oneshot(request).await.expect("response");
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        assert!(status.is_success(), "{uri}: {status} {value}");
+        value
+    }
+
+    #[tokio::test]
+    async fn an_item_is_created_as_a_post_and_a_status_merge_patch_create_it() {
+        let mut pod = running_pod("web");
+        // Fields the kind does not have are dropped, from the object and the status.
+        pod["object"]["spec"]["notAField"] = json!(1);
+        pod["status"]["notAField"] = json!(1);
+        pod["status"]["conditions"][0]["alsoNot"] = json!("x");
+        let set = json!({
+            "object": {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                "metadata": {"name": "web", "namespace": "default", "labels": {"app": "a"}},
+                "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "a"}},
+                    "template": {"metadata": {"labels": {"app": "a"}},
+                        "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}},
+            "status": {"replicas": 2, "readyReplicas": 2, "availableReplicas": 2,
+                "observedGeneration": 1,
+                "conditions": [{"type": "ReplicaFailure", "status": "False", "reason": "R"}]},
+        });
+        let bulk = ApiServer::new();
+        let results = bulk.create_objects(
+            [&pod, &set]
+                .into_iter()
+                .map(|item| super::BulkItem {
+                    object: item["object"].clone(),
+                    status: Some(item["status"].clone()),
+                })
+                .collect(),
+            "restorer",
+        );
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
+        let bulk = bulk.router();
+        let posted = ApiServer::new().router();
+        for (item, collection) in [
+            (&pod, "/api/v1/namespaces/default/pods"),
+            (&set, "/apis/apps/v1/namespaces/default/replicasets"),
+        ] {
+            call_as(
+                &posted,
+                Method::POST,
+                collection,
+                "application/json",
+                item["object"].clone(),
+            )
+            .await;
+            call_as(
+                &posted,
+                Method::PATCH,
+                &format!("{collection}/web/status"),
+                "application/merge-patch+json",
+                json!({"status": item["status"]}),
+            )
+            .await;
+            let uri = format!("{collection}/web");
+            let by_post =
+                call_as(&posted, Method::GET, &uri, "application/json", Value::Null).await;
+            let in_bulk = call_as(&bulk, Method::GET, &uri, "application/json", Value::Null).await;
+            let managers: Vec<(&str, &str)> = in_bulk["metadata"]["managedFields"]
+                .as_array()
+                .expect("managedFields")
+                .iter()
+                .map(|m| {
+                    (
+                        m["manager"].as_str().unwrap_or_default(),
+                        m["subresource"].as_str().unwrap_or_default(),
+                    )
+                })
+                .collect();
+            assert_eq!(
+                managers,
+                [("restorer", ""), ("restorer", "status")],
+                "{in_bulk}"
+            );
+            assert!(in_bulk["status"].get("notAField").is_none(), "{in_bulk}");
+            assert!(in_bulk["spec"].get("notAField").is_none(), "{in_bulk}");
+            assert_eq!(comparable(in_bulk), comparable(by_post), "{uri}");
+        }
+    }
+
+    /// Items for the concurrency tests: `count` pods in `namespace`, some
+    /// of them repeated or bad.
+    fn many_items(namespace: &str, count: usize) -> Vec<super::BulkItem> {
+        let mut items = vec![super::BulkItem {
+            object: json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+            status: None,
+        }];
+        for i in 0..count {
+            let mut item = running_pod(&format!("p-{i:05}"));
+            item["object"]["metadata"]["namespace"] = json!(namespace);
+            let object = match i % 97 {
+                // The same name again, later: AlreadyExists.
+                13 => {
+                    item["object"]["metadata"]["name"] = json!(format!("p-{:05}", i - 13));
+                    item["object"]["metadata"]["labels"] = json!({"copy": "yes"});
+                    item["object"].clone()
+                }
+                // Invalid: 422.
+                50 => {
+                    item["object"]["spec"]["containers"] = json!([]);
+                    item["object"].clone()
+                }
+                _ => item["object"].clone(),
+            };
+            items.push(super::BulkItem {
+                object,
+                status: Some(item["status"].clone()),
+            });
+        }
+        items
+    }
+
+    #[tokio::test]
+    async fn items_created_on_many_threads_are_answered_in_order() {
+        let server = ApiServer::new();
+        let items = many_items("many", 1_500);
+        let names: Vec<String> = items
+            .iter()
+            .map(|i| {
+                i.object["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect();
+        let results = super::create_items_on(&server.state, items, "restorer", 3);
+        assert_eq!(results.len(), names.len());
+        for (i, (result, name)) in results.iter().zip(&names).enumerate() {
+            let expected = match i.checked_sub(1).map(|i| i % 97) {
+                Some(13) => Some(409),
+                Some(50) => Some(422),
+                _ => None,
+            };
+            match (result, expected) {
+                (Ok(created), None) => {
+                    let collection = if i == 0 { "/namespaces" } else { "/pods" };
+                    let namespace = if i == 0 { "" } else { "many" };
+                    let stored = server
+                        .state
+                        .store
+                        .get(collection, namespace, name)
+                        .expect("created");
+                    assert_eq!(stored.uid(), Some(created.uid.as_str()), "item {i}");
+                }
+                (Err(error), Some(code)) => assert_eq!(error.code, code, "item {i}: {error}"),
+                (other, _) => panic!("item {i} ({name}): {other:?}, expected {expected:?}"),
+            }
+        }
+        // The first of two items of one name won, as one after another.
+        let first = server
+            .state
+            .store
+            .get("/pods", "many", "p-00000")
+            .expect("pod");
+        assert!(first.labels().and_then(|l| l.get("copy")).is_none());
+        let failed = (0..1_500).filter(|i| matches!(i % 97, 13 | 50)).count();
+        assert_eq!(server.state.store.len("/pods"), 1_500 - failed);
+    }
+
+    #[tokio::test]
+    async fn many_threads_create_what_one_thread_creates() {
+        let created = |threads: usize| {
+            let server = ApiServer::new();
+            let results =
+                super::create_items_on(&server.state, many_items("same", 600), "m", threads);
+            let codes: Vec<u16> = results
+                .iter()
+                .map(|r| r.as_ref().map_or_else(|e| e.code, |_| 0))
+                .collect();
+            let pods: Vec<Value> = server
+                .state
+                .store
+                .list("/pods", Some("same"), None, None, |_| true)
+                .items
+                .iter()
+                .map(|p| {
+                    let mut value = p.value.clone();
+                    ksim_store::expand_managed_fields(&mut value);
+                    comparable(value)
+                })
+                .collect();
+            (codes, pods)
+        };
+        let (one_codes, one_pods) = created(1);
+        let (many_codes, many_pods) = created(4);
+        assert_eq!(one_codes, many_codes);
+        let failed = (0..600).filter(|i| matches!(i % 97, 13 | 50)).count();
+        assert_eq!(one_pods.len(), 600 - failed);
+        assert_eq!(one_pods, many_pods);
     }
 
     #[tokio::test]

@@ -45,6 +45,7 @@ mod subresources;
 mod write;
 
 pub(crate) use delete::delete_object;
+pub(crate) use read::base64_encode;
 pub(crate) use write::{create_cluster_object, prepare_new_object};
 
 /// Query parameters of a request.

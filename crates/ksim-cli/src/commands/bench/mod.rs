@@ -1,5 +1,5 @@
 //! `ksim bench`: benchmarks of ksim itself that print figures against their
-//! targets. `startup` (time to /readyz, idle RSS), `api` (creates, lists,
+//! targets. `bulk` (bulk creation in process, then paged pod lists), `startup` (time to /readyz, idle RSS), `api` (creates, lists,
 //! RSS holding many pods, watch fan-out), `all` (both), and the component
 //! benchmarks: `kubelet`, `workloads` (a large Deployment with the whole
 //! cluster in process), `daemonset` (a DaemonSet on many nodes) and `drain` (nodes drained under a
@@ -10,6 +10,7 @@
 //! example scenarios; `advance 1h` on an idle cluster).
 
 mod api;
+mod bulk;
 mod cluster;
 mod daemonset;
 mod dpdb;
@@ -23,6 +24,7 @@ mod startup;
 mod workloads;
 
 pub use api::{ApiBench, bench_api};
+pub use bulk::{BulkBench, bench_bulk};
 pub use daemonset::{DaemonSetBench, bench_daemonset};
 pub use dpdb::{DpdbBench, bench_dpdb};
 pub use drain::{DrainBench, bench_drain};
