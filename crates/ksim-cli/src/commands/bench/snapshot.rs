@@ -30,7 +30,7 @@ use ksim_snapshot::save::SaveOptions;
 use serde_json::{Value, json};
 
 use super::cluster::run_on_runtime;
-use super::measure::{mebibytes, millis, per_second, thousands};
+use super::measure::{cpu_time, mebibytes, millis, per_second, thousands};
 use super::server::ServeChild;
 use crate::commands::print_line;
 use crate::commands::scale;
@@ -362,19 +362,20 @@ async fn run_in(bench: &SnapshotBench, dir: &std::path::Path) -> anyhow::Result<
     // bulk creation before the components start, then the components
     // started as `ksim serve` starts them; until a client's listing sees
     // every pod Running on its original node.
-    let started = Instant::now();
+    let cpu = || cpu_time(std::process::id()).unwrap_or_default();
+    let (started, cpu_started) = (Instant::now(), cpu());
     let documents = crate::commands::read_snapshot(&path)?;
-    let parsed = started.elapsed();
+    let (parsed, cpu_parsed) = (started.elapsed(), cpu());
     let mut cluster = crate::assembly::Cluster::new(ksim_runtime::clock::Clock::real());
     let report = cluster.restore_documents(documents, &path).await?;
-    let loaded = started.elapsed();
+    let (loaded, cpu_loaded) = (started.elapsed(), cpu());
     let target = Target::new(cluster.client());
     let restored_at = revision(&target).await?;
     cluster
         .start(crate::assembly::Components::default())
         .await?;
     let placed = running_pods(&target).await?;
-    let all_running = started.elapsed();
+    let (all_running, cpu_all_running) = (started.elapsed(), cpu());
     let misplaced = expected
         .iter()
         .filter(|(name, node)| placed.get(*name) != Some(node))
@@ -387,6 +388,13 @@ async fn run_in(bench: &SnapshotBench, dir: &std::path::Path) -> anyhow::Result<
         millis(parsed),
         millis(loaded.saturating_sub(parsed)),
         millis(all_running.saturating_sub(loaded)),
+    ))?;
+    print_line(format_args!(
+        "restore CPU (all threads; holds on a busy machine): {} (parse {}, load {}, until all Running {})",
+        millis(cpu_all_running.saturating_sub(cpu_started)),
+        millis(cpu_parsed.saturating_sub(cpu_started)),
+        millis(cpu_loaded.saturating_sub(cpu_parsed)),
+        millis(cpu_all_running.saturating_sub(cpu_loaded)),
     ))?;
     // The controllers own what was restored: no pod was added once they ran.
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -402,7 +410,7 @@ async fn run_in(bench: &SnapshotBench, dir: &std::path::Path) -> anyhow::Result<
     // The same load through ksim's bulk path over HTTP (the in-process
     // transport: every object JSON-encoded and decoded, as `ksim snapshot
     // restore` sends them), into an API server alone.
-    let started = Instant::now();
+    let (started, cpu_started) = (Instant::now(), cpu());
     let documents = crate::commands::read_snapshot(&path)?;
     let parsed = started.elapsed();
     let server = ksim_apiserver::ApiServer::new();
@@ -416,13 +424,14 @@ async fn run_in(bench: &SnapshotBench, dir: &std::path::Path) -> anyhow::Result<
         &options,
     )
     .await?;
-    let loaded = started.elapsed();
+    let (loaded, cpu_loaded) = (started.elapsed(), cpu());
     print_line(format_args!(
-        "restore through the bulk path over HTTP (in-process transport, API server alone): {} objects in {} (parse {}, load {})",
+        "restore through the bulk path over HTTP (in-process transport, API server alone): {} objects in {} (parse {}, load {}; CPU {})",
         report.created_total() + report.existing,
         millis(loaded),
         millis(parsed),
         millis(loaded.saturating_sub(parsed)),
+        millis(cpu_loaded.saturating_sub(cpu_started)),
     ))?;
     drop(server);
 
