@@ -297,6 +297,20 @@ pub struct TypeRef {
     root: bool,
 }
 
+/// Where the static parts of a [`TypeRef`] are: the key of its shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct ShapeKey {
+    schema: usize,
+    name: (usize, usize),
+    declared_in: ((usize, usize), (usize, usize)),
+}
+
+thread_local! {
+    /// The shapes worked out so far (a few hundred types at most).
+    static SHAPES: std::cell::RefCell<std::collections::HashMap<ShapeKey, Shape>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
 /// What a node is, for merging and field sets.
 #[derive(Debug, Clone, Copy)]
 pub enum Shape {
@@ -392,6 +406,30 @@ impl TypeRef {
 
     /// The shape of this node.
     pub fn shape(&self) -> Shape {
+        let Some(schema) = self.schema else {
+            return Shape::Untyped;
+        };
+        // Everything a shape depends on is static: it is worked out once
+        // per type (per thread) and looked up by where the type's parts are.
+        let text = |t: Option<&'static str>| t.map_or((0, 0), |t| (t.as_ptr() as usize, t.len()));
+        let key = ShapeKey {
+            schema: std::ptr::from_ref(schema) as usize,
+            name: text(self.name),
+            declared_in: (
+                text(self.declared_in.map(|(definition, _)| definition)),
+                text(self.declared_in.map(|(_, field)| field)),
+            ),
+        };
+        if let Some(shape) = SHAPES.with(|shapes| shapes.borrow().get(&key).copied()) {
+            return shape;
+        }
+        let shape = self.work_out_shape();
+        SHAPES.with(|shapes| shapes.borrow_mut().insert(key, shape));
+        shape
+    }
+
+    /// [`Self::shape`], from the schemas.
+    fn work_out_shape(&self) -> Shape {
         let Some((schema, definition)) = self.resolved() else {
             return Shape::Untyped;
         };
