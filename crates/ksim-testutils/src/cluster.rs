@@ -18,8 +18,7 @@ pub const KSIM_CLUSTER_NAME: &str = "ksim";
 /// timing).
 #[track_caller]
 pub fn poll_until<T>(what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
-    // wall-clock: a test's bound on a hang of real processes, not cluster time.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60); // wall-clock: a test's bound on a hang of real processes, not cluster time
     loop {
         match check() {
             Ok(value) => return value,

@@ -582,7 +582,7 @@ impl Engine {
         stage: &CompiledStage,
     ) -> Result<Option<Value>, KubeletError> {
         let env = self.render_env(kind, object);
-        let action: NextAction = next_action(stage, object, &self.renderer, &env)?;
+        let mut action: NextAction = next_action(stage, object, &self.renderer, &env)?;
         let client = &self.client;
         let path = api::object_path(kind, key, None);
         let context = |what: &str| format!("{what} {} {key} (stage {})", kind.kind(), stage.name());
@@ -630,27 +630,28 @@ impl Engine {
         // replay writing the pod's recorded status and IPs), the server
         // refuses with 409 and the newer version, which the watch brings, is
         // evaluated afresh instead of being overwritten.
-        let status_for_version = (kind == SimulatedKind::Pod)
-            .then_some(action.status_patch.as_ref())
-            .flatten()
-            .filter(|p| matches!(p.patch_type, PatchType::Merge | PatchType::StrategicMerge))
-            .filter(|p| p.data.is_object())
-            .map(|p| {
-                let mut data = p.data.clone();
-                data["metadata"]["resourceVersion"] =
+        let status_for_version = match action.status_patch.as_mut() {
+            Some(patch)
+                if kind == SimulatedKind::Pod
+                    && matches!(
+                        patch.patch_type,
+                        PatchType::Merge | PatchType::StrategicMerge
+                    )
+                    && patch.data.is_object() =>
+            {
+                patch.data["metadata"]["resourceVersion"] =
                     Value::from(str_at(object, "/metadata/resourceVersion"));
-                data
-            });
+                true
+            }
+            _ => false,
+        };
         for (index, patch) in action
             .status_patch
             .iter()
             .chain(&action.patches)
             .enumerate()
         {
-            let data = match &status_for_version {
-                Some(data) if index == 0 => data,
-                _ => &patch.data,
-            };
+            let data = &patch.data;
             let target = api::object_path(kind, key, patch.subresource.as_deref());
             let sent = if read_back || patch.impersonate.is_some() {
                 api::patch(
@@ -672,7 +673,7 @@ impl Engine {
                 Ok(Some(updated)) => last = Some(updated),
                 Ok(None) => {}
                 Err(e) if api::is_not_found(&e) => return Ok(None),
-                Err(e) if index == 0 && status_for_version.is_some() && api::is_conflict(&e) => {
+                Err(e) if index == 0 && status_for_version && api::is_conflict(&e) => {
                     tracing::debug!(
                         key,
                         stage = stage.name(),
