@@ -5,7 +5,8 @@
 //! re-created, and scales on from the restored pods; budgets report the
 //! same numbers. A failed `--replace` restore puts back the objects it
 //! replaced (statuses too) and deletes those it created, by `--name` and by
-//! `--kubeconfig`.
+//! `--kubeconfig`, and points the dependents of an owner it created again
+//! (under a new uid) at it.
 
 use std::path::Path;
 
@@ -881,4 +882,164 @@ fn an_object_whose_replacement_fails_half_way_is_put_back_at_once() {
         "{error}"
     );
     assert_eq!(widget(), "1 1");
+}
+
+/// A ReplicaSet a `--replace` restore must delete and create again (the
+/// snapshot changes its selector, which the API refuses in place).
+const KEEPER: &str = "\
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata:
+  name: keeper
+  namespace: default
+spec:
+  replicas: 2
+  selector:
+    matchLabels:
+      app: keeper
+  template:
+    metadata:
+      labels:
+        app: keeper
+    spec:
+      containers:
+      - name: nginx
+        image: nginx
+";
+
+/// A pod of the ReplicaSet `keeper` (uid `{uid}`) named `{name}` with a
+/// container named `{container}`.
+fn keeper_pod(name: &str, uid: &str, container: &str) -> String {
+    format!(
+        "\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: default
+  labels:
+    app: keeper
+  ownerReferences:
+  - apiVersion: apps/v1
+    kind: ReplicaSet
+    name: keeper
+    uid: {uid}
+    controller: true
+    blockOwnerDeletion: true
+spec:
+  containers:
+  - name: {container}
+    image: nginx
+"
+    )
+}
+
+/// The snapshot: `keeper` with another selector, its pod `keeper-b` with
+/// another container and no owner (both are deleted and created again), and
+/// a pod in a namespace that does not exist, which fails in their tier.
+const KEEPER_SNAPSHOT: &str = "\
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata:
+  name: keeper
+  namespace: default
+spec:
+  replicas: 2
+  selector:
+    matchLabels:
+      app: other
+  template:
+    metadata:
+      labels:
+        app: other
+    spec:
+      containers:
+      - name: nginx
+        image: nginx
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: keeper-b
+  namespace: default
+spec:
+  containers:
+  - name: replaced
+    image: busybox
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: stray
+  namespace: nowhere
+spec:
+  containers:
+  - name: c
+    image: nginx
+";
+
+#[test]
+fn a_failed_replace_restore_points_the_dependents_of_an_owner_it_created_again_at_it() {
+    let cluster = TestCluster::start_api_only(ksim_binary());
+    let env = cluster.env();
+    cluster
+        .kubectl_stdin(&["apply", "-f", "-"], KEEPER)
+        .success();
+    let uid = |kind: &str, name: &str| {
+        let output = cluster.kubectl(&["get", kind, name, "-o", "jsonpath={.metadata.uid}"]);
+        output.success();
+        output.stdout
+    };
+    let old = uid("replicaset", "keeper");
+    // keeper-a: a pod the snapshot does not name; keeper-b: one it replaces.
+    for (pod, container) in [("keeper-a", "nginx"), ("keeper-b", "nginx")] {
+        cluster
+            .kubectl_stdin(&["apply", "-f", "-"], &keeper_pod(pod, &old, container))
+            .success();
+    }
+    let path = env.write_file("keeper.yaml", KEEPER_SNAPSHOT);
+    let error = env.ksim_err(&[
+        "snapshot",
+        "restore",
+        "--path",
+        path.to_str().expect("utf-8"),
+        "--replace",
+    ]);
+    assert!(
+        error.starts_with("error: restore failed: document 3 (line "),
+        "{error}"
+    );
+    // The ReplicaSet is back as it was, under a new uid (it was created again).
+    let selector = cluster.kubectl(&[
+        "get",
+        "replicaset",
+        "keeper",
+        "-o",
+        "jsonpath={.spec.selector.matchLabels.app}",
+    ]);
+    selector.success();
+    assert_eq!(selector.stdout, "keeper");
+    let new = uid("replicaset", "keeper");
+    assert_ne!(new, old);
+    // Both pods, the one the restore did not touch and the one it put
+    // back, are owned by it, not by a uid that no longer exists (which the
+    // garbage collector would delete them for).
+    for pod in ["keeper-a", "keeper-b"] {
+        let owners = cluster.kubectl(&[
+            "get",
+            "pod",
+            pod,
+            "-o",
+            "jsonpath={.metadata.ownerReferences[*].name} {.metadata.ownerReferences[*].uid} {.metadata.ownerReferences[*].controller} {.spec.containers[0].name}",
+        ]);
+        owners.success();
+        assert_eq!(owners.stdout, format!("keeper {new} true nginx"), "{pod}");
+    }
+    assert!(
+        error.trim_end().ends_with(
+            "; the 2 objects it had replaced were put back; the owner references of 2 objects now name the new uid of the 1 object put back by creating it again"
+        ),
+        "{error}"
+    );
+    assert_eq!(error.trim_end().lines().count(), 1, "{error}");
 }

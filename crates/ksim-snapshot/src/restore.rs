@@ -28,7 +28,11 @@
 //! created from it). A failed restore deletes what it created and puts back
 //! what it replaced (the rollback record keeps the original of each replaced
 //! object, and only of those), and says how many of each and which could
-//! not be.
+//! not be. An object put back by deleting it and creating it again has a
+//! new uid (the API gives no other way), so the owner references in the
+//! cluster naming its old uid (its pods, say, which the restore did not
+//! touch, and which the garbage collector would delete) are pointed at the
+//! new one.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -251,7 +255,16 @@ struct Progress {
     /// How objects are created in bulk; `None` once the cluster said it
     /// has no bulk path.
     bulk: Option<Arc<dyn BulkCreate>>,
+    /// Objects put back by creating them again, whose dependents must name
+    /// their new uid (see [`Renamed`]).
+    renamed: Renamed,
 }
+
+/// Old uid → new uid of every object put back by deleting it and creating
+/// it again (the API assigns a new uid): the owner references of its
+/// dependents are pointed at the new uid by [`roll_back`], or the garbage
+/// collector would delete them. Written by concurrent put-backs.
+type Renamed = std::sync::Mutex<HashMap<String, String>>;
 
 /// Restores `documents` into `target`.
 pub async fn restore(
@@ -341,7 +354,13 @@ pub async fn restore(
     .await;
     match result {
         Ok(()) => Ok(progress.report),
-        Err(error) => Err(roll_back(target, progress.applied, error).await),
+        Err(error) => {
+            let renamed = progress
+                .renamed
+                .into_inner()
+                .unwrap_or_else(|e| e.into_inner());
+            Err(roll_back(target, progress.applied, renamed, error).await)
+        }
     }
 }
 
@@ -672,6 +691,7 @@ async fn create_one(
     item: &Item,
     object: &BulkObject,
     conflicts: Conflicts,
+    renamed: &Renamed,
 ) -> Result<Outcome, Error> {
     match target.create_brief(&item.resource, &object.object).await {
         Ok(created) => {
@@ -681,7 +701,7 @@ async fn create_one(
             })
         }
         Err(e) if Error::is_already_exists(&e) => {
-            settle_existing(target, item, Some(object), conflicts).await
+            settle_existing(target, item, Some(object), conflicts, renamed).await
         }
         Err(e) => Err(item.failed(Error::from_kube(e))),
     }
@@ -693,12 +713,14 @@ async fn create_one(
 /// name, as a Deployment does its ReplicaSet), or deleted and created again
 /// where the API refuses the change (a pod's spec). A replaced object's
 /// original comes back in the outcome for a rollback; a failure half way
-/// through (its status refused, its re-creation refused) puts it back at once.
+/// through (its status refused, its re-creation refused) puts it back at once
+/// (noting in `renamed` if that gave it a new uid).
 async fn settle_existing(
     target: &Target,
     item: &Item,
     object: Option<&BulkObject>,
     conflicts: Conflicts,
+    renamed: &Renamed,
 ) -> Result<Outcome, Error> {
     let fail = |e: kube::Error| item.failed(Error::from_kube(e));
     let replace = conflicts == Conflicts::Replace
@@ -742,7 +764,7 @@ async fn settle_existing(
                     recreated: false,
                 };
                 if let Err(error) = write_status(target, item, object).await {
-                    return Err(put_back_after(target, item, &original, error).await);
+                    return Err(put_back_after(target, item, &original, error, renamed).await);
                 }
                 return Ok(Outcome::Replaced {
                     uid,
@@ -776,10 +798,10 @@ async fn settle_existing(
         .map_err(fail)?;
     let created = match create_again(target, &item.resource, &object.object).await {
         Ok(created) => created,
-        Err(e) => return Err(put_back_after(target, item, &original, fail(e)).await),
+        Err(e) => return Err(put_back_after(target, item, &original, fail(e), renamed).await),
     };
     if let Err(error) = write_status(target, item, object).await {
-        return Err(put_back_after(target, item, &original, error).await);
+        return Err(put_back_after(target, item, &original, error, renamed).await);
     }
     Ok(Outcome::Replaced {
         uid: created.metadata.uid,
@@ -808,8 +830,14 @@ async fn create_again(
 }
 
 /// `error`, after putting back the object that replacing `item` changed
-/// (or saying that it could not be).
-async fn put_back_after(target: &Target, item: &Item, original: &Original, error: Error) -> Error {
+/// (or saying that it could not be); a new uid it got is noted in `renamed`.
+async fn put_back_after(
+    target: &Target,
+    item: &Item,
+    original: &Original,
+    error: Error,
+    renamed: &Renamed,
+) -> Error {
     match put_back(
         target,
         &item.resource,
@@ -819,7 +847,10 @@ async fn put_back_after(target: &Target, item: &Item, original: &Original, error
     )
     .await
     {
-        Ok(()) => error,
+        Ok(new_uid) => {
+            note_renamed(renamed, original, new_uid);
+            error
+        }
         Err(e) => Error::Restore(format!(
             "{error}; it could not be put back as it was: {}",
             Error::from_kube(e)
@@ -836,21 +867,34 @@ const SERVER_OWNED: [&str; 5] = [
     "generation",
 ];
 
+/// Notes that `original` was put back under `new_uid` (if it was created again).
+fn note_renamed(renamed: &Renamed, original: &Original, new_uid: Option<String>) {
+    let (Some(old), Some(new)) = (original.object["metadata"]["uid"].as_str(), new_uid) else {
+        return;
+    };
+    renamed
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(old.to_string(), new);
+}
+
 /// Puts an object the restore replaced back as it was: PUT at its current
 /// resourceVersion if it was replaced in place, else deleted and created
-/// again from its original; its status written back where it had one.
+/// again from its original (its new uid is returned); its status written
+/// back where it had one.
 async fn put_back(
     target: &Target,
     resource: &Resource,
     namespace: Option<&str>,
     name: &str,
     original: &Original,
-) -> Result<(), kube::Error> {
+) -> Result<Option<String>, kube::Error> {
     let status = original
         .object
         .get("status")
         .filter(|status| status.as_object().is_some_and(|s| !s.is_empty()))
         .filter(|_| resource.has_status);
+    let mut new_uid = None;
     if original.recreated {
         target.delete(resource, namespace, name).await?;
         let mut body = original.object.clone();
@@ -862,7 +906,7 @@ async fn put_back(
         if let Some(map) = body.as_object_mut() {
             map.remove("status");
         }
-        create_again(target, resource, &body).await?;
+        new_uid = Some(create_again(target, resource, &body).await?.metadata.uid);
     } else {
         replace_current(target, resource, namespace, name, false, &original.object).await?;
     }
@@ -871,7 +915,7 @@ async fn put_back(
         body["status"] = status.clone();
         replace_current(target, resource, namespace, name, true, &body).await?;
     }
-    Ok(())
+    Ok(new_uid)
 }
 
 /// PUTs `object` over object `name` (or over its status) at its current
@@ -1029,12 +1073,13 @@ async fn apply_batch(
         None => (Vec::new(), Vec::new(), objects),
     };
     let concurrency = options.concurrency.max(1);
+    let renamed = &progress.renamed;
     done.extend(
         futures::stream::iter(unsent.into_iter().enumerate())
             .map(|(i, object)| async move {
                 (
                     i,
-                    create_one(target, &batch[i], &object, options.conflicts).await,
+                    create_one(target, &batch[i], &object, options.conflicts, renamed).await,
                 )
             })
             .buffer_unordered(concurrency)
@@ -1048,7 +1093,7 @@ async fn apply_batch(
                 let object = kept.map(|kept| &kept[i]);
                 (
                     i,
-                    settle_existing(target, &batch[i], object, options.conflicts).await,
+                    settle_existing(target, &batch[i], object, options.conflicts, renamed).await,
                 )
             })
             .buffer_unordered(concurrency)
@@ -1203,11 +1248,16 @@ async fn restore_owner_references(
 }
 
 /// Undoes what a failed restore applied, newest first: deletes the objects
-/// it created and puts back those it replaced; says exactly what happened.
-async fn roll_back(target: &Target, applied: Vec<Applied>, error: Error) -> Error {
-    if applied.is_empty() {
-        return Error::Restore(format!("restore failed: {error}; nothing was applied"));
-    }
+/// it created and puts back those it replaced; then points the owner
+/// references of every object that names one put back under a new uid (in
+/// `renamed`, and those this puts back) at that uid; says exactly what
+/// happened.
+async fn roll_back(
+    target: &Target,
+    applied: Vec<Applied>,
+    mut renamed: HashMap<String, String>,
+    error: Error,
+) -> Error {
     let mut created = 0;
     let mut replaced = 0;
     let mut not_deleted = Vec::new();
@@ -1230,8 +1280,15 @@ async fn roll_back(target: &Target, applied: Vec<Applied>, error: Error) -> Erro
             }
             Some(original) => {
                 replaced += 1;
+                let result = put_back(target, &resource, namespace, &name, original).await;
                 (
-                    put_back(target, &resource, namespace, &name, original).await,
+                    result.map(|new_uid| {
+                        if let (Some(old), Some(new)) =
+                            (original.object["metadata"]["uid"].as_str(), new_uid)
+                        {
+                            renamed.insert(old.to_string(), new);
+                        }
+                    }),
                     &mut not_put_back,
                 )
             }
@@ -1245,10 +1302,170 @@ async fn roll_back(target: &Target, applied: Vec<Applied>, error: Error) -> Erro
             ));
         }
     }
-    Error::Restore(format!(
-        "restore failed: {error}; {}",
+    let mut summary = if created + replaced == 0 {
+        "nothing was applied".to_string()
+    } else {
         rollback_summary(created, &not_deleted, replaced, &not_put_back)
-    ))
+    };
+    if !renamed.is_empty() {
+        let (owners, pointed, not_pointed) = point_at_new_uids(target, &renamed).await;
+        if let Some(words) = renamed_summary(owners, pointed, &not_pointed) {
+            summary.push_str("; ");
+            summary.push_str(&words);
+        }
+    }
+    Error::Restore(format!("restore failed: {error}; {summary}"))
+}
+
+/// Points every owner reference in the cluster that names an old uid of
+/// `renamed` at its new uid (a PUT at the object's resourceVersion, read
+/// again while it changes meanwhile). How many owners were named, how many
+/// objects were changed, and those that could not be (or the kinds that
+/// could not be listed).
+async fn point_at_new_uids(
+    target: &Target,
+    renamed: &HashMap<String, String>,
+) -> (usize, usize, Vec<String>) {
+    let resources = match target.resources().await {
+        Ok(resources) => resources,
+        Err(error) => {
+            return (
+                renamed.len(),
+                0,
+                vec![format!("cannot discover the served kinds: {error}")],
+            );
+        }
+    };
+    let mut owners = HashSet::new();
+    let names = |object: &Value| {
+        object["metadata"]["ownerReferences"]
+            .as_array()
+            .is_some_and(|refs| {
+                refs.iter()
+                    .any(|r| r["uid"].as_str().is_some_and(|u| renamed.contains_key(u)))
+            })
+    };
+    let mut pointed = 0;
+    let mut failed = Vec::new();
+    for resource in resources.preferred.iter().filter(|r| r.can_list) {
+        let mut found = Vec::new();
+        let listed = target
+            .list_pages(resource, None, None, 500, |items| {
+                found.extend(items.into_iter().filter(|o| names(o)));
+                Ok(())
+            })
+            .await;
+        if let Err(error) = listed {
+            failed.push(format!("{} (cannot list: {error})", resource.group_kind()));
+            continue;
+        }
+        for object in found {
+            owners.extend(
+                object["metadata"]["ownerReferences"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|r| r["uid"].as_str())
+                    .filter(|u| renamed.contains_key(*u))
+                    .map(str::to_string),
+            );
+            let namespace = object["metadata"]["namespace"].as_str().map(str::to_string);
+            let name = object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            match point_owner_references(
+                target,
+                resource,
+                namespace.as_deref(),
+                &name,
+                object,
+                renamed,
+            )
+            .await
+            {
+                Ok(true) => pointed += 1,
+                Ok(false) => {}
+                Err(error) => failed.push(format!(
+                    "{} {}{name} ({})",
+                    resource.group_kind(),
+                    namespace.map(|n| format!("{n}/")).unwrap_or_default(),
+                    Error::from_kube(error)
+                )),
+            }
+        }
+    }
+    (owners.len(), pointed, failed)
+}
+
+/// Points the owner references of `object` (as last read) that name an old
+/// uid of `renamed` at the new one; whether it changed anything (it may
+/// have been deleted or changed by someone else meanwhile).
+async fn point_owner_references(
+    target: &Target,
+    resource: &Resource,
+    namespace: Option<&str>,
+    name: &str,
+    mut object: Value,
+    renamed: &HashMap<String, String>,
+) -> Result<bool, kube::Error> {
+    let mut attempt = 0;
+    loop {
+        let mut changed = false;
+        if let Some(references) = object["metadata"]["ownerReferences"].as_array_mut() {
+            for reference in references {
+                if let Some(new) = reference["uid"].as_str().and_then(|u| renamed.get(u)) {
+                    reference["uid"] = json!(new);
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            return Ok(false);
+        }
+        // List items may come without their kind.
+        object["apiVersion"] = json!(resource.api_version);
+        object["kind"] = json!(resource.kind);
+        match target.replace(resource, namespace, name, &object).await {
+            Ok(()) => return Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 409 && attempt < 5 => {
+                attempt += 1;
+                object = target.get(resource, namespace, name).await?;
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(false),
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+/// What pointing dependents at new uids did, in words (`None` if there was
+/// nothing to say): `owners` objects were put back under new uids, the owner
+/// references of `pointed` objects now name them, and those that could not.
+fn renamed_summary(owners: usize, pointed: usize, failed: &[String]) -> Option<String> {
+    let objects = |n: usize| if n == 1 { "object" } else { "objects" };
+    let (uids, it) = if owners == 1 {
+        ("uid", "it")
+    } else {
+        ("uids", "them")
+    };
+    let put_back = format!(
+        "the {owners} {} put back by creating {it} again",
+        objects(owners)
+    );
+    let mut parts = Vec::new();
+    if pointed > 0 {
+        parts.push(format!(
+            "the owner references of {pointed} {} now name the new {uids} of {put_back}",
+            objects(pointed)
+        ));
+    }
+    if !failed.is_empty() {
+        parts.push(format!(
+            "these could not be made to name the new {uids} of {put_back}: {}",
+            failed.join(", ")
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// What a rollback did, in words: how many created objects were deleted
@@ -1326,6 +1543,23 @@ mod tests {
         assert_eq!(
             rollback_summary(2, &["Pod default/p (timeout)".to_string()], 0, &[]),
             "of the 2 objects it had created, these could not be deleted: Pod default/p (timeout)"
+        );
+    }
+
+    #[test]
+    fn a_rollback_says_whose_owner_references_name_new_uids() {
+        assert_eq!(renamed_summary(1, 0, &[]), None);
+        assert_eq!(
+            renamed_summary(1, 2, &[]).as_deref(),
+            Some(
+                "the owner references of 2 objects now name the new uid of the 1 object put back by creating it again"
+            )
+        );
+        assert_eq!(
+            renamed_summary(2, 1, &["Pod default/p (forbidden)".to_string()]).as_deref(),
+            Some(
+                "the owner references of 1 object now name the new uids of the 2 objects put back by creating them again; these could not be made to name the new uids of the 2 objects put back by creating them again: Pod default/p (forbidden)"
+            )
         );
     }
 
