@@ -198,3 +198,198 @@ fn a_killed_recorder_leaves_a_file_that_replays_to_its_last_complete_line() {
         "{stderr}"
     );
 }
+
+const WIDGETS: &str = "\
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names:
+    plural: widgets
+    singular: widget
+    kind: Widget
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+";
+
+/// A Widget named `name` of size `size` in the default namespace.
+fn widget(name: &str, size: u32) -> String {
+    format!(
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  size: {size}\n"
+    )
+}
+
+/// The recording's (type, name) of its Widget changes, in order.
+fn widget_changes(path: &Path) -> Vec<(String, String)> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|c| c["object"]["kind"] == "Widget")
+        .map(|c| {
+            (
+                c["type"].as_str().unwrap_or_default().to_string(),
+                c["object"]["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+/// `ksim record --name source --path <path>` logging at info level to
+/// `<path>.log`, its stdout dropped.
+fn start_recorder(env: &KsimEnv, path: &Path) -> std::process::Child {
+    env.ksim_command(&[
+        "record",
+        "--name",
+        "source",
+        "--path",
+        path.to_str().expect("utf-8 path"),
+    ])
+    .env("RUST_LOG", "info,kube_client=off")
+    .stdout(Stdio::null())
+    .stderr(std::fs::File::create(path.with_extension("log")).expect("the log file"))
+    .spawn()
+    .expect("ksim record starts")
+}
+
+/// A kind whose CustomResourceDefinition is created while `ksim record`
+/// runs is recorded from its first object, even one created and deleted at
+/// once, right after the kind is served (a recorder polling discovery once
+/// a second misses it), and replays. A second recorder, which finds the
+/// definition there, stops watching the kind when the definition is
+/// deleted, and follows it again when it is created again.
+#[test]
+fn a_kind_defined_while_recording_is_recorded_from_its_first_object_until_its_definition_goes() {
+    let env = KsimEnv::new(ksim_binary());
+    for name in ["source", "replica"] {
+        env.ksim_ok(&[
+            "create",
+            "cluster",
+            "--name",
+            name,
+            "--disable",
+            "kubelet,controllers,scheduler",
+        ]);
+    }
+    let source = |args: &[&str]| {
+        let mut all = vec!["--context=ksim-source"];
+        all.extend_from_slice(args);
+        env.kubectl(&all).success();
+    };
+    let source_stdin = |args: &[&str], stdin: &str| {
+        let mut all = vec!["--context=ksim-source"];
+        all.extend_from_slice(args);
+        env.kubectl_stdin(&all, stdin).success();
+    };
+    let defined = |round: &str| {
+        source_stdin(&["apply", "-f", "-"], WIDGETS);
+        source(&[
+            "wait",
+            "--for=condition=Established",
+            "crd/widgets.example.com",
+            "--timeout=60s",
+        ]);
+        poll_until(&format!("widgets served ({round})"), || {
+            let listed = env.kubectl(&["--context=ksim-source", "get", "widgets"]);
+            (listed.status == 0).then_some(()).ok_or(listed.stderr)
+        });
+    };
+    let stop = |mut recorder: std::process::Child| {
+        signal(recorder.id(), "INT");
+        let status = recorder.wait().expect("the recorder exits");
+        assert!(status.success(), "ksim record exits 0 on SIGINT");
+    };
+
+    let path = env.root().join("first.jsonl");
+    let recorder = start_recorder(&env, &path);
+    source(&["create", "configmap", "marker"]);
+    eventually("the recorder follows the cluster", || {
+        std::fs::read_to_string(&path).is_ok_and(|t| t.contains("\"name\":\"marker\""))
+    });
+    // Created as soon as the definition is served and deleted at once
+    // (raw requests: no discovery on the way).
+    source_stdin(&["apply", "-f", "-"], WIDGETS);
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    poll_until("the brief widget is created", || {
+        let created = env.kubectl_stdin(
+            &[
+                "--context=ksim-source",
+                "create",
+                "--raw",
+                widgets,
+                "-f",
+                "-",
+            ],
+            r#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"brief","namespace":"default"},"spec":{"size":1}}"#,
+        );
+        (created.status == 0).then_some(()).ok_or(created.stderr)
+    });
+    source(&["delete", "--raw", &format!("{widgets}/brief")]);
+    source_stdin(&["create", "-f", "-"], &widget("kept", 2));
+    eventually("the kept widget is recorded", || {
+        widget_changes(&path).contains(&("ADDED".into(), "kept".into()))
+    });
+    assert_eq!(
+        widget_changes(&path),
+        [
+            ("ADDED".to_string(), "brief".to_string()),
+            ("DELETED".to_string(), "brief".to_string()),
+            ("ADDED".to_string(), "kept".to_string()),
+        ]
+    );
+    stop(recorder);
+    let output = env.ksim(&[
+        "replay",
+        "--name",
+        "replica",
+        "--path",
+        path.to_str().expect("utf-8 path"),
+        "--speed",
+        "max",
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!stderr.contains("skipped"), "{stderr}");
+    let widgets = env.kubectl(&[
+        "--context=ksim-replica",
+        "get",
+        "widgets",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name}={.spec.size} {end}",
+    ]);
+    widgets.success();
+    assert_eq!(widgets.stdout.trim_end(), "kept=2");
+
+    let path = env.root().join("second.jsonl");
+    let recorder = start_recorder(&env, &path);
+    eventually("the second recorder lists the kept widget", || {
+        widget_changes(&path) == [("ADDED".to_string(), "kept".to_string())]
+    });
+    // The definition goes (its widgets with it): the kind is no longer watched.
+    source(&["delete", "crd", "widgets.example.com"]);
+    eventually("the recorder drops the kind", || {
+        std::fs::read_to_string(path.with_extension("log")).is_ok_and(|t| {
+            t.lines()
+                .any(|l| l.contains("widgets.example.com") && l.contains("no longer recorded"))
+        })
+    });
+    // Defined again: followed again from its first object.
+    defined("second");
+    source_stdin(&["create", "-f", "-"], &widget("again", 3));
+    eventually("the widget of the second definition is recorded", || {
+        widget_changes(&path).contains(&("ADDED".into(), "again".into()))
+    });
+    stop(recorder);
+}

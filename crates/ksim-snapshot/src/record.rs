@@ -12,9 +12,12 @@
 //!   "MODIFIED" | "DELETED", "object": OBJECT}` where `t` counts from
 //!   `startTime` and `object` is the whole object as the watch sent it
 //!   (managedFields dropped). The objects that existed when recording
-//!   started come first, as `ADDED` at `t` 0; those of a kind served only
-//!   later (a CustomResourceDefinition created meanwhile) as `ADDED` when
-//!   discovery first serves it (polled every second).
+//!   started come first, as `ADDED` at `t` 0. A kind defined later (a
+//!   CustomResourceDefinition created meanwhile) is recorded from when its
+//!   definition is established, found by watching the definitions: its
+//!   objects' changes from the revision at which the definition appeared,
+//!   so that none is missed, however soon it came and went. A kind whose
+//!   definition is deleted is no longer watched.
 //!
 //! A replay applies the changes in order: creates (owner uids remapped as a
 //! snapshot restore does), merge patches of what changed (the main resource
@@ -230,50 +233,47 @@ pub async fn record(
         }
         Ok(written)
     });
-    let mut known: HashSet<String> = watched.iter().map(resource_key).collect();
+    let definitions = resources
+        .find("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+        .filter(|r| r.can_list && r.can_watch)
+        .cloned();
     let mut watchers = tokio::task::JoinSet::new();
+    let mut recording = HashMap::new();
     for (resource, version) in watched.into_iter().zip(versions) {
-        let (target, sender, time) = (target.clone(), sender.clone(), time.clone());
-        watchers
-            .spawn(async move { watch(&target, &resource, version, start, time, sender).await });
+        let sink = Sink::Record {
+            start,
+            time: time.clone(),
+            sender: sender.clone(),
+        };
+        let target = target.clone();
+        let key = resource_key(&resource);
+        let handle =
+            watchers.spawn(async move { watch(&target, &resource, version, false, sink).await });
+        recording.insert(key, handle);
     }
     {
-        // Kinds served later (a CustomResourceDefinition created while
-        // recording) are recorded from when discovery serves them: their
-        // objects then as ADDED, then their changes.
-        let discover = async {
-            loop {
-                tokio::time::sleep(Duration::from_secs(1)).await; // wall-clock: polls a remote server's discovery
-                let Ok(served) = target.resources().await else {
-                    continue;
-                };
-                for resource in served.preferred.iter().filter(|r| recorded(r, kinds)) {
-                    if known.contains(&resource_key(resource)) {
-                        continue;
-                    }
-                    let Ok((items, version)) = list_all(target, resource).await else {
-                        continue;
+        let follow = async {
+            match definitions {
+                Some(definitions) => {
+                    let follower = Follower {
+                        target,
+                        kinds,
+                        start,
+                        time: &time,
+                        sender: &sender,
                     };
-                    known.insert(resource_key(resource));
-                    let t = time.offset(start).await;
-                    for object in items {
-                        let _ = sender.send(line(&Change {
-                            t,
-                            kind: "ADDED".into(),
-                            object,
-                        }));
-                    }
-                    let (target, sender, time) = (target.clone(), sender.clone(), time.clone());
-                    let resource = resource.clone();
-                    watchers.spawn(async move {
-                        watch(&target, &resource, version, start, time, sender).await;
-                    });
+                    follower
+                        .run(&definitions, &mut recording, &mut watchers)
+                        .await;
                 }
+                None => tracing::debug!("no CustomResourceDefinitions to follow"),
             }
+            // Recording goes on until stopped.
+            std::future::pending::<()>().await
         };
         tokio::select! {
             () = stop => {}
-            () = discover => {}
+            () = follow => {}
         }
     }
     drop(sender);
@@ -284,9 +284,219 @@ pub async fn record(
         .map_err(|e| Error::Invalid(format!("the recording writer failed: {e}")))?
 }
 
-/// A resource's identity among those recorded.
+/// A resource's identity among those recorded, at any version:
+/// `plural.group`, the name of the CustomResourceDefinition of a custom one.
 fn resource_key(resource: &Resource) -> String {
-    format!("{}/{}", resource.api_version, resource.plural)
+    format!("{}.{}", resource.plural, resource.group)
+}
+
+/// Follows the cluster's CustomResourceDefinitions while recording.
+struct Follower<'a> {
+    target: &'a Target,
+    kinds: &'a [String],
+    start: DateTime<Utc>,
+    time: &'a TimeSource,
+    sender: &'a mpsc::UnboundedSender<String>,
+}
+
+/// Where a kind's recording starts.
+enum From {
+    /// A list of its objects (as `ADDED`), then a watch from the list.
+    List,
+    /// A watch from this revision: its definition appeared then, so every
+    /// object of the kind is newer.
+    Revision(String),
+}
+
+impl Follower<'_> {
+    /// Watches the definitions (`definitions`, the CRD resource) and records
+    /// a kind once its definition is established and `kinds` selects it
+    /// (those already in `recording`, by [`resource_key`], aside), stopping
+    /// it when its definition is deleted. Runs until the definitions cannot
+    /// be watched any more.
+    async fn run(
+        &self,
+        definitions: &Resource,
+        recording: &mut HashMap<String, tokio::task::AbortHandle>,
+        watchers: &mut tokio::task::JoinSet<()>,
+    ) {
+        let (listed, version) = loop {
+            match list_all(self.target, definitions).await {
+                Ok(listed) => break listed,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot list CustomResourceDefinitions; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await; // wall-clock: retrying a remote list
+                }
+            }
+        };
+        let (events, mut changes) = mpsc::unbounded_channel();
+        for definition in listed {
+            // Defined before this list: their objects may exist already.
+            let _ = events.send(("LISTED", definition));
+        }
+        {
+            let (target, definitions) = (self.target.clone(), definitions.clone());
+            let sink = Sink::Definitions(events);
+            watchers.spawn(async move { watch(&target, &definitions, version, false, sink).await });
+        }
+        // Where each definition's kind starts, from when it was first seen.
+        let mut seen: HashMap<String, From> = HashMap::new();
+        while let Some((change, definition)) = changes.recv().await {
+            let Some(name) = definition["metadata"]["name"].as_str() else {
+                continue;
+            };
+            if change == "DELETED" {
+                seen.remove(name);
+                if let Some(handle) = recording.remove(name) {
+                    handle.abort();
+                    tracing::info!(kind = %name, "its definition was deleted: no longer recorded");
+                }
+                continue;
+            }
+            let from = seen.entry(name.to_string()).or_insert_with(|| {
+                match definition["metadata"]["resourceVersion"].as_str() {
+                    Some(version) if change == "ADDED" => From::Revision(version.to_string()),
+                    _ => From::List,
+                }
+            });
+            if !established(&definition) || recording.contains_key(name) {
+                continue;
+            }
+            let Some(resource) = defined_resource(&definition) else {
+                continue;
+            };
+            if !recorded(&resource, self.kinds) {
+                continue;
+            }
+            let from = std::mem::replace(from, From::List);
+            tracing::info!(kind = %name, "its definition is established: recorded from now on");
+            let sink = Sink::Record {
+                start: self.start,
+                time: self.time.clone(),
+                sender: self.sender.clone(),
+            };
+            let target = self.target.clone();
+            let handle =
+                watchers.spawn(async move { record_kind(&target, &resource, from, sink).await });
+            recording.insert(name.to_string(), handle);
+        }
+    }
+}
+
+/// Whether a CustomResourceDefinition is established (its kind served).
+fn established(definition: &Value) -> bool {
+    definition["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Established" && c["status"] == "True")
+}
+
+/// The resource a CustomResourceDefinition defines, at its storage version
+/// if served, else its first served one.
+fn defined_resource(definition: &Value) -> Option<Resource> {
+    let spec = &definition["spec"];
+    let group = spec["group"].as_str()?;
+    let versions = spec["versions"].as_array()?;
+    let served = |v: &&Value| v["served"] == true;
+    let version = versions
+        .iter()
+        .filter(served)
+        .find(|v| v["storage"] == true)
+        .or_else(|| versions.iter().find(served))?;
+    let name = version["name"].as_str()?;
+    Some(Resource {
+        group: group.to_string(),
+        version: name.to_string(),
+        api_version: format!("{group}/{name}"),
+        kind: spec["names"]["kind"].as_str()?.to_string(),
+        plural: spec["names"]["plural"].as_str()?.to_string(),
+        namespaced: spec["scope"] == "Namespaced",
+        has_status: version["subresources"].get("status").is_some(),
+        can_list: true,
+        can_create: true,
+        can_watch: true,
+    })
+}
+
+/// Records a kind defined while recording, from `from`.
+async fn record_kind(target: &Target, resource: &Resource, from: From, sink: Sink) {
+    let (version, fresh) = match from {
+        From::Revision(version) => (version, true),
+        From::List => loop {
+            // Established a moment before it is served, on some servers.
+            match list_all(target, resource).await {
+                Ok((items, version)) => {
+                    if !sink.send_all("ADDED", items).await {
+                        return;
+                    }
+                    break (version, false);
+                }
+                Err(error) => {
+                    tracing::debug!(kind = %resource.group_kind(), %error, "cannot list yet; retrying");
+                    tokio::time::sleep(Duration::from_millis(200)).await; // wall-clock: polls a remote server
+                }
+            }
+        },
+    };
+    watch(target, resource, version, fresh, sink).await;
+}
+
+/// Where a watch's changes go.
+enum Sink {
+    /// Into the recording, as timed lines.
+    Record {
+        start: DateTime<Utc>,
+        time: TimeSource,
+        sender: mpsc::UnboundedSender<String>,
+    },
+    /// To the [`Follower`], as they are (`LISTED` for those listed again).
+    Definitions(mpsc::UnboundedSender<(&'static str, Value)>),
+}
+
+impl Sink {
+    /// Hands on one change; false once nobody takes them.
+    async fn send(&self, change: &'static str, object: Value) -> bool {
+        match self {
+            Sink::Record {
+                start,
+                time,
+                sender,
+            } => {
+                let change = Change {
+                    t: time.offset(*start).await,
+                    kind: change.into(),
+                    object,
+                };
+                sender.send(line(&change)).is_ok()
+            }
+            Sink::Definitions(sender) => sender.send((change, object)).is_ok(),
+        }
+    }
+
+    /// Hands on a list's objects as `change` (all at one time).
+    async fn send_all(&self, change: &'static str, objects: Vec<Value>) -> bool {
+        match self {
+            Sink::Record {
+                start,
+                time,
+                sender,
+            } => {
+                let t = time.offset(*start).await;
+                objects.into_iter().all(|object| {
+                    let change = Change {
+                        t,
+                        kind: change.into(),
+                        object,
+                    };
+                    sender.send(line(&change)).is_ok()
+                })
+            }
+            Sink::Definitions(sender) => objects
+                .into_iter()
+                .all(|object| sender.send(("LISTED", object)).is_ok()),
+        }
+    }
 }
 
 fn io(path: &str, source: std::io::Error) -> Error {
@@ -407,15 +617,15 @@ impl TimeSource {
     }
 }
 
-/// Watches one resource from `version`, sending each change's line; after
-/// a 410 Gone it lists again and records every object as MODIFIED.
+/// Watches one resource from `version`, handing each change to `sink`;
+/// after a 410 Gone it lists again and hands on every object as MODIFIED
+/// (as ADDED if nothing came before: a `fresh` watch of a new kind).
 async fn watch(
     target: &Target,
     resource: &Resource,
     mut version: String,
-    start: DateTime<Utc>,
-    time: TimeSource,
-    sender: mpsc::UnboundedSender<String>,
+    mut fresh: bool,
+    sink: Sink,
 ) {
     let request = kube::core::Request::new(resource.path(None));
     loop {
@@ -455,29 +665,19 @@ async fn watch(
                 version = v.to_string();
             }
             complete(&mut object, resource);
-            let change = Change {
-                t: time.offset(start).await,
-                kind: kind.into(),
-                object,
-            };
-            if sender.send(line(&change)).is_err() {
+            fresh = false;
+            if !sink.send(kind, object).await {
                 return;
             }
         }
         if gone {
             match list_all(target, resource).await {
                 Ok((items, v)) => {
-                    let t = time.offset(start).await;
-                    for object in items {
-                        let change = Change {
-                            t,
-                            kind: "MODIFIED".into(),
-                            object,
-                        };
-                        if sender.send(line(&change)).is_err() {
-                            return;
-                        }
+                    let change = if fresh { "ADDED" } else { "MODIFIED" };
+                    if !sink.send_all(change, items).await {
+                        return;
                     }
+                    fresh = false;
                     version = v;
                 }
                 Err(error) => {
@@ -1065,6 +1265,32 @@ async fn apply_change(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_definition_names_its_kind_at_its_served_storage_version() {
+        let definition = json!({
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Cluster",
+                "names": {"plural": "widgets", "kind": "Widget"},
+                "versions": [
+                    {"name": "v1beta1", "served": true, "storage": false},
+                    {"name": "v1", "served": true, "storage": true, "subresources": {"status": {}}},
+                ]},
+            "status": {"conditions": [{"type": "NamesAccepted", "status": "True"}]},
+        });
+        assert!(!established(&definition));
+        let resource = defined_resource(&definition).expect("a resource");
+        assert_eq!(resource.api_version, "example.com/v1");
+        assert!(!resource.namespaced && resource.has_status);
+        assert_eq!(resource_key(&resource), "widgets.example.com");
+        let mut unserved = definition.clone();
+        unserved["spec"]["versions"][1]["served"] = json!(false);
+        unserved["status"]["conditions"][0] = json!({"type": "Established", "status": "True"});
+        assert!(established(&unserved));
+        let resource = defined_resource(&unserved).expect("a resource");
+        assert_eq!(resource.api_version, "example.com/v1beta1");
+        assert!(!resource.has_status);
+    }
     use crate::api::Resources;
 
     #[test]
