@@ -14,6 +14,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -33,6 +34,8 @@ pub struct RateLimit {
     qps: f64,
     burst: f64,
     bucket: Mutex<(f64, Instant)>,
+    /// Tokens handed out.
+    permitted: AtomicU64,
 }
 
 impl RateLimit {
@@ -43,11 +46,18 @@ impl RateLimit {
             qps,
             burst,
             bucket: Mutex::new((burst, Instant::now())), // wall-clock: rate limit
+            permitted: AtomicU64::new(0),
         }
+    }
+
+    /// How many tokens were handed out (one per request sent).
+    pub fn permitted(&self) -> u64 {
+        self.permitted.load(Ordering::Relaxed)
     }
 
     /// Waits for a token.
     pub async fn acquire(&self) {
+        self.permitted.fetch_add(1, Ordering::Relaxed);
         if self.qps <= 0.0 {
             return;
         }
@@ -65,6 +75,10 @@ impl RateLimit {
             }
         };
         if let Some(wait) = wait {
+            tracing::debug!(
+                seconds = wait.as_secs_f64(),
+                "waiting for the client-side rate limit"
+            );
             tokio::time::sleep(wait).await; // wall-clock: rate limit
         }
     }
@@ -301,11 +315,23 @@ impl Target {
         }
     }
 
-    /// A target whose every request waits on `limit`.
+    /// A target whose every request waits on `limit`: the client is
+    /// wrapped, so that requests made on the target's behalf by kube
+    /// (discovery's, a watch's) wait too.
     pub fn with_rate_limit(client: kube::Client, limit: RateLimit) -> Self {
+        let limit = Arc::new(limit);
+        let namespace = client.default_namespace().to_string();
+        let gate = limit.clone();
+        let limited = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            let (client, limit) = (client.clone(), gate.clone());
+            async move {
+                limit.acquire().await;
+                client.send(request).await
+            }
+        });
         Target {
-            client,
-            limit: Some(Arc::new(limit)),
+            client: kube::Client::new(limited, namespace),
+            limit: Some(limit),
             bulk: None,
         }
     }
@@ -327,20 +353,18 @@ impl Target {
         }
     }
 
+    /// The client-side rate limit every request waits on, if any.
+    pub fn rate_limit(&self) -> Option<&RateLimit> {
+        self.limit.as_deref()
+    }
+
     /// The underlying client.
     pub fn client(&self) -> &kube::Client {
         &self.client
     }
 
-    async fn throttle(&self) {
-        if let Some(limit) = &self.limit {
-            limit.acquire().await;
-        }
-    }
-
     /// Discovers the served resources (every version of every group).
     pub async fn resources(&self) -> Result<Resources, Error> {
-        self.throttle().await;
         let discovery = Discovery::new(self.client.clone())
             .run()
             .await
@@ -385,7 +409,6 @@ impl Target {
         &self,
         request: http::Request<Vec<u8>>,
     ) -> Result<T, kube::Error> {
-        self.throttle().await;
         self.client.request::<T>(request).await
     }
 
@@ -437,7 +460,6 @@ impl Target {
         &self,
         resource: &Resource,
     ) -> Result<Option<SnapshotDocuments>, Error> {
-        self.throttle().await;
         let http = http::Request::get(format!("{SNAPSHOT_PATH}{}", resource.path(None)))
             .header(http::header::ACCEPT, "application/yaml")
             .body(kube::client::Body::empty())

@@ -278,9 +278,16 @@ pub fn snapshot_export(flags: &SnapshotExport) -> anyhow::Result<()> {
             page_size: flags.chunk_size.max(1),
             ..SaveOptions::export()
         };
-        ksim_snapshot::save::write(&target, &options, flags.format.style(), writer)
+        let written = ksim_snapshot::save::write(&target, &options, flags.format.style(), writer)
             .await
-            .context("cannot export the cluster")
+            .context("cannot export the cluster");
+        if let Some(limit) = target.rate_limit() {
+            tracing::debug!(
+                tokens = limit.permitted(),
+                "tokens handed out by the client-side rate limit"
+            );
+        }
+        written
     })?;
     print_line(format_args!(
         "Exported {} objects to {} ({size} bytes).",
