@@ -8,7 +8,8 @@
 use std::collections::HashSet;
 
 use k8s_openapi::api::core::v1::Pod;
-use ksim_kubelet::simulator::{Engine, RenderEnv};
+use ksim_kubelet::simulator::{Engine, RenderEnv, SimulatedKind};
+use ksim_kubelet::stages::{StageSet, parse_stage};
 use ksim_kubelet::template::TemplateEnv;
 use ksim_kubelet::{KubeletOptions, KubeletSimulator};
 use ksim_testutils::builders;
@@ -148,4 +149,69 @@ async fn pods_started_after_a_restore_get_ips_no_restored_pod_holds() {
         .filter_map(|l| l.split_once(' ').map(|(_, ip)| ip))
         .collect();
     assert_eq!(ips.len(), 80, "no IP is shown twice: {shown:?}");
+}
+
+/// The Pod informer's first list delivers a bound pod that has not started
+/// before a running pod holding the pool's first address, and the pod
+/// worker gets its turns in between (a single-threaded runtime, yielding):
+/// the worker waits for the whole list before starting any pod, so the new
+/// pod is not given the running pod's address.
+#[tokio::test(flavor = "current_thread")]
+async fn no_pod_starts_before_the_first_list_of_pods_is_complete() {
+    let mut cluster = InProcessCluster::new();
+    let client = cluster.client.clone();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    cluster
+        .create_pod(&builders::pod("a-pending").image("nginx").node("n1").obj())
+        .await;
+    cluster
+        .create_pod(&builders::pod("b-restored").image("nginx").node("n1").obj())
+        .await;
+    let status = json!({"status": {"phase": "Running", "podIP": "10.0.3.1", "podIPs": [{"ip": "10.0.3.1"}],
+        "conditions": [{"type": "Ready", "status": "True"}]}});
+    pods.patch_status(
+        "b-restored",
+        &PatchParams::default(),
+        &Patch::Merge(&status),
+    )
+    .await
+    .expect("status written");
+    let read = |name: &'static str| {
+        let pods = pods.clone();
+        async move {
+            serde_json::to_value(pods.get(name).await.expect("the pod")).expect("a pod as JSON")
+        }
+    };
+    let (pending, restored) = (read("a-pending").await, read("b-restored").await);
+
+    let engine = KubeletSimulator::new(client, KubeletOptions::default()).engine();
+    let stages = StageSet::Default
+        .files()
+        .iter()
+        .map(|(_, text)| parse_stage(text).expect("a shipped stage parses"))
+        .collect();
+    engine.set_stages(stages);
+    cluster.spawn(engine.clone().work(SimulatedKind::Pod));
+    // As the informers deliver their first lists: the node, then the pods.
+    engine.node_applied(node("n1", "10.0.3.0/24"));
+    engine.listed(SimulatedKind::Node);
+    engine.pod_applied(pending);
+    // The pod worker's turns while the rest of the pods' list is on its way.
+    for _ in 0..1000 {
+        tokio::task::yield_now().await;
+    }
+    engine.pod_applied(restored);
+    engine.listed(SimulatedKind::Pod);
+    let started = eventually("the pending pod runs with an IP", || async {
+        let pod = pods.get("a-pending").await.ok()?;
+        let status = pod.status?;
+        (status.phase.as_deref() == Some("Running"))
+            .then_some(())
+            .and(status.pod_ip)
+    })
+    .await;
+    assert_ne!(
+        started, "10.0.3.1",
+        "the running pod's IP is not handed out again"
+    );
 }
