@@ -393,3 +393,62 @@ fn a_kind_defined_while_recording_is_recorded_from_its_first_object_until_its_de
     });
     stop(recorder);
 }
+
+/// A recording in which a definition is deleted and created again while
+/// its custom resources change replays in order: the first definition's
+/// widget goes with it, the second one's stays.
+#[test]
+fn a_definition_deleted_and_created_again_replays_its_custom_resources_in_order() {
+    let cluster = TestCluster::start_api_only(ksim_binary());
+    let env = cluster.env();
+    let definition = |uid: &str| {
+        serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com", "uid": uid},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}})
+    };
+    let widget = |name: &str, size: u32| {
+        serde_json::json!({"apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+            "spec": {"size": size}})
+    };
+    let changes = [
+        ("ADDED", definition("crd-1")),
+        ("ADDED", widget("first", 1)),
+        ("MODIFIED", widget("first", 2)),
+        ("DELETED", definition("crd-1")),
+        ("ADDED", definition("crd-2")),
+        ("ADDED", widget("second", 3)),
+        ("MODIFIED", widget("second", 4)),
+    ];
+    let mut text =
+        String::from("{\"ksimRecording\":\"v1\",\"startTime\":\"2026-01-01T00:00:00Z\"}\n");
+    for (t, (kind, object)) in changes.iter().enumerate() {
+        text.push_str(&serde_json::json!({"t": t, "type": kind, "object": object}).to_string());
+        text.push('\n');
+    }
+    let path = env.write_file("widgets.jsonl", &text);
+    let replayed = env.ksim_ok(&[
+        "replay",
+        "--name",
+        cluster.name(),
+        "--path",
+        path.to_str().expect("utf-8"),
+        "--speed",
+        "max",
+    ]);
+    assert!(
+        replayed.starts_with("Replayed 7 of 7 changes"),
+        "{replayed}"
+    );
+    let widgets = cluster.kubectl(&[
+        "get",
+        "widgets",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name}={.spec.size} {end}",
+    ]);
+    widgets.success();
+    assert_eq!(widgets.stdout.trim_end(), "second=4");
+}

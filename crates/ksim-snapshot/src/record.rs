@@ -25,7 +25,9 @@
 //! factor, or as fast as possible. Changes to different objects run
 //! concurrently; those to one object stay in order, and an object waits for
 //! the creation of its namespace and owners when the recording holds them,
-//! and a custom resource for its replayed definition to be served.
+//! and a custom resource for its replayed definition to be served (the
+//! changes of a kind the recording defines stay in order with those of its
+//! definition, which may be deleted and created again).
 //!
 //! Times are the cluster's: a ksim cluster on a virtual clock (it answers
 //! `GET /ksim/v1alpha1/clock` with `"mode": "virtual"`) is recorded with
@@ -821,6 +823,7 @@ pub async fn replay(
     }
     let will_create = Arc::new(will_create);
     let namespaces = Arc::new(namespaces);
+    let routes = definition_routes(&changes);
     let created = Arc::new(Created::default());
     let progress = Arc::new(Progress::default());
     let workers = workers.max(1);
@@ -922,7 +925,12 @@ pub async fn replay(
             }
         }
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        key(&change.object).hash(&mut hasher);
+        let api_version = change.object["apiVersion"].as_str().unwrap_or_default();
+        let kind = change.object["kind"].as_str().unwrap_or_default();
+        match routes.get(&(api_version.to_string(), kind.to_string())) {
+            Some(definition) => definition.hash(&mut hasher),
+            None => key(&change.object).hash(&mut hasher),
+        }
         let worker = usize::try_from(hasher.finish() % workers as u64).unwrap_or(0);
         if senders[worker].send(change).await.is_err() {
             failed = Some(worker);
@@ -1070,6 +1078,29 @@ fn defined_kinds(changes: &[Change]) -> HashSet<(String, String)> {
                     .is_some_and(|v| v.starts_with("apiextensions.k8s.io/"))
         })
         .flat_map(|c| crate::restore::crd_kinds(&c.object))
+        .collect()
+}
+
+/// The key of the definition of each kind a CustomResourceDefinition of
+/// the recording defines, by (apiVersion, kind): a replay sends the changes
+/// of such a kind to its definition's worker, so that they stay in order
+/// with the definition's own (a custom resource created before its
+/// definition is deleted and created again is not created after).
+fn definition_routes(changes: &[Change]) -> HashMap<(String, String), String> {
+    changes
+        .iter()
+        .filter(|c| {
+            c.object["kind"] == "CustomResourceDefinition"
+                && c.object["apiVersion"]
+                    .as_str()
+                    .is_some_and(|v| v.starts_with("apiextensions.k8s.io/"))
+        })
+        .flat_map(|c| {
+            let definition = key(&c.object);
+            crate::restore::crd_kinds(&c.object)
+                .into_iter()
+                .map(move |kind| (kind, definition.clone()))
+        })
         .collect()
 }
 
