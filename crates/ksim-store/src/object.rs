@@ -205,10 +205,17 @@ fn compact(value: &mut Value) -> bool {
     match managed {
         Value::Array(_) => {
             expand_fields_v1(managed);
-            // Kept for the object's life: copied into an allocation of its
-            // length (shrinking in place would keep the growth's spare capacity).
-            let text = String::from(managed.to_string().as_str());
-            *managed = Value::String(text);
+            // Serialized into bytes (`Display` goes through the formatting
+            // machinery, several times slower), then kept for the object's
+            // life: copied into an allocation of its length (shrinking in
+            // place would keep the growth's spare capacity).
+            let mut json = Vec::with_capacity(1024);
+            write_json(&mut json, managed);
+            match std::str::from_utf8(&json) {
+                Ok(text) => *managed = Value::String(String::from(text)),
+                // serde_json writes UTF-8; were it not, the list stays as it is.
+                Err(_) => return false,
+            }
             true
         }
         // Already stored (a version written back): its text is used as it
