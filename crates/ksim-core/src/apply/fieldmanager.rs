@@ -638,10 +638,10 @@ fn record_update(
 }
 
 /// Top-level fields managedFields never tracks (their children may be).
-const IGNORED_TOP_LEVEL: [&str; 3] = ["apiVersion", "kind", "metadata"];
+pub(super) const IGNORED_TOP_LEVEL: [&str; 3] = ["apiVersion", "kind", "metadata"];
 
 /// Fields of `metadata` managedFields never tracks.
-const IGNORED_METADATA: [&str; 9] = [
+pub(super) const IGNORED_METADATA: [&str; 9] = [
     "name",
     "namespace",
     "creationTimestamp",
