@@ -310,8 +310,45 @@ pub(crate) fn create_object_with_status(
     status: Option<&Value>,
     manager: &str,
 ) -> Result<Arc<StoredObject>, ApiError> {
+    let status = status.filter(|s| s.as_object().is_some_and(|m| !m.is_empty()));
+    let sent_managed_fields = object
+        .get("metadata")
+        .and_then(|m| m.get("managedFields"))
+        .is_some_and(|m| !m.is_null());
+    if let Some(status) = status
+        && resource.has_subresource("status")
+        && !sent_managed_fields
+    {
+        // The usual item: the create's and the status write's entries are
+        // written straight into the text the store keeps, with what the
+        // two trackings below would record.
+        let mut prepared = prepare_new_object(state, resource, object, None)?;
+        let created_status = prepared.get("status").cloned();
+        json_patch::merge(&mut prepared["status"], status);
+        let created_at = prepared["metadata"]["creationTimestamp"]
+            .as_str()
+            .map_or_else(|| state.now(), str::to_owned);
+        let managed = ksim_core::apply::created_then_field_written(
+            definition_of(resource).as_deref(),
+            &prepared,
+            "status",
+            created_status.as_ref(),
+            manager,
+            "status",
+            &resource.api_version(),
+            &created_at,
+            &state.now(),
+        );
+        if let Some(metadata) = prepared.get_mut("metadata").and_then(Value::as_object_mut) {
+            match managed {
+                Some(managed) => metadata.insert("managedFields".into(), Value::String(managed)),
+                None => metadata.remove("managedFields"),
+            };
+        }
+        return store_new_object(state, resource, prepared);
+    }
     let mut prepared = prepare_new_object(state, resource, object, Some(manager))?;
-    if let Some(status) = status.filter(|s| s.as_object().is_some_and(|m| !m.is_empty()))
+    if let Some(status) = status
         && resource.has_subresource("status")
     {
         // Only the status changes: it alone is copied and compared.
@@ -328,6 +365,15 @@ pub(crate) fn create_object_with_status(
             &state.now(),
         );
     }
+    store_new_object(state, resource, prepared)
+}
+
+/// Stores a prepared new object, with what its creation sets off.
+fn store_new_object(
+    state: &State,
+    resource: &ResourceInfo,
+    prepared: Value,
+) -> Result<Arc<StoredObject>, ApiError> {
     let name = prepared["metadata"]["name"]
         .as_str()
         .unwrap_or_default()
