@@ -41,7 +41,7 @@ pub fn created_then_field_written(
     let ty = TypeRef::root(definition);
     let mut created = Vec::with_capacity(1024);
     let has_created = write_entry(&mut created, manager, "", api_version, created_at, |out| {
-        write_created_root(out, fields, &ty, field)
+        write_created_root(out, fields, &ty, Some(field))
     });
     let mut written = Vec::with_capacity(512);
     let has_written = match fields.get(field) {
@@ -88,6 +88,33 @@ pub fn created_then_field_written(
     String::from_utf8(list).ok()
 }
 
+/// The managedFields of `object` created by `manager` (at `now`), as the
+/// compact JSON text of their list, its top-level field `skip` left out (a
+/// status the server resets): exactly what [`track_update`](super::track_update)
+/// of the create (no old object) gives, serialized. None when the entry would
+/// own nothing (the object has no managedFields). `object` carries no
+/// managedFields (it is ignored if it does).
+pub fn created_text(
+    definition: Option<&str>,
+    object: &Value,
+    skip: Option<&str>,
+    manager: &str,
+    api_version: &str,
+    now: &str,
+) -> Option<String> {
+    let Value::Object(fields) = object else {
+        return None;
+    };
+    let ty = TypeRef::root(definition);
+    let mut list = Vec::with_capacity(1024);
+    list.push(b'[');
+    let created = write_entry(&mut list, manager, "", api_version, now, |out| {
+        write_created_root(out, fields, &ty, skip)
+    });
+    list.push(b']');
+    created.then(|| String::from_utf8(list).ok()).flatten()
+}
+
 /// Appends an entry of an update by `manager` whose FieldsV1 `fields_v1`
 /// writes (keys in the order serialization sorts them); false, appending
 /// nothing, when `fields_v1` says the entry owns nothing.
@@ -127,14 +154,14 @@ fn write_created_root(
     out: &mut Vec<u8>,
     object: &Map<String, Value>,
     ty: &TypeRef,
-    skip: &str,
+    skip: Option<&str>,
 ) -> bool {
     let object_type = ObjectType::new(*ty);
     let start = out.len();
     out.push(b'{');
     let mut children = 0;
     for (name, child) in object {
-        if name == skip {
+        if skip == Some(name.as_str()) {
             continue;
         }
         let (child_ty, _) = object_type.child(name);
@@ -493,6 +520,20 @@ mod tests {
             Some("io.k8s.api.core.v1.Pod"),
             json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}),
         ));
+        for (definition, created) in &cases {
+            for skip in [None, Some("status")] {
+                let mut object = created.clone();
+                if let Some(skip) = skip {
+                    object.as_object_mut().map(|m| m.remove(skip));
+                }
+                track_update(*definition, None, &mut object, "restorer", "v1", "t1");
+                let want = object["metadata"]
+                    .get("managedFields")
+                    .map(|managed| serde_json::to_string(managed).expect("serializable"));
+                let got = created_text(*definition, created, skip, "restorer", "v1", "t1");
+                assert_eq!(got, want, "{definition:?}: {created} without {skip:?}");
+            }
+        }
         let mut compared = 0;
         for (definition, created) in &cases {
             for status in &statuses {

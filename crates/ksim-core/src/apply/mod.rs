@@ -10,7 +10,7 @@ mod managed;
 mod types;
 mod walk;
 
-pub use created::created_then_field_written;
+pub use created::{created_text, created_then_field_written};
 pub use fieldmanager::{
     ApplyOutcome, ApplyRequest, FieldConflict, LAST_APPLIED_CONFIG_ANNOTATION, conflict_message,
     server_side_apply, track_field_update, track_subresource_update, track_update,
