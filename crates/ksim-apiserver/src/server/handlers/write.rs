@@ -205,7 +205,32 @@ pub(crate) fn prepare_new_object(
             admit_service_account(state, &mut object)?;
         }
     }
-    if let Some(manager) = manager {
+    let sent_managed_fields = object
+        .get("metadata")
+        .and_then(|m| m.get("managedFields"))
+        .is_some_and(|m| !m.is_null());
+    if let Some(manager) = manager
+        && !sent_managed_fields
+    {
+        // The creator's entry, written straight into the text the store
+        // keeps (what tracking the create below records). The status a kind
+        // with a status subresource starts with is the server's: not tracked.
+        let skip = resource.has_subresource("status").then_some("status");
+        let managed = ksim_core::apply::created_text(
+            definition_of(resource).as_deref(),
+            &object,
+            skip,
+            manager,
+            &resource.api_version(),
+            &now,
+        );
+        if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+            match managed {
+                Some(managed) => metadata.insert("managedFields".into(), Value::String(managed)),
+                None => metadata.remove("managedFields"),
+            };
+        }
+    } else if let Some(manager) = manager {
         let definition = definition_of(resource);
         // The status a kind with a status subresource starts with is the
         // server's (a reset field), not the writer's: it is not tracked.
