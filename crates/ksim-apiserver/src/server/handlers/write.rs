@@ -332,24 +332,23 @@ pub(crate) fn create_object_with_status(
     state: &State,
     resource: &ResourceInfo,
     object: Value,
-    status: Option<&Value>,
+    status: Option<Value>,
     manager: &str,
 ) -> Result<Arc<StoredObject>, ApiError> {
-    let status = status.filter(|s| s.as_object().is_some_and(|m| !m.is_empty()));
+    let status = status.filter(|s| {
+        s.as_object().is_some_and(|m| !m.is_empty()) && resource.has_subresource("status")
+    });
     let sent_managed_fields = object
         .get("metadata")
         .and_then(|m| m.get("managedFields"))
         .is_some_and(|m| !m.is_null());
-    if let Some(status) = status
-        && resource.has_subresource("status")
-        && !sent_managed_fields
-    {
+    if !sent_managed_fields && let Some(status) = status {
         // The usual item: the create's and the status write's entries are
         // written straight into the text the store keeps, with what the
         // two trackings below would record.
         let mut prepared = prepare_new_object(state, resource, object, None)?;
         let created_status = prepared.get("status").cloned();
-        json_patch::merge(&mut prepared["status"], status);
+        merge_owned(&mut prepared["status"], status);
         let created_at = prepared["metadata"]["creationTimestamp"]
             .as_str()
             .map_or_else(|| state.now(), str::to_owned);
@@ -373,12 +372,10 @@ pub(crate) fn create_object_with_status(
         return store_new_object(state, resource, prepared);
     }
     let mut prepared = prepare_new_object(state, resource, object, Some(manager))?;
-    if let Some(status) = status
-        && resource.has_subresource("status")
-    {
+    if let Some(status) = status {
         // Only the status changes: it alone is copied and compared.
         let created_status = prepared.get("status").cloned();
-        json_patch::merge(&mut prepared["status"], status);
+        json_patch::merge(&mut prepared["status"], &status);
         ksim_core::apply::track_field_update(
             definition_of(resource).as_deref(),
             created_status.as_ref(),
@@ -391,6 +388,29 @@ pub(crate) fn create_object_with_status(
         );
     }
     store_new_object(state, resource, prepared)
+}
+
+/// `json_patch::merge` of a patch that is not needed afterwards: its values
+/// are moved into `target` instead of copied (RFC 7386: an object merges
+/// key by key, a null removes the key, anything else replaces).
+fn merge_owned(target: &mut Value, patch: Value) {
+    let Value::Object(patch) = patch else {
+        *target = patch;
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(serde_json::Map::new());
+    }
+    let Value::Object(fields) = target else {
+        return;
+    };
+    for (key, value) in patch {
+        if value.is_null() {
+            fields.remove(&key);
+        } else {
+            merge_owned(fields.entry(key).or_insert(Value::Null), value);
+        }
+    }
 }
 
 /// Stores a prepared new object, with what its creation sets off.
@@ -582,5 +602,36 @@ impl crate::admission::PriorityClasses for StoredPriorityClasses<'_> {
             .iter()
             .map(|class| class.value.clone())
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn an_owned_merge_patch_merges_as_a_merge_patch() {
+        let targets = [
+            json!({"phase": "Pending", "qosClass": "BestEffort", "conditions": [{"type": "A"}]}),
+            json!(null),
+            json!("text"),
+            json!({"a": {"b": 1, "c": 2}}),
+        ];
+        let patches = [
+            json!({"phase": "Running", "qosClass": null, "conditions": [{"type": "B"}]}),
+            json!({"a": {"b": null, "d": {"e": null, "f": 1}}, "g": null}),
+            json!({}),
+            json!([1, 2]),
+            json!(null),
+        ];
+        for target in &targets {
+            for patch in &patches {
+                let mut merged = target.clone();
+                json_patch::merge(&mut merged, patch);
+                let mut owned = target.clone();
+                super::merge_owned(&mut owned, patch.clone());
+                assert_eq!(owned, merged, "{target} + {patch}");
+            }
+        }
     }
 }
