@@ -110,15 +110,7 @@ impl Random {
         self.fill(&mut bytes);
         bytes[6] = (bytes[6] & 0x0f) | 0x40;
         bytes[8] = (bytes[8] & 0x3f) | 0x80;
-        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        format!(
-            "{}-{}-{}-{}-{}",
-            &hex[0..8],
-            &hex[8..12],
-            &hex[12..16],
-            &hex[16..20],
-            &hex[20..32]
-        )
+        uuid_text(&bytes)
     }
 
     /// A generated-name suffix of `len` characters from Kubernetes' alphabet
@@ -135,9 +127,36 @@ impl Random {
     }
 }
 
+/// The canonical text of a UUID's bytes (`8-4-4-4-12` lowercase hex
+/// digits), written digit by digit: a uuid is drawn per created object.
+fn uuid_text(bytes: &[u8; 16]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(36);
+    for (i, byte) in bytes.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            text.push('-');
+        }
+        text.push(char::from(HEX[usize::from(byte >> 4)]));
+        text.push(char::from(HEX[usize::from(byte & 0x0f)]));
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_uuid_is_written_in_its_canonical_form() {
+        let bytes = [
+            0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0x4d, 0xef, 0x80, 0x01, 0x02, 0x03, 0x04, 0x05,
+            0xa6, 0xff,
+        ];
+        assert_eq!(uuid_text(&bytes), "12345678-9abc-4def-8001-02030405a6ff");
+        let drawn = Random::seeded(3).uuid();
+        assert_eq!(drawn.len(), 36, "{drawn}");
+        assert_eq!(drawn.as_bytes()[14], b'4', "{drawn}");
+    }
 
     #[test]
     fn a_seed_repeats_its_sequence() {

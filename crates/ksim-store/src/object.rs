@@ -205,15 +205,25 @@ fn compact(value: &mut Value) -> bool {
     match managed {
         Value::Array(_) => {
             expand_fields_v1(managed);
-            // Kept for the object's life: copied into an allocation of its
-            // length (shrinking in place would keep the growth's spare capacity).
-            let text = String::from(managed.to_string().as_str());
-            *managed = Value::String(text);
+            // Serialized into bytes (`Display` goes through the formatting
+            // machinery, several times slower), then kept for the object's
+            // life: copied into an allocation of its length (shrinking in
+            // place would keep the growth's spare capacity).
+            let mut json = Vec::with_capacity(1024);
+            write_json(&mut json, managed);
+            match std::str::from_utf8(&json) {
+                Ok(text) => *managed = Value::String(String::from(text)),
+                // serde_json writes UTF-8; were it not, the list stays as it is.
+                Err(_) => return false,
+            }
             true
         }
-        // Already stored (a version written back): its text is used as it
-        // is when it is the text of a list (an older stored form, fieldsV1
-        // texts inside the list, is rewritten first).
+        // Already stored (a version written back) or written as text (a
+        // create's entries): used as it is when it is the text of a list
+        // (an older stored form, fieldsV1 texts inside the list, is
+        // rewritten first). The common case is checked without building
+        // its values.
+        Value::String(text) if is_list_text(text) => true,
         Value::String(text) => match serde_json::from_str::<Value>(text) {
             Ok(parsed @ Value::Array(_)) => {
                 let fields_v1_as_text = parsed
@@ -233,6 +243,29 @@ fn compact(value: &mut Value) -> bool {
         },
         _ => false,
     }
+}
+
+/// Whether `text` is the JSON text of a list none of whose entries keeps
+/// its `fieldsV1` as text (the stored form, embedded as it is), checked
+/// without building values. A string key `fieldsV1` with a string value is
+/// the only way `"fieldsV1"` can be followed by `:` and a quote in valid
+/// JSON (inside strings quotes are escaped).
+fn is_list_text(text: &str) -> bool {
+    if !text.trim_start().starts_with('[')
+        || serde_json::from_str::<serde::de::IgnoredAny>(text).is_err()
+    {
+        return false;
+    }
+    const KEY: &str = "\"fieldsV1\"";
+    let mut rest = text;
+    while let Some(at) = rest.find(KEY) {
+        rest = &rest[at + KEY.len()..];
+        let value = rest.trim_start().strip_prefix(':').map(str::trim_start);
+        if value.is_some_and(|v| v.starts_with('"')) {
+            return false;
+        }
+    }
+    true
 }
 
 /// Serializes `value` (compacted: [`compact`] said whether managedFields
@@ -519,6 +552,9 @@ mod tests {
             json!({"apiVersion": "v1", "metadata": {"labels": {"a": "é<"}, "managedFields": list, "name": "a"}, "spec": {"x": [1, null]}}),
             json!({"metadata": {"managedFields": list.to_string(), "name": "a"}}),
             json!({"metadata": {"managedFields": [{"manager": "m", "fieldsV1": "{\"f:a\":{}}"}], "name": "a"}}),
+            json!({"metadata": {"managedFields": json!([{"manager": "m", "fieldsV1": "{\"f:a\":{}}"}]).to_string(), "name": "a"}}),
+            json!({"metadata": {"managedFields": "[{\"manager\": \"m\", \"fieldsV1\" : \"{}\"}]", "name": "a"}}),
+            json!({"metadata": {"managedFields": "[{\"manager\":\"m\",\"fieldsV1\":{}}", "name": "a"}}),
             json!({"metadata": {"managedFields": "not json", "name": "a"}}),
             json!({"metadata": {"managedFields": "{}", "name": "a"}}),
             json!({"metadata": {"name": "a"}}),
@@ -533,6 +569,26 @@ mod tests {
                 serde_json::to_vec(&expected).expect("serializable"),
                 "{object}"
             );
+        }
+    }
+
+    #[test]
+    fn list_texts_are_recognized_without_parsing_them_into_values() {
+        let cases = [
+            ("[]", true),
+            (" [{\"manager\":\"m\",\"fieldsV1\":{\"f:a\":{}}}]", true),
+            ("[{\"manager\":\"m\",\"fieldsV1\":\"{}\"}]", false),
+            ("[{\"manager\":\"m\",\"fieldsV1\" :  \"{}\"}]", false),
+            (
+                "[{\"manager\":\"\\\"fieldsV1\\\":\\\"\",\"fieldsV1\":{}}]",
+                true,
+            ),
+            ("[{\"manager\":\"m\"}", false),
+            ("{}", false),
+            ("not json", false),
+        ];
+        for (text, want) in cases {
+            assert_eq!(is_list_text(text), want, "{text}");
         }
     }
 

@@ -247,16 +247,40 @@ pub(crate) type FieldErrors = Vec<FieldError>;
 
 /// A field path, built the way apimachinery's `field.Path` prints.
 pub(crate) fn child(parent: &str, name: &str) -> String {
+    // Pushed, not formatted: validation builds a path per field it looks at.
     if parent.is_empty() {
         name.to_string()
     } else {
-        format!("{parent}.{name}")
+        let mut path = String::with_capacity(parent.len() + name.len() + 1);
+        path.push_str(parent);
+        path.push('.');
+        path.push_str(name);
+        path
     }
 }
 
 /// `parent[i]`.
 pub(crate) fn index(parent: &str, i: usize) -> String {
-    format!("{parent}[{i}]")
+    let mut path = String::with_capacity(parent.len() + 8);
+    path.push_str(parent);
+    path.push('[');
+    path.push_str(itoa_usize(i).as_str());
+    path.push(']');
+    path
+}
+
+/// The decimal digits of `i`, without the formatting machinery.
+fn itoa_usize(mut i: usize) -> String {
+    let mut digits = Vec::with_capacity(20);
+    loop {
+        digits.push(b'0' + (i % 10) as u8);
+        i /= 10;
+        if i == 0 {
+            break;
+        }
+    }
+    digits.reverse();
+    String::from_utf8(digits).unwrap_or_default()
 }
 
 /// `parent[key]`.
@@ -267,6 +291,21 @@ pub(crate) fn key(parent: &str, key: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paths_are_joined_as_field_paths_print() {
+        assert_eq!(child("", "spec"), "spec");
+        assert_eq!(child("spec", "containers"), "spec.containers");
+        for (i, want) in [
+            (0, "a[0]"),
+            (7, "a[7]"),
+            (10, "a[10]"),
+            (1234567, "a[1234567]"),
+        ] {
+            assert_eq!(index("a", i), want);
+        }
+        assert_eq!(index("a", usize::MAX), format!("a[{}]", usize::MAX));
+    }
 
     #[test]
     fn bodies_render_like_field_error_body() {

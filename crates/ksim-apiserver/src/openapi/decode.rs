@@ -58,7 +58,7 @@ struct Walk<'v> {
 
 /// Walks `object` (a built-in kind `kind` with schema `schema`).
 pub(super) fn check_built_in<'v>(
-    schema: &Value,
+    schema: &'static Value,
     kind: &'v str,
     object: &'v Value,
 ) -> BuiltInFindings {
@@ -96,6 +96,61 @@ fn resolve(schema: &Value) -> Option<(Option<&'static str>, &Value)> {
         }
     }
     None
+}
+
+/// What the walk reads of a schema node, worked out once per node (a walk
+/// meets the same few hundred nodes for every object: looking their keys up
+/// in the schema maps each time was most of its cost).
+#[derive(Debug, Clone, Copy)]
+struct Facts {
+    /// The definition name, if the node is reached through a reference.
+    name: Option<&'static str>,
+    /// `x-kubernetes-int-or-string: true`.
+    int_or_string: bool,
+    properties: Option<&'static serde_json::Map<String, Value>>,
+    /// `type`.
+    declared: Option<&'static str>,
+    format: Option<&'static str>,
+    items: Option<&'static Value>,
+    /// `additionalProperties`, when it is a schema.
+    additional: Option<&'static Value>,
+}
+
+impl Facts {
+    fn of(schema: &'static Value) -> Option<Facts> {
+        let (name, resolved) = resolve(schema)?;
+        Some(Facts {
+            name,
+            int_or_string: resolved
+                .get("x-kubernetes-int-or-string")
+                .and_then(Value::as_bool)
+                == Some(true),
+            properties: resolved.get("properties").and_then(Value::as_object),
+            declared: resolved.get("type").and_then(Value::as_str),
+            format: resolved.get("format").and_then(Value::as_str),
+            items: resolved.get("items"),
+            additional: resolved
+                .get("additionalProperties")
+                .filter(|v| v.is_object()),
+        })
+    }
+
+    /// The facts of `schema`, from this thread's cache (keyed by its address:
+    /// the built-in schemas live as long as the process).
+    fn cached(schema: &'static Value) -> Option<Facts> {
+        type Cache =
+            std::collections::HashMap<usize, Option<Facts>, ksim_core::schema::BuildAddressHasher>;
+        thread_local! {
+            static FACTS: std::cell::RefCell<Cache> = std::cell::RefCell::new(Cache::default());
+        }
+        let key = std::ptr::from_ref(schema) as usize;
+        if let Some(facts) = FACTS.with(|cache| cache.borrow().get(&key).copied()) {
+            return facts;
+        }
+        let facts = Facts::of(schema);
+        FACTS.with(|cache| cache.borrow_mut().insert(key, facts));
+        facts
+    }
 }
 
 /// How `encoding/json` names a JSON value in `cannot unmarshal <value>`.
@@ -253,7 +308,7 @@ impl<'v> Walk<'v> {
         fields.join(".")
     }
 
-    fn type_mismatch(&mut self, value_kind: &str, schema: &Value, go_struct: &str) {
+    fn type_mismatch(&mut self, value_kind: &str, schema: &'static Value, go_struct: &str) {
         if self.type_error.is_some() || self.segments.is_empty() {
             return;
         }
@@ -268,7 +323,7 @@ impl<'v> Walk<'v> {
     fn nested(
         &mut self,
         segment: Segment<'v>,
-        schema: &Value,
+        schema: &'static Value,
         value: &'v Value,
         go_struct: &'v str,
         depth: usize,
@@ -309,13 +364,20 @@ impl<'v> Walk<'v> {
         }
     }
 
-    fn value(&mut self, schema: &Value, value: &'v Value, go_struct: &'v str, depth: usize) {
+    fn value(
+        &mut self,
+        schema: &'static Value,
+        value: &'v Value,
+        go_struct: &'v str,
+        depth: usize,
+    ) {
         if depth > MAX_DEPTH || self.stopped() || value.is_null() {
             return;
         }
-        let Some((name, resolved)) = resolve(schema) else {
+        let Some(facts) = Facts::cached(schema) else {
             return;
         };
+        let name = facts.name;
         match name {
             Some(QUANTITY) => return self.quantity(value),
             Some(INT_OR_STRING) => return self.int_or_string(value),
@@ -331,19 +393,12 @@ impl<'v> Walk<'v> {
             Some(name) if OPAQUE.contains(&name) => return,
             _ => {}
         }
-        if resolved
-            .get("x-kubernetes-int-or-string")
-            .and_then(Value::as_bool)
-            == Some(true)
-        {
+        if facts.int_or_string {
             return self.int_or_string(value);
         }
-        let properties = resolved.get("properties").and_then(Value::as_object);
-        let declared = resolved.get("type").and_then(Value::as_str);
-        match (declared, value) {
-            (Some("string"), Value::String(s))
-                if resolved.get("format").and_then(Value::as_str) == Some("byte") =>
-            {
+        let properties = facts.properties;
+        match (facts.declared, value) {
+            (Some("string"), Value::String(s)) if facts.format == Some("byte") => {
                 if let Some(at) = base64_error_at(s)
                     && self.type_error.is_none()
                 {
@@ -353,13 +408,13 @@ impl<'v> Walk<'v> {
             (Some("string"), Value::String(_)) | (Some("boolean"), Value::Bool(_)) => {}
             (Some("number"), Value::Number(_)) => {}
             (Some("integer"), Value::Number(_)) => {
-                if !fits_integer(value, resolved.get("format").and_then(Value::as_str)) {
+                if !fits_integer(value, facts.format) {
                     let kind = format!("number {}", number_text(value));
                     self.type_mismatch(&kind, schema, go_struct);
                 }
             }
             (Some("array"), Value::Array(items)) => {
-                let Some(item_schema) = resolved.get("items") else {
+                let Some(item_schema) = facts.items else {
                     return;
                 };
                 for (i, item) in items.iter().enumerate() {
@@ -393,10 +448,7 @@ impl<'v> Walk<'v> {
                             }
                         }
                     }
-                } else if let Some(values) = resolved
-                    .get("additionalProperties")
-                    .filter(|v| v.is_object())
-                {
+                } else if let Some(values) = facts.additional {
                     for (key, field) in fields {
                         self.nested(Segment::Key(key), values, field, go_struct, depth);
                         if self.stopped() {

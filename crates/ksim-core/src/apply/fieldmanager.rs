@@ -499,30 +499,33 @@ pub fn track_field_update(
         return;
     }
     let ty = TypeRef::root(definition);
-    let comparison = compare_field_skipping(old_field, new.get(field), &ty, field, is_ignored);
-    if let Some(position) =
-        untouched_entries_position(new, field, manager, subresource, api_version, now)
+    // The common case: only the writer's entry is new, and what changed
+    // under a tracked field is encoded straight from the two values.
+    if !IGNORED_TOP_LEVEL.contains(&field)
+        && let Some(position) =
+            untouched_entries_position(new, field, manager, subresource, api_version, now)
     {
-        let mut changed = comparison.added;
-        changed.union_with(&comparison.modified);
-        if !changed.is_empty() {
-            let updater = ManagedEntry {
-                manager: manager.to_owned(),
-                operation: Operation::Update,
-                api_version: api_version.to_owned(),
-                time: Some(now.to_owned()),
-                subresource: subresource.to_owned(),
-                set: changed,
-            };
+        let changed = match (old_field, new.get(field)) {
+            (old, Some(value)) if old != Some(value) => {
+                let (field_ty, _) = ty.child(field);
+                changed_fields_v1(old, value, &field_ty)
+            }
+            _ => None,
+        };
+        if let Some(changed) = changed {
+            let mut fields = Map::new();
+            fields.insert(field_key(field), changed);
+            let entry = update_entry(manager, subresource, api_version, now, fields);
             if let Some(Value::Array(entries)) = new
                 .get_mut("metadata")
                 .and_then(|m| m.get_mut("managedFields"))
             {
-                entries.insert(position, updater.encode());
+                entries.insert(position, entry);
             }
         }
         return;
     }
+    let comparison = compare_field_skipping(old_field, new.get(field), &ty, field, is_ignored);
     let entries = managed_fields_of(new)
         .and_then(|m| decode(m).ok())
         .unwrap_or_default();
@@ -635,10 +638,10 @@ fn record_update(
 }
 
 /// Top-level fields managedFields never tracks (their children may be).
-const IGNORED_TOP_LEVEL: [&str; 3] = ["apiVersion", "kind", "metadata"];
+pub(super) const IGNORED_TOP_LEVEL: [&str; 3] = ["apiVersion", "kind", "metadata"];
 
 /// Fields of `metadata` managedFields never tracks.
-const IGNORED_METADATA: [&str; 9] = [
+pub(super) const IGNORED_METADATA: [&str; 9] = [
     "name",
     "namespace",
     "creationTimestamp",
@@ -693,6 +696,19 @@ fn track_create(
         metadata.remove("managedFields");
         return;
     }
+    let entry = update_entry(manager, subresource, api_version, now, encoded);
+    metadata.insert("managedFields".into(), Value::Array(vec![entry]));
+}
+
+/// The managedFields entry of an update by `manager` (what
+/// [`ManagedEntry::encode`] gives) owning the fields `fields_v1` encodes.
+fn update_entry(
+    manager: &str,
+    subresource: &str,
+    api_version: &str,
+    now: &str,
+    fields_v1: Map<String, Value>,
+) -> Value {
     let mut entry = Map::new();
     entry.insert("manager".into(), Value::String(manager.to_owned()));
     entry.insert(
@@ -702,14 +718,82 @@ fn track_create(
     entry.insert("apiVersion".into(), Value::String(api_version.to_owned()));
     entry.insert("time".into(), Value::String(now.to_owned()));
     entry.insert("fieldsType".into(), Value::String("FieldsV1".into()));
-    entry.insert("fieldsV1".into(), Value::Object(encoded));
+    entry.insert("fieldsV1".into(), Value::Object(fields_v1));
     if !subresource.is_empty() {
         entry.insert("subresource".into(), Value::String(subresource.to_owned()));
     }
-    metadata.insert(
-        "managedFields".into(),
-        Value::Array(vec![Value::Object(entry)]),
-    );
+    Value::Object(entry)
+}
+
+/// The FieldsV1 encoding of what a write added or modified at a node that
+/// was `old` and is `new` (None when nothing): what encoding the added and
+/// modified sets of [`compare_at`](super::walk) gives below a tracked node,
+/// without building the sets. An added node is owned with everything below
+/// it; a changed leaf (or list compared whole) is owned; a changed object or
+/// associative list owns what changed in it; removals own nothing.
+fn changed_fields_v1(old: Option<&Value>, new: &Value, ty: &TypeRef) -> Option<Value> {
+    let Some(old) = old else {
+        return created_fields_v1(new, ty, true, &[]);
+    };
+    if old == new {
+        return None;
+    }
+    let walk = if std::mem::discriminant(old) == std::mem::discriminant(new) {
+        walk_of(ty, new)
+    } else {
+        Walk::Leaf
+    };
+    let mut children = Map::new();
+    match walk {
+        Walk::Leaf => return Some(Value::Object(Map::new())),
+        Walk::Object(ty, _) => {
+            let (Value::Object(old_fields), Value::Object(new_fields)) = (old, new) else {
+                return Some(Value::Object(Map::new()));
+            };
+            for (name, new_child) in new_fields {
+                let old_child = old_fields.get(name);
+                if old_child == Some(new_child) {
+                    continue;
+                }
+                let (child_ty, _) = ty.child(name);
+                if let Some(child) = changed_fields_v1(old_child, new_child, &child_ty) {
+                    children.insert(field_key(name), child);
+                }
+            }
+        }
+        Walk::List(list_type, items) => {
+            let (Value::Array(old_list), Value::Array(new_list)) = (old, new) else {
+                return Some(Value::Object(Map::new()));
+            };
+            let indexed = (
+                index_items(list_type, &items, old_list, &Vec::new(), false),
+                index_items(list_type, &items, new_list, &Vec::new(), false),
+            );
+            let (Ok(Some(old_items)), Ok(Some(new_items))) = indexed else {
+                // Items without keys: the list is compared as a whole.
+                return Some(Value::Object(Map::new()));
+            };
+            // Short lists are searched; long ones indexed.
+            let by_key: Option<std::collections::HashMap<&PathElement, &Value>> =
+                (old_items.len() > 16).then(|| old_items.iter().map(|(e, v)| (e, *v)).collect());
+            for (element, new_item) in &new_items {
+                let old_item = match &by_key {
+                    Some(by_key) => by_key.get(element).copied(),
+                    None => old_items
+                        .iter()
+                        .find(|(old_element, _)| old_element == element)
+                        .map(|(_, item)| *item),
+                };
+                if old_item == Some(*new_item) {
+                    continue;
+                }
+                if let Some(child) = changed_fields_v1(old_item, new_item, &items) {
+                    children.insert(element.to_fields_v1_key(), child);
+                }
+            }
+        }
+    }
+    (!children.is_empty()).then_some(Value::Object(children))
 }
 
 /// The FieldsV1 encoding of a node a create adds with everything below it
@@ -1417,6 +1501,89 @@ mod tests {
             );
             assert_eq!(fast, general);
             assert_eq!(fast.to_string(), general.to_string());
+        }
+    }
+
+    #[test]
+    fn the_fields_a_write_of_one_field_changed_are_those_a_whole_comparison_finds() {
+        let statuses = |n: usize, image: &str| -> Value {
+            (0..n)
+                .map(|i| {
+                    json!({"name": format!("c{i}"), "image": image, "ready": i % 2 == 0,
+                    "state": {"running": {"startedAt": "t"}}})
+                })
+                .collect()
+        };
+        let pod_statuses = [
+            json!(null),
+            json!({}),
+            json!({"phase": "Pending", "qosClass": "BestEffort"}),
+            json!({"phase": "Running", "podIP": "10.0.0.7", "hostIP": "h",
+                "podIPs": [{"ip": "10.0.0.7"}],
+                "conditions": [{"type": "Ready", "status": "True"}, {"type": "Initialized", "status": "True"}],
+                "containerStatuses": statuses(2, "busybox")}),
+            json!({"phase": "Running", "podIP": "10.0.0.8",
+                "conditions": [{"type": "Ready", "status": "False", "reason": "R"}],
+                "containerStatuses": statuses(3, "nginx")}),
+            json!({"phase": "Running", "containerStatuses": statuses(20, "busybox")}),
+            json!({"phase": "Running", "containerStatuses": statuses(21, "nginx")}),
+            // Items without their key, duplicates, a kind that does not fit.
+            json!({"conditions": [{"status": "True"}], "podIPs": "odd"}),
+            json!({"conditions": [{"type": "Ready", "status": "True"}, {"type": "Ready", "status": "False"}],
+                "podIPs": [{"ip": "a"}, {"ip": "a"}], "phase": 3}),
+            json!({"phase": {"nested": true}, "hostIPs": null, "resize": "x",
+                "nominatedNodeName": [1, 2]}),
+            json!("not an object"),
+        ];
+        let sets = [
+            json!({"replicas": 1, "conditions": [{"type": "Available", "status": "True"}]}),
+            json!({"replicas": 2, "readyReplicas": 2,
+                "conditions": [{"type": "Available", "status": "False"}, {"type": "Progressing", "status": "True"}]}),
+            json!({"replicas": 2, "collisionCount": 1}),
+        ];
+        let widgets = [
+            json!({"a": {"b": [1, 2]}, "c": "d"}),
+            json!({"a": {"b": [1, 3], "e": {}}, "f": null}),
+        ];
+        let kinds = [
+            (Some("io.k8s.api.core.v1.Pod"), &pod_statuses[..]),
+            (Some("io.k8s.api.apps.v1.Deployment"), &sets[..]),
+            (None, &widgets[..]),
+        ];
+        for (definition, statuses) in kinds {
+            for old in statuses {
+                for new in statuses {
+                    let mut created = json!({"apiVersion": "v1", "kind": "K",
+                        "metadata": {"name": "p", "namespace": "default"},
+                        "spec": {"x": 1}});
+                    track_update(definition, None, &mut created, "restorer", "v1", "t1");
+                    created["status"] = old.clone();
+                    let mut general = created.clone();
+                    general["status"] = new.clone();
+                    track_subresource_update(
+                        definition,
+                        Some(&created),
+                        &mut general,
+                        "restorer",
+                        "status",
+                        "v1",
+                        "t2",
+                    );
+                    let mut fast = created.clone();
+                    fast["status"] = new.clone();
+                    track_field_update(
+                        definition,
+                        created.get("status"),
+                        &mut fast,
+                        "status",
+                        "restorer",
+                        "status",
+                        "v1",
+                        "t2",
+                    );
+                    assert_eq!(fast, general, "{definition:?}: {old} -> {new}");
+                }
+            }
         }
     }
 }

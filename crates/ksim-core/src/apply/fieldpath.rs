@@ -29,13 +29,29 @@ impl PathElement {
         match self {
             PathElement::Field(name) => field_key(name),
             PathElement::Key(fields) => {
-                let pairs: Vec<String> = fields
+                let length: usize = fields
                     .iter()
-                    .map(|(name, value)| format!("{}:{value}", json_string(name)))
-                    .collect();
-                format!("k:{{{}}}", pairs.join(","))
+                    .map(|(name, value)| name.len() + value.len() + 4)
+                    .sum();
+                let mut key = String::with_capacity(length + 4);
+                key.push_str("k:{");
+                for (n, (name, value)) in fields.iter().enumerate() {
+                    if n > 0 {
+                        key.push(',');
+                    }
+                    key.push_str(&json_string(name));
+                    key.push(':');
+                    key.push_str(value);
+                }
+                key.push('}');
+                key
             }
-            PathElement::Value(value) => format!("v:{value}"),
+            PathElement::Value(value) => {
+                let mut key = String::with_capacity(value.len() + 2);
+                key.push_str("v:");
+                key.push_str(value);
+                key
+            }
             PathElement::Index(index) => format!("i:{index}"),
         }
     }
@@ -50,7 +66,7 @@ impl PathElement {
                 .map_err(|e| format!("invalid key {json:?} in FieldsV1: {e}"))?;
             let mut pairs: Vec<(String, String)> = fields
                 .into_iter()
-                .map(|(name, value)| (name, value.to_string()))
+                .map(|(name, value)| (name, compact_json(&value)))
                 .collect();
             pairs.sort();
             return Ok(PathElement::Key(pairs));
@@ -58,7 +74,7 @@ impl PathElement {
         if let Some(json) = key.strip_prefix("v:") {
             let value: Value = serde_json::from_str(json)
                 .map_err(|e| format!("invalid value {json:?} in FieldsV1: {e}"))?;
-            return Ok(PathElement::Value(value.to_string()));
+            return Ok(PathElement::Value(compact_json(&value)));
         }
         if let Some(index) = key.strip_prefix("i:") {
             let index = index
@@ -79,7 +95,13 @@ pub(crate) fn field_key(name: &str) -> String {
 }
 
 fn json_string(s: &str) -> String {
-    Value::String(s.to_owned()).to_string()
+    serde_json::to_string(s).unwrap_or_default()
+}
+
+/// The compact JSON text of a value (serialized directly: `Display` goes
+/// through the formatting machinery, several times slower).
+pub(crate) fn compact_json(value: &Value) -> String {
+    serde_json::to_string(value).unwrap_or_default()
 }
 
 impl fmt::Display for PathElement {

@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use crate::patch::{PatchStrategy, field_patch_meta};
-use crate::schema::{REF_PREFIX, definitions};
+use crate::schema::{BuildAddressHasher, REF_PREFIX, definitions};
 
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 
@@ -305,10 +305,13 @@ struct ShapeKey {
     declared_in: ((usize, usize), (usize, usize)),
 }
 
+/// Keyed by addresses: hashed as [`crate::schema::AddressHasher`] hashes, not SipHash
+/// (which cost more than everything else a lookup does).
+type ShapeMap = std::collections::HashMap<ShapeKey, Shape, BuildAddressHasher>;
+
 thread_local! {
     /// The shapes worked out so far (a few hundred types at most).
-    static SHAPES: std::cell::RefCell<std::collections::HashMap<ShapeKey, Shape>> =
-        std::cell::RefCell::new(std::collections::HashMap::new());
+    static SHAPES: std::cell::RefCell<ShapeMap> = std::cell::RefCell::new(ShapeMap::default());
 }
 
 /// What a node is, for merging and field sets.

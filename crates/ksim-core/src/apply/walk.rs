@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use super::fieldpath::{FieldPath, FieldSet, PathElement};
+use super::fieldpath::{FieldPath, FieldSet, PathElement, compact_json};
 use super::types::{ListType, ObjectType, Shape, TypeRef};
 
 /// How a value is walked, from its type and what it actually holds (a value
@@ -40,7 +40,7 @@ pub fn item_element(
     item: &Value,
 ) -> Result<PathElement, String> {
     match list_type {
-        ListType::Set => Ok(PathElement::Value(item.to_string())),
+        ListType::Set => Ok(PathElement::Value(compact_json(item))),
         ListType::Map(_) | ListType::MergeKey(_) => {
             let Value::Object(fields) = item else {
                 return Err("associative list with keys may not have non-map elements".into());
@@ -48,7 +48,7 @@ pub fn item_element(
             let mut key = Vec::new();
             for name in list_type.keys() {
                 let value = match fields.get(name) {
-                    Some(value) => value.to_string(),
+                    Some(value) => compact_json(value),
                     None => items.key_default(name).map(str::to_owned).ok_or_else(|| {
                         format!(
                             "associative list with keys has an element that omits key field {name:?} (and doesn't have default value)"
@@ -75,7 +75,8 @@ pub(super) fn index_items<'v>(
     strict: bool,
 ) -> Result<Option<Vec<(PathElement, &'v Value)>>, String> {
     let mut out: Vec<(PathElement, &Value)> = Vec::with_capacity(list.len());
-    let mut seen = HashMap::new();
+    // Short lists look for duplicates among the items so far; long ones index them.
+    let mut seen = (list.len() > 16).then(HashMap::new);
     for item in list {
         let element = match item_element(list_type, items, item) {
             Ok(element) => element,
@@ -87,7 +88,11 @@ pub(super) fn index_items<'v>(
             }
             Err(_) => return Ok(None),
         };
-        if seen.insert(element.clone(), ()).is_some() {
+        let duplicate = match &mut seen {
+            Some(seen) => seen.insert(element.clone(), ()).is_some(),
+            None => out.iter().any(|(earlier, _)| *earlier == element),
+        };
+        if duplicate {
             if strict {
                 return Err(format!(
                     "{}: duplicate entries for key {element}",

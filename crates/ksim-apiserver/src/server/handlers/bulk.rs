@@ -347,7 +347,7 @@ fn create_one(
         other => other,
     };
     let object = conversion::to_storage(&resource, object);
-    let created = create_object_with_status(state, &resource, object, status.as_ref(), manager)?;
+    let created = create_object_with_status(state, &resource, object, status, manager)?;
     Ok(BulkCreated {
         uid: created.value["metadata"]["uid"]
             .as_str()

@@ -205,7 +205,32 @@ pub(crate) fn prepare_new_object(
             admit_service_account(state, &mut object)?;
         }
     }
-    if let Some(manager) = manager {
+    let sent_managed_fields = object
+        .get("metadata")
+        .and_then(|m| m.get("managedFields"))
+        .is_some_and(|m| !m.is_null());
+    if let Some(manager) = manager
+        && !sent_managed_fields
+    {
+        // The creator's entry, written straight into the text the store
+        // keeps (what tracking the create below records). The status a kind
+        // with a status subresource starts with is the server's: not tracked.
+        let skip = resource.has_subresource("status").then_some("status");
+        let managed = ksim_core::apply::created_text(
+            definition_of(resource).as_deref(),
+            &object,
+            skip,
+            manager,
+            &resource.api_version(),
+            &now,
+        );
+        if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+            match managed {
+                Some(managed) => metadata.insert("managedFields".into(), Value::String(managed)),
+                None => metadata.remove("managedFields"),
+            };
+        }
+    } else if let Some(manager) = manager {
         let definition = definition_of(resource);
         // The status a kind with a status subresource starts with is the
         // server's (a reset field), not the writer's: it is not tracked.
@@ -307,16 +332,50 @@ pub(crate) fn create_object_with_status(
     state: &State,
     resource: &ResourceInfo,
     object: Value,
-    status: Option<&Value>,
+    status: Option<Value>,
     manager: &str,
 ) -> Result<Arc<StoredObject>, ApiError> {
+    let status = status.filter(|s| {
+        s.as_object().is_some_and(|m| !m.is_empty()) && resource.has_subresource("status")
+    });
+    let sent_managed_fields = object
+        .get("metadata")
+        .and_then(|m| m.get("managedFields"))
+        .is_some_and(|m| !m.is_null());
+    if !sent_managed_fields && let Some(status) = status {
+        // The usual item: the create's and the status write's entries are
+        // written straight into the text the store keeps, with what the
+        // two trackings below would record.
+        let mut prepared = prepare_new_object(state, resource, object, None)?;
+        let created_status = prepared.get("status").cloned();
+        merge_owned(&mut prepared["status"], status);
+        let created_at = prepared["metadata"]["creationTimestamp"]
+            .as_str()
+            .map_or_else(|| state.now(), str::to_owned);
+        let managed = ksim_core::apply::created_then_field_written(
+            definition_of(resource).as_deref(),
+            &prepared,
+            "status",
+            created_status.as_ref(),
+            manager,
+            "status",
+            &resource.api_version(),
+            &created_at,
+            &state.now(),
+        );
+        if let Some(metadata) = prepared.get_mut("metadata").and_then(Value::as_object_mut) {
+            match managed {
+                Some(managed) => metadata.insert("managedFields".into(), Value::String(managed)),
+                None => metadata.remove("managedFields"),
+            };
+        }
+        return store_new_object(state, resource, prepared);
+    }
     let mut prepared = prepare_new_object(state, resource, object, Some(manager))?;
-    if let Some(status) = status.filter(|s| s.as_object().is_some_and(|m| !m.is_empty()))
-        && resource.has_subresource("status")
-    {
+    if let Some(status) = status {
         // Only the status changes: it alone is copied and compared.
         let created_status = prepared.get("status").cloned();
-        json_patch::merge(&mut prepared["status"], status);
+        json_patch::merge(&mut prepared["status"], &status);
         ksim_core::apply::track_field_update(
             definition_of(resource).as_deref(),
             created_status.as_ref(),
@@ -328,6 +387,38 @@ pub(crate) fn create_object_with_status(
             &state.now(),
         );
     }
+    store_new_object(state, resource, prepared)
+}
+
+/// `json_patch::merge` of a patch that is not needed afterwards: its values
+/// are moved into `target` instead of copied (RFC 7386: an object merges
+/// key by key, a null removes the key, anything else replaces).
+fn merge_owned(target: &mut Value, patch: Value) {
+    let Value::Object(patch) = patch else {
+        *target = patch;
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(serde_json::Map::new());
+    }
+    let Value::Object(fields) = target else {
+        return;
+    };
+    for (key, value) in patch {
+        if value.is_null() {
+            fields.remove(&key);
+        } else {
+            merge_owned(fields.entry(key).or_insert(Value::Null), value);
+        }
+    }
+}
+
+/// Stores a prepared new object, with what its creation sets off.
+fn store_new_object(
+    state: &State,
+    resource: &ResourceInfo,
+    prepared: Value,
+) -> Result<Arc<StoredObject>, ApiError> {
     let name = prepared["metadata"]["name"]
         .as_str()
         .unwrap_or_default()
@@ -511,5 +602,36 @@ impl crate::admission::PriorityClasses for StoredPriorityClasses<'_> {
             .iter()
             .map(|class| class.value.clone())
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn an_owned_merge_patch_merges_as_a_merge_patch() {
+        let targets = [
+            json!({"phase": "Pending", "qosClass": "BestEffort", "conditions": [{"type": "A"}]}),
+            json!(null),
+            json!("text"),
+            json!({"a": {"b": 1, "c": 2}}),
+        ];
+        let patches = [
+            json!({"phase": "Running", "qosClass": null, "conditions": [{"type": "B"}]}),
+            json!({"a": {"b": null, "d": {"e": null, "f": 1}}, "g": null}),
+            json!({}),
+            json!([1, 2]),
+            json!(null),
+        ];
+        for target in &targets {
+            for patch in &patches {
+                let mut merged = target.clone();
+                json_patch::merge(&mut merged, patch);
+                let mut owned = target.clone();
+                super::merge_owned(&mut owned, patch.clone());
+                assert_eq!(owned, merged, "{target} + {patch}");
+            }
+        }
     }
 }
