@@ -4,9 +4,16 @@
 //! matchLabels), by controller uid (a ReplicaSet finds its own pods without
 //! a selector scan) and as orphans (the pods it may adopt). A re-list
 //! prunes what it no longer holds. Lookups borrow the caller's strings; no
-//! key is allocated per pod.
+//! key is allocated per pod. Its maps hash with foldhash, not SipHash:
+//! four controllers each index every pod (a restored cluster's 100,000 at
+//! once), and the keys are the cluster's own names, not an attacker's.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap as StdHashMap, HashSet as StdHashSet};
+
+use foldhash::fast::FixedState;
+
+type HashMap<K, V> = StdHashMap<K, V, FixedState>;
+type HashSet<K> = StdHashSet<K, FixedState>;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -142,7 +149,7 @@ impl PodIndex {
 
     /// A re-list starts: pods it does not list again are pruned at its end.
     pub(crate) fn start_relist(&mut self) {
-        self.relisting = Some(HashSet::new());
+        self.relisting = Some(HashSet::default());
     }
 
     /// A re-list ended: forgets and returns the pods it did not list.

@@ -46,9 +46,26 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// `object.pointer(pointer)` for a pointer through object keys, without
+/// `Value::pointer`'s allocation of every token (it unescapes each one): the
+/// engine reads a few fields of every pod it is told about.
+fn at<'a>(object: &'a Value, pointer: &str) -> Option<&'a Value> {
+    if pointer.is_empty() || pointer.contains('~') {
+        return object.pointer(pointer);
+    }
+    let tokens = pointer.strip_prefix('/')?;
+    tokens
+        .split('/')
+        .try_fold(object, |value, token| match value {
+            Value::Object(map) => map.get(token),
+            // An array index: `Value::pointer`'s own rules.
+            Value::Array(_) => value.pointer(&format!("/{token}")),
+            _ => None,
+        })
+}
+
 fn str_at<'a>(object: &'a Value, pointer: &str) -> &'a str {
-    object
-        .pointer(pointer)
+    at(object, pointer)
         .and_then(Value::as_str)
         .unwrap_or_default()
 }
@@ -375,15 +392,15 @@ impl Engine {
     /// them. A pod seen before its node is recorded when the node comes.
     fn mark_pod_ips(&self, pod: &Value, node: &str) {
         if pod
-            .pointer("/spec/hostNetwork")
+            .get("spec")
+            .and_then(|spec| spec.get("hostNetwork"))
             .and_then(Value::as_bool)
             .unwrap_or(false)
             || !self.network.manages(node)
         {
             return;
         }
-        let mut ips: Vec<String> = pod
-            .pointer("/status/podIPs")
+        let mut ips: Vec<String> = at(pod, "/status/podIPs")
             .and_then(Value::as_array)
             .map(|ips| {
                 ips.iter()
@@ -710,6 +727,29 @@ mod tests {
         let pod = json!({"metadata": {"name": "p", "namespace": "ns"}});
         assert_eq!(object_key(SimulatedKind::Node, &node), "n");
         assert_eq!(object_key(SimulatedKind::Pod, &pod), "ns/p");
+    }
+
+    #[test]
+    fn field_lookups_agree_with_json_pointers() {
+        let pod = json!({"metadata": {"name": "p", "a/b": 1, "m~n": 2},
+            "spec": {"nodeName": "n", "list": [{"x": "y"}, 3]}, "status": "odd"});
+        for pointer in [
+            "",
+            "/",
+            "/metadata/name",
+            "/spec/nodeName",
+            "/spec/list/0/x",
+            "/spec/list/1",
+            "/spec/list/01",
+            "/spec/list/2",
+            "/status/phase",
+            "/metadata/a~1b",
+            "/metadata/m~0n",
+            "/missing/field",
+            "spec",
+        ] {
+            assert_eq!(at(&pod, pointer), pod.pointer(pointer), "{pointer:?}");
+        }
     }
 
     #[test]

@@ -26,10 +26,12 @@ fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource
 
 /// A watched object kept as the JSON tree the engine works on, decoded once
 /// straight from the event (no typed round trip); `metadata` holds just what the
-/// watcher and the informer read (name, namespace, resourceVersion, uid).
+/// watcher and the informer read (name, namespace, resourceVersion, uid),
+/// boxed: an unpaged list of 100,000 pods is one `Vec` of these, grown (and
+/// so copied) as it is decoded, and an `ObjectMeta` is some 400 bytes.
 #[derive(Clone, Debug)]
 pub struct RawObject {
-    metadata: ObjectMeta,
+    metadata: Box<ObjectMeta>,
     /// The whole object.
     pub value: Value,
 }
@@ -44,13 +46,13 @@ impl RawObject {
                 .and_then(Value::as_str)
                 .map(str::to_owned)
         };
-        let metadata = ObjectMeta {
+        let metadata = Box::new(ObjectMeta {
             name: text("name"),
             namespace: text("namespace"),
             resource_version: text("resourceVersion"),
             uid: text("uid"),
             ..ObjectMeta::default()
-        };
+        });
         Self { metadata, value }
     }
 }

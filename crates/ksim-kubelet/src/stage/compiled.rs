@@ -33,16 +33,24 @@ impl<'a> ObjectSnapshot<'a> {
         self.object
     }
 
-    fn string_map(&self, field: &str) -> BTreeMap<&'a str, &'a str> {
-        self.object
-            .pointer(&format!("/metadata/{field}"))
-            .and_then(serde_json::Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| v.as_str().map(|v| (k.as_str(), v)))
-                    .collect()
-            })
-            .unwrap_or_default()
+    /// Whether every `key: value` of `wanted` is a string entry of the
+    /// object's `metadata.<field>` (labels or annotations), looked up
+    /// directly: nothing is built when a stage asks for none.
+    fn has_entries(&self, field: &str, wanted: &BTreeMap<String, String>) -> bool {
+        if wanted.is_empty() {
+            return true;
+        }
+        let entries = self
+            .object
+            .get("metadata")
+            .and_then(|m| m.get(field))
+            .and_then(serde_json::Value::as_object);
+        wanted.iter().all(|(k, v)| {
+            entries
+                .and_then(|m| m.get(k))
+                .and_then(serde_json::Value::as_str)
+                == Some(v.as_str())
+        })
     }
 }
 
@@ -250,19 +258,8 @@ impl CompiledStage {
         if !self.has_selector {
             return false;
         }
-        let labels = object.string_map("labels");
-        if !self
-            .match_labels
-            .iter()
-            .all(|(k, v)| labels.get(k.as_str()) == Some(&v.as_str()))
-        {
-            return false;
-        }
-        let annotations = object.string_map("annotations");
-        if !self
-            .match_annotations
-            .iter()
-            .all(|(k, v)| annotations.get(k.as_str()) == Some(&v.as_str()))
+        if !object.has_entries("labels", &self.match_labels)
+            || !object.has_entries("annotations", &self.match_annotations)
         {
             return false;
         }

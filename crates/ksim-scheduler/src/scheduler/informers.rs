@@ -29,7 +29,82 @@ pub enum Change<K> {
     Apply(K),
     Delete(K),
     /// Every object, after a (re)list.
-    Relist(Vec<K>),
+    Relist(Listed<K>),
+}
+
+/// The objects of one (re)list, gathered in fixed-size chunks: a list of
+/// 100,000 pods is never moved to a larger buffer as it grows (a typed Pod
+/// is about 2 KB; one growing `Vec` copied hundreds of megabytes and
+/// faulted in fresh pages at every doubling).
+#[derive(Debug)]
+pub struct Listed<K> {
+    chunks: Vec<Vec<K>>,
+}
+
+impl<K> Default for Listed<K> {
+    fn default() -> Self {
+        Listed { chunks: Vec::new() }
+    }
+}
+
+impl<K> Listed<K> {
+    /// Objects per chunk.
+    const CHUNK: usize = 1024;
+
+    /// Adds one object.
+    pub fn push(&mut self, object: K) {
+        match self.chunks.last_mut() {
+            Some(chunk) if chunk.len() < Self::CHUNK => chunk.push(object),
+            _ => {
+                let mut chunk = Vec::with_capacity(Self::CHUNK);
+                chunk.push(object);
+                self.chunks.push(chunk);
+            }
+        }
+    }
+
+    /// The objects, in the order listed.
+    pub fn iter(&self) -> impl Iterator<Item = &K> {
+        self.chunks.iter().flatten()
+    }
+
+    /// How many objects were listed.
+    pub fn len(&self) -> usize {
+        self.chunks.iter().map(Vec::len).sum()
+    }
+
+    /// Whether the list was empty.
+    pub fn is_empty(&self) -> bool {
+        self.chunks.iter().all(Vec::is_empty)
+    }
+}
+
+impl<K> FromIterator<K> for Listed<K> {
+    fn from_iter<I: IntoIterator<Item = K>>(objects: I) -> Self {
+        let mut listed = Listed::default();
+        for object in objects {
+            listed.push(object);
+        }
+        listed
+    }
+}
+
+impl<K> IntoIterator for Listed<K> {
+    type Item = K;
+    type IntoIter = std::iter::Flatten<std::vec::IntoIter<Vec<K>>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.chunks.into_iter().flatten()
+    }
+}
+
+impl<'a, K> IntoIterator for &'a Listed<K> {
+    type Item = &'a K;
+    type IntoIter = std::iter::Flatten<std::slice::Iter<'a, Vec<K>>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.chunks.iter().flatten()
+    }
 }
 
 /// What the scheduling loop receives.
@@ -103,13 +178,13 @@ where
         let mut stream =
             ksim_runtime::informer::backoff_on(watcher(api, watcher::Config::default()), &clock)
                 .boxed();
-        let mut listed: Vec<K> = Vec::new();
+        let mut listed: Listed<K> = Listed::default();
         while let Some(event) = stream.next().await {
             let change = match event {
                 Ok(watcher::Event::Apply(object)) => Change::Apply(object.0),
                 Ok(watcher::Event::Delete(object)) => Change::Delete(object.0),
                 Ok(watcher::Event::Init) => {
-                    listed.clear();
+                    listed = Listed::default();
                     continue;
                 }
                 Ok(watcher::Event::InitApply(object)) => {
@@ -122,7 +197,7 @@ where
                 {
                     // The server does not serve this kind: nothing to watch.
                     tracing::info!(kind = %K::kind(&Default::default()), "not served; not watched");
-                    let _ = tx.send((wrap(Change::Relist(Vec::new())), clock.busy()));
+                    let _ = tx.send((wrap(Change::Relist(Listed::default())), clock.busy()));
                     return;
                 }
                 Err(error) => {
@@ -158,4 +233,20 @@ pub fn spawn_all(
         spawn_one::<ReplicaSet>(client, clock, tx.clone(), Message::ReplicaSet),
         spawn_one::<StatefulSet>(client, clock, tx.clone(), Message::StatefulSet),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Listed;
+
+    #[test]
+    fn a_list_keeps_every_object_in_order_across_chunks() {
+        let listed: Listed<usize> = (0..2_500).collect();
+        assert_eq!(listed.len(), 2_500);
+        assert!(!listed.is_empty());
+        assert!(listed.iter().copied().eq(0..2_500));
+        assert!((&listed).into_iter().copied().eq(0..2_500));
+        assert!(listed.into_iter().eq(0..2_500));
+        assert!(Listed::<usize>::default().is_empty());
+    }
 }

@@ -140,15 +140,18 @@ impl ResourceRequest {
             Output::Json => {
                 // Items are copied as the bytes serialized at write time.
                 let api_version = self.resource().api_version();
-                let mut body = BytesMut::with_capacity(
-                    128 + page.items.iter().map(|o| o.json.len() + 1).sum::<usize>(),
-                );
                 let head = json!({
                     "kind": format!("{}List", self.resource().kind),
                     "apiVersion": api_version,
                     "metadata": metadata,
                 });
                 let head = serde_json::to_vec(&head).unwrap_or_default();
+                // Sized for the head (a continue token makes it longer than
+                // a guess) and every item, so the body of a large list is
+                // never moved to a bigger buffer while it is written.
+                let mut body = BytesMut::with_capacity(
+                    head.len() + 16 + page.items.iter().map(|o| o.json.len() + 1).sum::<usize>(),
+                );
                 // `{...}` without its closing brace, then the items.
                 body.put_slice(&head[..head.len().saturating_sub(1)]);
                 body.put_slice(b",\"items\":[");
