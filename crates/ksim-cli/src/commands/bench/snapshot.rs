@@ -410,6 +410,27 @@ async fn run_in(bench: &SnapshotBench, dir: &std::path::Path) -> anyhow::Result<
     drop(target);
     drop(cluster);
 
+    // What the restore above overlaps with the API server's creation, alone:
+    // reading and checking the file, then building every object (one
+    // thread; a restore builds them a chunk at a time as they are created).
+    let (started, cpu_started) = (Instant::now(), cpu());
+    let documents = crate::commands::read_snapshot(&path)?;
+    let (checked, cpu_checked) = (started.elapsed(), cpu());
+    let built = documents
+        .into_iter()
+        .map(|d| d.body.into_object())
+        .collect::<Result<Vec<Value>, String>>()
+        .map_err(anyhow::Error::msg)?;
+    let (done, cpu_done) = (started.elapsed(), cpu());
+    drop(built);
+    print_line(format_args!(
+        "reading alone (for comparison; overlapped with the load above): read and check {} (CPU {}), then every object built {} (CPU {})",
+        millis(checked),
+        millis(cpu_checked.saturating_sub(cpu_started)),
+        millis(done.saturating_sub(checked)),
+        millis(cpu_done.saturating_sub(cpu_checked)),
+    ))?;
+
     // The same load through ksim's bulk path over HTTP (the in-process
     // transport: every object JSON-encoded and decoded, as `ksim snapshot
     // restore` sends them), into an API server alone.
