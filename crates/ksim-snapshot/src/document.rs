@@ -160,15 +160,24 @@ fn split(text: &str) -> Vec<Chunk<'_>> {
     let mut offset = 0;
     let mut number = 0;
     let mut bounds = Vec::new();
-    for (line_number, line) in (1..).zip(text.split_inclusive('\n')) {
-        let trimmed = line.trim_end();
-        let separator = trimmed == "---" || trimmed.starts_with("--- ") || trimmed == "...";
-        if separator {
-            bounds.push((start, offset, start_line));
-            start = offset + line.len();
-            start_line = line_number + 1;
+    let mut line_number = 0;
+    // Lines found with a vectorized search (a flow-style file is a few
+    // long lines a document); only those starting as a separator does are
+    // looked at.
+    let mut newlines = memchr::memchr_iter(b'\n', text.as_bytes());
+    while offset < text.len() {
+        let end = newlines.next().map_or(text.len(), |i| i + 1);
+        line_number += 1;
+        if matches!(text.as_bytes()[offset], b'-' | b'.') {
+            let trimmed = text[offset..end].trim_end();
+            let separator = trimmed == "---" || trimmed.starts_with("--- ") || trimmed == "...";
+            if separator {
+                bounds.push((start, offset, start_line));
+                start = end;
+                start_line = line_number + 1;
+            }
         }
-        offset += line.len();
+        offset = end;
     }
     bounds.push((start, text.len(), start_line));
     for (from, to, line) in bounds {
@@ -296,6 +305,11 @@ fn check_object(object: &Value) -> Result<(), String> {
 /// How kwok writes a time relative to the restore.
 const TIME_OFFSET: &str = "$(time-offset-nanosecond ";
 
+/// Whether a file holds kwok's relative times (a vectorized search).
+fn has_time_offsets(text: &str) -> bool {
+    memchr::memmem::find(text.as_bytes(), TIME_OFFSET.as_bytes()).is_some()
+}
+
 /// Replaces kwok's `$(time-offset-nanosecond N)` strings by `now + N`.
 fn resolve_time_offsets(value: &mut Value, now: DateTime<Utc>) {
     match value {
@@ -319,7 +333,7 @@ fn resolve_time_offsets(value: &mut Value, now: DateTime<Utc>) {
 /// Kwok's relative times are resolved against `now` (objects are walked for
 /// them only if the file holds any). Large files are parsed on all cores.
 pub fn parse_documents(text: &str, now: DateTime<Utc>) -> Result<Vec<Document>, Error> {
-    let now = text.contains(TIME_OFFSET).then_some(now);
+    let now = has_time_offsets(text).then_some(now);
     let chunks = split(text);
     let workers = std::thread::available_parallelism()
         .map(std::num::NonZero::get)
@@ -373,7 +387,7 @@ pub fn scan_documents(
     file: Arc<String>,
     now: DateTime<Utc>,
 ) -> Result<Vec<ScannedDocument>, Error> {
-    let now = file.contains(TIME_OFFSET).then_some(now);
+    let now = has_time_offsets(&file).then_some(now);
     let chunks = split(&file);
     let scan = |part: &[Chunk<'_>]| -> Result<Vec<ScannedDocument>, Error> {
         let mut out = Vec::with_capacity(part.len());
