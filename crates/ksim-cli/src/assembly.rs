@@ -72,14 +72,27 @@ impl Cluster {
     /// adopt what it holds).
     pub async fn restore(&self, snapshot: &Path) -> anyhow::Result<()> {
         let documents = crate::commands::read_snapshot(snapshot)?;
-        self.restore_documents(documents, snapshot).await.map(drop)
+        self.restore_scanned(documents, snapshot).await.map(drop)
     }
 
     /// Loads a snapshot's parsed documents, as [`Cluster::restore`] does;
     /// `path` names the file in messages.
+    #[cfg(test)]
     pub async fn restore_documents(
         &self,
         documents: Vec<ksim_snapshot::Document>,
+        path: &Path,
+    ) -> anyhow::Result<ksim_snapshot::restore::Report> {
+        let documents = documents.into_iter().map(Into::into).collect();
+        self.restore_scanned(documents, path).await
+    }
+
+    /// Loads a snapshot's documents as [`crate::commands::read_snapshot`]
+    /// reads them (objects built from the file's text while those before
+    /// them are created), as [`Cluster::restore`] does.
+    pub async fn restore_scanned(
+        &self,
+        documents: Vec<ksim_snapshot::ScannedDocument>,
         path: &Path,
     ) -> anyhow::Result<ksim_snapshot::restore::Report> {
         crate::commands::restore_at_start(&self.snapshot_target(), documents, path).await
@@ -390,6 +403,87 @@ mod tests {
         );
         let sets = restored(&client, "/apis/apps/v1/namespaces/team/replicasets").await;
         assert_eq!(sets[0]["status"]["readyReplicas"], 2, "{}", sets[0]);
+    }
+
+    /// `objects` written as `ksim snapshot save` writes them (flow style).
+    fn write_file(objects: &[Value]) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("snapshot.yaml");
+        let mut out = Vec::new();
+        ksim_snapshot::write_documents(objects, ksim_snapshot::Style::Flow, &mut out)
+            .expect("written");
+        std::fs::write(&path, out).expect("the file written");
+        (dir, path)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_file_restores_as_its_parsed_documents_do() {
+        let objects: Vec<Value> = snapshot().into_iter().map(|d| d.object).collect();
+        let (_dir, path) = write_file(&objects);
+        let from_file = Cluster::new(Clock::real());
+        from_file
+            .restore(&path)
+            .await
+            .expect("restored from the file");
+        let parsed = Cluster::new(Clock::real());
+        parsed
+            .restore_documents(snapshot(), &path)
+            .await
+            .expect("restored from parsed documents");
+        for collection in [
+            "/api/v1/nodes",
+            "/api/v1/namespaces/team/pods",
+            "/apis/apps/v1/namespaces/team/replicasets",
+            "/apis/apps/v1/namespaces/team/deployments",
+        ] {
+            let restored_from_file = restored(&from_file.client(), collection).await;
+            assert!(!restored_from_file.is_empty(), "{collection}");
+            assert_eq!(
+                restored_from_file,
+                restored(&parsed.client(), collection).await,
+                "{collection}"
+            );
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_malformed_document_late_in_a_large_file_restores_nothing_and_says_where() {
+        let mut objects =
+            vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})];
+        objects.extend((0..6_000).map(|i| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("c{i}"), "namespace": "team"}, "data": {"k": "v"}})
+        }));
+        let (_dir, path) = write_file(&objects);
+        // Document 5,990 (line 2 * 5,990 + 1 after the header and `---`
+        // lines) is cut short.
+        let text = std::fs::read_to_string(&path).expect("read");
+        let text = text.replacen(
+            "\"name\":\"c5988\",\"namespace\":\"team\"}}",
+            "\"name\":",
+            1,
+        );
+        std::fs::write(&path, text).expect("written");
+        let cluster = Cluster::new(Clock::real());
+        let error = cluster.restore(&path).await.expect_err("malformed");
+        let message = format!("{error:#}");
+        assert!(
+            message.contains("snapshot.yaml: document 5990 (line 11981)"),
+            "{message}"
+        );
+        let request = http::Request::get("/api/v1/namespaces/team/configmaps")
+            .body(Vec::new())
+            .expect("request");
+        let listed: Value = cluster.client().request(request).await.expect("listed");
+        assert_eq!(listed["items"], json!([]), "nothing was created");
+        let request = http::Request::get("/api/v1/namespaces/team")
+            .body(Vec::new())
+            .expect("request");
+        let missing = cluster.client().request::<Value>(request).await;
+        assert!(
+            missing.is_err(),
+            "the namespace was not created: {missing:?}"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -21,7 +21,9 @@ pub mod restore;
 pub mod save;
 
 pub use api::{RateLimit, Target};
-pub use document::{Document, Style, parse_documents, write_documents};
+pub use document::{
+    Body, Document, Head, ScannedDocument, Style, parse_documents, scan_documents, write_documents,
+};
 
 /// What can go wrong with a snapshot or a recording.
 #[derive(Debug, thiserror::Error)]

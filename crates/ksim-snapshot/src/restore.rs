@@ -42,7 +42,7 @@ use serde_json::{Value, json};
 
 use crate::Error;
 use crate::api::{BulkAnswer, BulkCreate, BulkObject, Created, Resource, Resources, Target};
-use crate::document::Document;
+use crate::document::{Body, Document, ScannedDocument};
 
 /// What to do when the cluster already holds objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -177,9 +177,9 @@ struct Item {
     /// Owner references to owners in the snapshot.
     owners: Vec<Value>,
     tier: usize,
-    /// The object as the file holds it, less its uid and owner references;
-    /// moved into its bulk item when created (`Null` after).
-    object: Value,
+    /// The object as the file holds it (built, or its text, built when it
+    /// is created); moved into its bulk item when created (`Null` after).
+    body: Body,
 }
 
 impl Item {
@@ -272,6 +272,33 @@ pub async fn restore(
     documents: Vec<Document>,
     options: &RestoreOptions,
 ) -> Result<Report, Error> {
+    let documents = documents.into_iter().map(ScannedDocument::from).collect();
+    restore_scanned(target, documents, options).await
+}
+
+/// Restores documents as [`crate::document::scan_documents`] reads them:
+/// each object is built from its text as its tier is created, a chunk at a
+/// time off the async runtime, while the chunks before it are created.
+pub async fn restore_scanned(
+    target: &Target,
+    mut documents: Vec<ScannedDocument>,
+    options: &RestoreOptions,
+) -> Result<Report, Error> {
+    // The kinds of CRDs are read before anything is created.
+    for document in &mut documents {
+        if document.head.kind == "CustomResourceDefinition"
+            && let Body::Text { .. } = document.body
+        {
+            let object = std::mem::take(&mut document.body)
+                .into_object()
+                .map_err(|message| Error::Document {
+                    document: document.number,
+                    line: document.line,
+                    message,
+                })?;
+            document.body = Body::Object(object);
+        }
+    }
     let mut progress = Progress {
         bulk: Some(target.bulk_creation()),
         ..Progress::default()
@@ -281,13 +308,18 @@ pub async fn restore(
     // Kinds the file's CRDs define become served once those are created.
     let defined: HashSet<(String, String)> = documents
         .iter()
-        .filter(|d| d.object["kind"] == "CustomResourceDefinition")
-        .flat_map(|d| crd_kinds(&d.object))
+        .filter_map(|d| match &d.body {
+            Body::Object(object) if d.head.kind == "CustomResourceDefinition" => Some(object),
+            _ => None,
+        })
+        .flat_map(crd_kinds)
         .collect();
     let mut unserved = Vec::new();
     for document in &documents {
-        let api_version = document.object["apiVersion"].as_str().unwrap_or_default();
-        let kind = document.object["kind"].as_str().unwrap_or_default();
+        let (api_version, kind) = (
+            document.head.api_version.as_str(),
+            document.head.kind.as_str(),
+        );
         if resources.find(api_version, kind).is_none()
             && !defined.contains(&(api_version.to_string(), kind.to_string()))
         {
@@ -301,18 +333,14 @@ pub async fn restore(
             "document {} (line {}): the cluster does not serve {} {} ({} such objects in the file; nothing was applied)",
             first.number,
             first.line,
-            first.object["apiVersion"].as_str().unwrap_or_default(),
-            first.object["kind"].as_str().unwrap_or_default(),
+            first.head.api_version,
+            first.head.kind,
             unserved.len()
         )));
     }
     let report = &mut progress.report;
     for document in &unserved {
-        let key = format!(
-            "{}/{}",
-            document.object["apiVersion"].as_str().unwrap_or_default(),
-            document.object["kind"].as_str().unwrap_or_default()
-        );
+        let key = format!("{}/{}", document.head.api_version, document.head.kind);
         *report.unserved.entry(key).or_default() += 1;
     }
     for (kind, count) in &report.unserved {
@@ -325,9 +353,9 @@ pub async fn restore(
 
     let result = async {
         // CRDs first, then the kinds they define are discovered.
-        let (crds, rest): (Vec<Document>, Vec<Document>) = documents
+        let (crds, rest): (Vec<ScannedDocument>, Vec<ScannedDocument>) = documents
             .into_iter()
-            .partition(|d| d.object["kind"] == "CustomResourceDefinition");
+            .partition(|d| d.head.kind == "CustomResourceDefinition");
         if !crds.is_empty() {
             let items = plan(
                 crds,
@@ -445,7 +473,7 @@ async fn ensure_empty(target: &Target, resources: &Resources) -> Result<(), Erro
 /// Resolves documents to resources, splits owner references, and assigns
 /// tiers. Each document's object is moved into its item.
 fn plan(
-    documents: Vec<Document>,
+    documents: Vec<ScannedDocument>,
     resources: &Resources,
     report: &mut Report,
     bottom_up: bool,
@@ -455,9 +483,13 @@ fn plan(
     let mut items: Vec<Item> = Vec::with_capacity(documents.len());
     let mut references: Vec<Option<Value>> = Vec::with_capacity(documents.len());
     for document in documents {
-        let mut object = document.object;
-        let api_version = object["apiVersion"].as_str().unwrap_or_default();
-        let kind = object["kind"].as_str().unwrap_or_default();
+        let ScannedDocument {
+            number,
+            line,
+            head,
+            body,
+        } = document;
+        let (api_version, kind) = (head.api_version.as_str(), head.kind.as_str());
         let resource = match kinds.iter().find(|(v, k, _)| v == api_version && k == kind) {
             Some((_, _, resource)) => resource.clone(),
             None => {
@@ -469,39 +501,21 @@ fn plan(
                 resource
             }
         };
-        let (old_uid, owner_references, namespace, name) =
-            match object.get_mut("metadata").and_then(Value::as_object_mut) {
-                Some(metadata) => (
-                    match metadata.remove("uid") {
-                        Some(Value::String(uid)) => Some(uid),
-                        _ => None,
-                    },
-                    metadata.remove("ownerReferences"),
-                    metadata
-                        .get("namespace")
-                        .and_then(Value::as_str)
-                        .filter(|_| resource.namespaced)
-                        .map(str::to_string),
-                    metadata
-                        .get("name")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string(),
-                ),
-                None => (None, None, None, String::new()),
-            };
-        references.push(owner_references);
+        // The uid and owner references stay in the object until it is
+        // created: `creation` drops them.
+        let namespace = head.namespace.filter(|_| resource.namespaced);
+        references.push(head.owner_references);
         items.push(Item {
-            document: document.number,
-            line: document.line,
+            document: number,
+            line,
             resource,
             namespace,
-            name,
-            old_uid,
+            name: head.name,
+            old_uid: head.uid,
             owns: false,
             owners: Vec::new(),
             tier: 0,
-            object,
+            body,
         });
     }
     // dependents[i]: the items item i owns.
@@ -581,16 +595,32 @@ fn plan(
     items
 }
 
-/// What is created for an item, its object moved out of it: server-owned
-/// metadata out; owner references back with the owners' new uids when
-/// `uids` is given (they are moved too: nothing puts them back later); a
+/// [`prepare`] of an item, its object and owner references moved out of it.
+#[cfg(test)]
+fn creation(item: &mut Item, uids: Option<&HashMap<String, String>>) -> BulkObject {
+    let owners = match uids {
+        Some(_) => std::mem::take(&mut item.owners),
+        None => Vec::new(),
+    };
+    prepare(&item.resource, std::mem::take(&mut item.body), owners, uids).expect("a built object")
+}
+
+/// What is created for an item's object (built from its text if need be;
+/// the message if it cannot be): server-owned metadata out (its old uid
+/// and owner references too); its in-snapshot `owners` back with the
+/// owners' new uids when `uids` is given (nothing puts them back later); a
 /// Job's generated selector kept as a manual one (it names the old uid);
 /// the status written after the create split off.
-fn creation(item: &mut Item, uids: Option<&HashMap<String, String>>) -> BulkObject {
-    let mut object = std::mem::take(&mut item.object);
+fn prepare(
+    resource: &Resource,
+    body: Body,
+    owners: Vec<Value>,
+    uids: Option<&HashMap<String, String>>,
+) -> Result<BulkObject, String> {
+    let mut object = body.into_object()?;
     let old_generation = object["metadata"]["generation"].as_i64();
     let owners: Vec<Value> = match uids {
-        Some(uids) => std::mem::take(&mut item.owners)
+        Some(uids) => owners
             .into_iter()
             .filter_map(|mut r| {
                 let new = uids.get(r["uid"].as_str()?)?;
@@ -618,7 +648,7 @@ fn creation(item: &mut Item, uids: Option<&HashMap<String, String>>) -> BulkObje
             metadata.insert("ownerReferences".into(), Value::Array(owners));
         }
     }
-    if item.resource.group == "batch" && item.resource.kind == "Job" {
+    if resource.group == "batch" && resource.kind == "Job" {
         let labels = &object["spec"]["selector"]["matchLabels"];
         let generated = labels.get("batch.kubernetes.io/controller-uid").is_some()
             || labels.get("controller-uid").is_some();
@@ -626,8 +656,8 @@ fn creation(item: &mut Item, uids: Option<&HashMap<String, String>>) -> BulkObje
             object["spec"]["manualSelector"] = json!(true);
         }
     }
-    let status = split_status(&item.resource, &mut object, old_generation);
-    BulkObject { object, status }
+    let status = split_status(resource, &mut object, old_generation);
+    Ok(BulkObject { object, status })
 }
 
 /// Takes out of `object` the status to write back after creating it, if
@@ -948,149 +978,270 @@ async fn replace_current(
     }
 }
 
-/// What creating a tier in bulk gave.
-enum Bulk {
-    /// Results by index in the tier, and the indices of those that existed.
-    Done {
-        results: Vec<(usize, Result<Outcome, Error>)>,
-        existing: Vec<usize>,
-    },
-    /// The cluster has no bulk path: nothing was created, the objects are back.
-    Unsupported(Vec<BulkObject>),
+/// An item's parts moved out of it to be built off the async runtime.
+struct Pending {
+    /// Its index in the tier.
+    index: usize,
+    resource: Arc<Resource>,
+    body: Body,
+    /// Its owner references, when they are sent with it (remapped).
+    owners: Vec<Value>,
 }
 
-/// Creates a tier's objects through `bulk`, a chunk per call, a few calls
-/// in flight (each on its own task, so that a server in process works on
-/// every core).
-async fn apply_bulk(
-    bulk: &Arc<dyn BulkCreate>,
-    batch: &[Item],
+/// A chunk of a tier made ready for creation.
+#[derive(Default)]
+struct Prepared {
+    /// The index in the tier of each object.
+    indices: Vec<usize>,
     objects: Vec<BulkObject>,
-) -> Result<Bulk, Error> {
-    let size = bulk.chunk_size().max(1);
-    let mut chunks: Vec<(usize, Vec<BulkObject>)> = Vec::with_capacity(objects.len() / size + 1);
-    let mut objects = objects.into_iter();
-    let mut start = 0;
-    loop {
-        let chunk: Vec<BulkObject> = objects.by_ref().take(size).collect();
-        if chunk.is_empty() {
-            break;
-        }
-        let count = chunk.len();
-        chunks.push((start, chunk));
-        start += count;
-    }
-    let send = |(start, chunk): (usize, Vec<BulkObject>)| {
-        let call = bulk.create(chunk);
-        async move {
-            let answer = tokio::spawn(call)
-                .await
-                .map_err(|e| Error::Invalid(format!("a restore task failed: {e}")))
-                .and_then(|answer| answer);
-            (start, answer)
-        }
+    /// A copy of each object, for `Conflicts::Replace` (else empty).
+    kept: Vec<BulkObject>,
+    /// Items whose object could not be built, and why.
+    failed: Vec<(usize, String)>,
+}
+
+/// Builds a chunk's objects as they are created ([`prepare`]).
+fn prepare_chunk(
+    chunk: Vec<Pending>,
+    uids: Option<&HashMap<String, String>>,
+    keep: bool,
+) -> Prepared {
+    let mut prepared = Prepared {
+        indices: Vec::with_capacity(chunk.len()),
+        objects: Vec::with_capacity(chunk.len()),
+        ..Prepared::default()
     };
-    let mut chunks = chunks.into_iter();
-    let Some(first) = chunks.next() else {
-        return Ok(Bulk::Done {
-            results: Vec::new(),
-            existing: Vec::new(),
-        });
-    };
-    // The first call alone: it tells whether there is a bulk path.
-    let (_, answer) = send(first).await;
-    let answer = answer?;
-    if let BulkAnswer::Unsupported(mut returned) = answer {
-        returned.extend(chunks.flat_map(|(_, chunk)| chunk));
-        return Ok(Bulk::Unsupported(returned));
-    }
-    let mut answers = vec![(0, Ok(answer))];
-    answers.extend(
-        futures::stream::iter(chunks)
-            .map(send)
-            .buffer_unordered(bulk.in_flight().max(1))
-            .collect::<Vec<_>>()
-            .await,
-    );
-    let mut results = Vec::with_capacity(batch.len());
-    let mut existing = Vec::new();
-    for (start, answer) in answers {
-        let created = match answer? {
-            BulkAnswer::Created(created) if created.len() == (batch.len() - start).min(size) => {
-                created
+    for Pending {
+        index,
+        resource,
+        body,
+        owners,
+    } in chunk
+    {
+        match prepare(&resource, body, owners, uids) {
+            Ok(object) => {
+                if keep {
+                    prepared.kept.push(object.clone());
+                }
+                prepared.indices.push(index);
+                prepared.objects.push(object);
             }
-            _ => {
-                return Err(Error::Transport(
-                    "the bulk creation answered a different number of items".into(),
-                ));
+            Err(message) => prepared.failed.push((index, message)),
+        }
+    }
+    prepared
+}
+
+/// One bulk call on a task of its own (so that a server in process works
+/// on every core).
+fn send(
+    bulk: &Arc<dyn BulkCreate>,
+    objects: Vec<BulkObject>,
+) -> impl Future<Output = Result<BulkAnswer, Error>> + use<> {
+    let call = bulk.create(objects);
+    async move {
+        tokio::spawn(call)
+            .await
+            .map_err(|e| Error::Invalid(format!("a restore task failed: {e}")))
+            .and_then(|answer| answer)
+    }
+}
+
+/// What a tier's creation has given so far, by index in the tier.
+struct Outcomes<'a> {
+    batch: &'a [Item],
+    results: Vec<Option<Result<Outcome, Error>>>,
+    /// Copies of the objects (`Conflicts::Replace`; else empty).
+    kept: Vec<Option<BulkObject>>,
+    /// Items that exist already.
+    existing: Vec<usize>,
+}
+
+impl Outcomes<'_> {
+    /// Records a chunk's failures and copies; its indices and objects.
+    fn made(&mut self, prepared: Prepared) -> (Vec<usize>, Vec<BulkObject>) {
+        let Prepared {
+            indices,
+            objects,
+            kept,
+            failed,
+        } = prepared;
+        for (i, message) in failed {
+            let error = Error::Invalid(format!("cannot read the object: {message}"));
+            self.results[i] = Some(Err(self.batch[i].failed(error)));
+        }
+        for (&i, object) in indices.iter().zip(kept) {
+            self.kept[i] = Some(object);
+        }
+        (indices, objects)
+    }
+
+    /// Records what a bulk call answered for the items at `indices`.
+    fn answered(&mut self, indices: &[usize], answer: Result<BulkAnswer, Error>) {
+        let created = match answer {
+            Ok(BulkAnswer::Created(created)) if created.len() == indices.len() => created,
+            other => {
+                let message = match other {
+                    Err(error) => error.to_string(),
+                    Ok(_) => "the bulk creation answered a different number of items".into(),
+                };
+                for &i in indices {
+                    let error = Error::Transport(message.clone());
+                    self.results[i] = Some(Err(self.batch[i].failed(error)));
+                }
+                return;
             }
         };
-        for (offset, result) in created.into_iter().enumerate() {
-            let i = start + offset;
-            match result {
-                Ok(created) => results.push((
-                    i,
-                    Ok(Outcome::Created {
-                        new_uid: created.uid,
-                    }),
-                )),
+        for (&i, result) in indices.iter().zip(created) {
+            self.results[i] = match result {
+                Ok(created) => Some(Ok(Outcome::Created {
+                    new_uid: created.uid,
+                })),
                 Err(status) if status.code == 409 && status.reason == "AlreadyExists" => {
-                    existing.push(i);
+                    self.existing.push(i);
+                    None
                 }
-                Err(status) => results.push((
-                    i,
-                    Err(batch[i].failed(Error::from_kube(kube::Error::Api(status)))),
+                Err(status) => Some(Err(
+                    self.batch[i].failed(Error::from_kube(kube::Error::Api(status)))
                 )),
-            }
+            };
         }
     }
-    Ok(Bulk::Done { results, existing })
 }
 
-/// Creates one tier's items: in bulk while the cluster has a bulk path,
-/// else a request or two per object; those that exist are kept or replaced.
-/// A result per item, in order.
+/// Creates one tier's items: in bulk while the cluster has a bulk path, a
+/// chunk per call, a few calls in flight, each chunk's objects built (from
+/// the file's text) on the blocking pool while the chunks before it are
+/// created; else a request or two per object. Those that exist are kept or
+/// replaced. A result per item, in order.
 async fn apply_batch(
     target: &Target,
     batch: &mut [Item],
     options: &RestoreOptions,
     progress: &mut Progress,
 ) -> Result<Vec<Result<Outcome, Error>>, Error> {
-    let remap = (!options.controllers_running).then_some(&progress.uids);
-    let objects: Vec<BulkObject> = batch.iter_mut().map(|item| creation(item, remap)).collect();
-    // Replacing creates again those that exist: only then is a copy kept.
-    let kept: Option<Vec<BulkObject>> =
-        (options.conflicts == Conflicts::Replace).then(|| objects.clone());
-    let batch = &*batch;
-    let (mut done, existing, unsent) = match progress.bulk.clone() {
-        Some(bulk) => match apply_bulk(&bulk, batch, objects).await? {
-            Bulk::Done { results, existing } => (results, existing, Vec::new()),
-            Bulk::Unsupported(objects) => {
-                progress.bulk = None;
-                (Vec::new(), Vec::new(), objects)
-            }
-        },
-        None => (Vec::new(), Vec::new(), objects),
+    // Without controllers, dependents are sent with their owners' new uids.
+    let remap = !options.controllers_running;
+    let uids = match remap && batch.iter().any(|item| !item.owners.is_empty()) {
+        true => Some(Arc::new(progress.uids.clone())),
+        false => remap.then(|| Arc::new(HashMap::new())),
     };
+    // Replacing creates again those that exist: only then is a copy kept.
+    let keep = options.conflicts == Conflicts::Replace;
+    let size = match &progress.bulk {
+        Some(bulk) => bulk.chunk_size().max(1),
+        None => batch.len().max(1),
+    };
+    let mut chunks = Vec::with_capacity(batch.len() / size + 1);
+    for (number, items) in batch.chunks_mut(size).enumerate() {
+        let chunk: Vec<Pending> = items
+            .iter_mut()
+            .enumerate()
+            .map(|(offset, item)| Pending {
+                index: number * size + offset,
+                resource: item.resource.clone(),
+                body: std::mem::take(&mut item.body),
+                owners: match remap {
+                    true => std::mem::take(&mut item.owners),
+                    false => Vec::new(),
+                },
+            })
+            .collect();
+        chunks.push(chunk);
+    }
+    let batch = &*batch;
+    let make = |chunk: Vec<Pending>| {
+        let uids = uids.clone();
+        let made = tokio::task::spawn_blocking(move || prepare_chunk(chunk, uids.as_deref(), keep));
+        async move {
+            made.await
+                .map_err(|e| Error::Invalid(format!("a restore task failed: {e}")))
+        }
+    };
+    // Chunks are built two ahead of their creation.
+    let mut made = futures::stream::iter(chunks).map(make).buffered(2);
+    let mut outcomes = Outcomes {
+        batch,
+        results: (0..batch.len()).map(|_| None).collect(),
+        kept: match keep {
+            true => (0..batch.len()).map(|_| None).collect(),
+            false => Vec::new(),
+        },
+        existing: Vec::new(),
+    };
+    let mut unsent: Vec<(usize, BulkObject)> = Vec::new();
+    if let Some(bulk) = progress.bulk.clone()
+        && let Some(first) = made.next().await
+    {
+        let (indices, objects) = outcomes.made(first?);
+        // The first call alone: it tells whether there is a bulk path.
+        match send(&bulk, objects).await {
+            Ok(BulkAnswer::Unsupported(returned)) => {
+                progress.bulk = None;
+                unsent.extend(indices.into_iter().zip(returned));
+            }
+            answer => {
+                outcomes.answered(&indices, answer);
+                let answers: Vec<_> = made
+                    .by_ref()
+                    .map(|prepared| {
+                        let bulk = bulk.clone();
+                        async move {
+                            let mut prepared = prepared?;
+                            let objects = std::mem::take(&mut prepared.objects);
+                            let answer = send(&bulk, objects).await;
+                            Ok::<_, Error>((prepared, answer))
+                        }
+                    })
+                    .buffer_unordered(bulk.in_flight().max(1))
+                    .collect()
+                    .await;
+                let mut broken = None;
+                for answer in answers {
+                    match answer {
+                        Ok((prepared, answer)) => {
+                            let (indices, _) = outcomes.made(prepared);
+                            outcomes.answered(&indices, answer);
+                        }
+                        Err(error) => broken = broken.or(Some(error)),
+                    }
+                }
+                if let Some(error) = broken {
+                    // Its items have no result: said below, after
+                    // what the others did is recorded.
+                    tracing::warn!(%error, "a chunk of the restore was not built");
+                }
+            }
+        }
+    }
+    // Without a bulk path: every object (left) built, then created alone.
+    while let Some(prepared) = made.next().await {
+        let (indices, objects) = outcomes.made(prepared?);
+        unsent.extend(indices.into_iter().zip(objects));
+    }
     let concurrency = options.concurrency.max(1);
     let renamed = &progress.renamed;
-    done.extend(
-        futures::stream::iter(unsent.into_iter().enumerate())
-            .map(|(i, object)| async move {
-                (
-                    i,
-                    create_one(target, &batch[i], &object, options.conflicts, renamed).await,
-                )
-            })
-            .buffer_unordered(concurrency)
-            .collect::<Vec<_>>()
-            .await,
-    );
-    let kept = kept.as_deref();
+    let mut done: Vec<(usize, Result<Outcome, Error>)> = futures::stream::iter(unsent)
+        .map(|(i, object)| async move {
+            (
+                i,
+                create_one(target, &batch[i], &object, options.conflicts, renamed).await,
+            )
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    let Outcomes {
+        mut results,
+        kept,
+        existing,
+        ..
+    } = outcomes;
+    let kept = &kept;
     done.extend(
         futures::stream::iter(existing)
             .map(|i| async move {
-                let object = kept.map(|kept| &kept[i]);
+                let object = kept.get(i).and_then(Option::as_ref);
                 (
                     i,
                     settle_existing(target, &batch[i], object, options.conflicts, renamed).await,
@@ -1100,7 +1251,6 @@ async fn apply_batch(
             .collect::<Vec<_>>()
             .await,
     );
-    let mut results: Vec<Option<Result<Outcome, Error>>> = (0..batch.len()).map(|_| None).collect();
     for (i, result) in done {
         results[i] = Some(result);
     }
@@ -1573,6 +1723,10 @@ mod tests {
         ])
     }
 
+    fn scanned(documents: Vec<Document>) -> Vec<ScannedDocument> {
+        documents.into_iter().map(ScannedDocument::from).collect()
+    }
+
     fn doc(number: usize, object: Value) -> Document {
         Document {
             number,
@@ -1609,7 +1763,7 @@ mod tests {
             ),
         ];
         let mut report = Report::default();
-        let items = plan(documents, &resources(), &mut report, true);
+        let items = plan(scanned(documents), &resources(), &mut report, true);
         let order: Vec<&str> = items.iter().map(|i| i.resource.kind.as_str()).collect();
         assert_eq!(
             order,
@@ -1618,7 +1772,6 @@ mod tests {
         assert_eq!(report.dangling_owner_references, 1);
         let pod = &items[2];
         assert_eq!(pod.owners.len(), 1);
-        assert!(pod.object["metadata"].get("ownerReferences").is_none());
         // Only those with dependents remember their new uid.
         let owns: Vec<bool> = items.iter().map(|i| i.owns).collect();
         assert_eq!(owns, [false, false, false, true, true]);
@@ -1627,6 +1780,11 @@ mod tests {
             (pod.namespace.as_deref(), pod.name.as_str()),
             (Some("a"), "web-1-x")
         );
+        // Its references are put back later, not sent with it.
+        let mut items = items;
+        let body = creation(&mut items[2], None).object;
+        assert!(body["metadata"].get("ownerReferences").is_none(), "{body}");
+        assert!(body["metadata"].get("uid").is_none(), "{body}");
     }
 
     #[test]
@@ -1648,7 +1806,7 @@ mod tests {
             ),
         ];
         let mut report = Report::default();
-        let items = plan(documents, &resources(), &mut report, false);
+        let items = plan(scanned(documents), &resources(), &mut report, false);
         let order: Vec<&str> = items.iter().map(|i| i.resource.kind.as_str()).collect();
         assert_eq!(order, ["Deployment", "ReplicaSet", "Pod"]);
         let uids = HashMap::from([("r".to_string(), "new-r".to_string())]);
@@ -1658,7 +1816,7 @@ mod tests {
         assert_eq!(body["metadata"]["ownerReferences"][0]["uid"], "new-r");
         assert!(body["metadata"].get("uid").is_none());
         // The object was moved out of the item, not copied.
-        assert_eq!(items[2].object, Value::Null);
+        assert!(matches!(items[2].body, Body::Object(Value::Null)));
     }
 
     #[test]
@@ -1693,7 +1851,7 @@ mod tests {
             owns: false,
             owners: vec![],
             tier: 0,
-            object,
+            body: Body::Object(object),
         }
     }
 

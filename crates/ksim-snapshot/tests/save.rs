@@ -289,3 +289,90 @@ async fn the_snapshot_path_reads_one_collection_narrowed_as_a_list() {
         "{error}"
     );
 }
+
+/// A bulk creation handing chunks of `size` to `inner`, or, without one,
+/// answering that the cluster has no bulk path.
+struct Chunked {
+    inner: Option<std::sync::Arc<dyn ksim_snapshot::api::BulkCreate>>,
+    size: usize,
+}
+
+impl ksim_snapshot::api::BulkCreate for Chunked {
+    fn create(
+        &self,
+        items: Vec<ksim_snapshot::api::BulkObject>,
+    ) -> futures::future::BoxFuture<
+        'static,
+        Result<ksim_snapshot::api::BulkAnswer, ksim_snapshot::Error>,
+    > {
+        assert!(items.len() <= self.size, "{} items", items.len());
+        match &self.inner {
+            Some(inner) => inner.create(items),
+            None => Box::pin(async move { Ok(ksim_snapshot::api::BulkAnswer::Unsupported(items)) }),
+        }
+    }
+
+    fn chunk_size(&self) -> usize {
+        self.size
+    }
+
+    fn in_flight(&self) -> usize {
+        2
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scanned_file_restores_in_small_chunks_and_without_a_bulk_path() {
+    let server = source().await;
+    let (_, text) = save(
+        &target_of(server.router()),
+        &SaveOptions::all(),
+        Style::Flow,
+    )
+    .await;
+    for bulk in [true, false] {
+        let copy = ksim_apiserver::ApiServer::new();
+        let plain = target_of(copy.router());
+        let chunked = Chunked {
+            inner: bulk.then(|| plain.bulk_creation()),
+            size: 2,
+        };
+        let target = target_of(copy.router()).with_bulk_creation(std::sync::Arc::new(chunked));
+        let documents = ksim_snapshot::scan_documents(std::sync::Arc::new(text.clone()), PARSED_AT)
+            .expect("a valid file");
+        let texts = documents
+            .iter()
+            .filter(|d| matches!(d.body, ksim_snapshot::Body::Text { .. }))
+            .count();
+        assert!(texts > 10, "{texts} documents left as text");
+        let options = ksim_snapshot::restore::RestoreOptions {
+            controllers_running: false,
+            ..Default::default()
+        };
+        let report = ksim_snapshot::restore::restore_scanned(&target, documents, &options)
+            .await
+            .expect("restored");
+        assert_eq!(report.created["Pod"], 7, "bulk {bulk}: {report:?}");
+        let resources = target.resources().await.expect("discovery");
+        let pods = resources.find("v1", "Pod").cloned().expect("pods");
+        let mut placed = Vec::new();
+        target
+            .list_pages(&pods, Some("a"), None, 100, |items| {
+                for pod in items {
+                    placed.push(format!(
+                        "{} {} {}",
+                        pod["metadata"]["name"].as_str().unwrap_or_default(),
+                        pod["spec"]["nodeName"].as_str().unwrap_or_default(),
+                        pod["status"]["phase"].as_str().unwrap_or_default(),
+                    ));
+                }
+                Ok(())
+            })
+            .await
+            .expect("listed");
+        let expected: Vec<String> = (0..7)
+            .map(|i| format!("pod-{i} node-{} Running", i % 3))
+            .collect();
+        assert_eq!(placed, expected, "bulk {bulk}");
+    }
+}

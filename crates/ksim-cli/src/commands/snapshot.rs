@@ -167,12 +167,15 @@ fn write_snapshot<T>(
     result
 }
 
-/// Reads and parses a snapshot file (times relative to now, for kwok's files).
-pub fn read_snapshot(path: &Path) -> anyhow::Result<Vec<ksim_snapshot::Document>> {
+/// Reads and checks a snapshot file as a restore wants it (times relative
+/// to now, for kwok's files): every document checked before anything is
+/// created, flow-style objects built from the file's text as they are
+/// created ([`ksim_snapshot::scan_documents`]).
+pub fn read_snapshot(path: &Path) -> anyhow::Result<Vec<ksim_snapshot::ScannedDocument>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let now = ksim_runtime::clock::Clock::real().now();
-    ksim_snapshot::parse_documents(&text, now)
+    ksim_snapshot::scan_documents(std::sync::Arc::new(text), now)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
@@ -252,7 +255,7 @@ pub fn snapshot_restore(home: &KsimHome, flags: &SnapshotRestore) -> anyhow::Res
     let report = runtime()?.block_on(async {
         let client =
             super::connect::cluster_client(home, &flags.name, flags.kubeconfig.as_deref()).await?;
-        ksim_snapshot::restore::restore(&Target::new(client), documents, &options)
+        ksim_snapshot::restore::restore_scanned(&Target::new(client), documents, &options)
             .await
             .map_err(anyhow::Error::from)
     })?;
@@ -296,13 +299,13 @@ pub fn snapshot_export(flags: &SnapshotExport) -> anyhow::Result<()> {
     ))
 }
 
-/// Restores a snapshot's parsed documents into a cluster being started,
+/// Restores a snapshot's read documents into a cluster being started,
 /// before its components run (`ksim create cluster --snapshot`): `target`
 /// is the cluster in process, its objects created by the API server's own
 /// bulk creation. `path` names the file in messages.
 pub async fn restore_at_start(
     target: &Target,
-    documents: Vec<ksim_snapshot::Document>,
+    documents: Vec<ksim_snapshot::ScannedDocument>,
     path: &Path,
 ) -> anyhow::Result<Report> {
     // No controller runs yet: owners are created first and their
@@ -311,7 +314,7 @@ pub async fn restore_at_start(
         controllers_running: false,
         ..RestoreOptions::default()
     };
-    let report = ksim_snapshot::restore::restore(target, documents, &options)
+    let report = ksim_snapshot::restore::restore_scanned(target, documents, &options)
         .await
         .with_context(|| format!("cannot restore {}", path.display()))?;
     tracing::info!(path = %path.display(), summary = %describe_report(&report), "snapshot restored");
