@@ -452,3 +452,49 @@ fn a_definition_deleted_and_created_again_replays_its_custom_resources_in_order(
     widgets.success();
     assert_eq!(widgets.stdout.trim_end(), "second=4");
 }
+
+/// A recording's initial state may list custom resources before their
+/// definition: they wait for it to be served without queueing behind it.
+#[test]
+fn custom_resources_listed_before_their_definition_replay() {
+    let cluster = TestCluster::start_api_only(ksim_binary());
+    let env = cluster.env();
+    let definition = serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com", "uid": "crd-1"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
+    let widget = serde_json::json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "listed", "namespace": "default", "uid": "uid-listed"},
+        "spec": {"size": 5}});
+    let mut text =
+        String::from("{\"ksimRecording\":\"v1\",\"startTime\":\"2026-01-01T00:00:00Z\"}\n");
+    for object in [widget, definition] {
+        text.push_str(&serde_json::json!({"t": 0, "type": "ADDED", "object": object}).to_string());
+        text.push('\n');
+    }
+    let path = env.write_file("listed.jsonl", &text);
+    let replayed = env.ksim_ok(&[
+        "replay",
+        "--name",
+        cluster.name(),
+        "--path",
+        path.to_str().expect("utf-8"),
+        "--speed",
+        "max",
+    ]);
+    assert!(
+        replayed.starts_with("Replayed 2 of 2 changes"),
+        "{replayed}"
+    );
+    let widgets = cluster.kubectl(&[
+        "get",
+        "widgets",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name}={.spec.size} {end}",
+    ]);
+    widgets.success();
+    assert_eq!(widgets.stdout.trim_end(), "listed=5");
+}

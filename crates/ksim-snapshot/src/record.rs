@@ -927,9 +927,12 @@ pub async fn replay(
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         let api_version = change.object["apiVersion"].as_str().unwrap_or_default();
         let kind = change.object["kind"].as_str().unwrap_or_default();
+        // Only after its definition's first change: a custom resource
+        // listed before its definition (a recording's initial state) waits
+        // for it to be served, so it must not queue behind it.
         match routes.get(&(api_version.to_string(), kind.to_string())) {
-            Some(definition) => definition.hash(&mut hasher),
-            None => key(&change.object).hash(&mut hasher),
+            Some((definition, first)) if *first < sent => definition.hash(&mut hasher),
+            _ => key(&change.object).hash(&mut hasher),
         }
         let worker = usize::try_from(hasher.finish() % workers as u64).unwrap_or(0);
         if senders[worker].send(change).await.is_err() {
@@ -1082,26 +1085,30 @@ fn defined_kinds(changes: &[Change]) -> HashSet<(String, String)> {
 }
 
 /// The key of the definition of each kind a CustomResourceDefinition of
-/// the recording defines, by (apiVersion, kind): a replay sends the changes
-/// of such a kind to its definition's worker, so that they stay in order
-/// with the definition's own (a custom resource created before its
-/// definition is deleted and created again is not created after).
-fn definition_routes(changes: &[Change]) -> HashMap<(String, String), String> {
-    changes
-        .iter()
-        .filter(|c| {
-            c.object["kind"] == "CustomResourceDefinition"
-                && c.object["apiVersion"]
-                    .as_str()
-                    .is_some_and(|v| v.starts_with("apiextensions.k8s.io/"))
-        })
-        .flat_map(|c| {
-            let definition = key(&c.object);
-            crate::restore::crd_kinds(&c.object)
-                .into_iter()
-                .map(move |kind| (kind, definition.clone()))
-        })
-        .collect()
+/// the recording defines, by (apiVersion, kind), with the index of the
+/// definition's first change: a replay sends the later changes of such a
+/// kind to its definition's worker, so that they stay in order with the
+/// definition's own (a custom resource created before its definition is
+/// deleted and created again is not created after).
+fn definition_routes(changes: &[Change]) -> HashMap<(String, String), (String, usize)> {
+    let mut routes = HashMap::new();
+    for (index, change) in changes.iter().enumerate() {
+        let object = &change.object;
+        if object["kind"] != "CustomResourceDefinition"
+            || !object["apiVersion"]
+                .as_str()
+                .is_some_and(|v| v.starts_with("apiextensions.k8s.io/"))
+        {
+            continue;
+        }
+        let definition = key(object);
+        for kind in crate::restore::crd_kinds(object) {
+            routes
+                .entry(kind)
+                .or_insert_with(|| (definition.clone(), index));
+        }
+    }
+    routes
 }
 
 /// The changes of kinds `target` does not serve (and no definition in the
