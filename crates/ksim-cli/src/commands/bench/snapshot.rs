@@ -57,6 +57,10 @@ pub struct SnapshotBench {
     /// Stop after the saves (no restore, export or replay).
     #[arg(long)]
     pub save_only: bool,
+    /// Components not to start after the restore (as `ksim serve
+    /// --disable`), to see what each one's start costs.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub disable: Vec<crate::commands::Component>,
 }
 
 const CONCURRENCY: usize = 64;
@@ -376,7 +380,10 @@ async fn run_in(bench: &SnapshotBench, dir: &std::path::Path) -> anyhow::Result<
     let target = Target::new(cluster.client());
     let restored_at = revision(&target).await?;
     cluster
-        .start(crate::assembly::Components::default())
+        .start(crate::assembly::Components {
+            disabled: bench.disable.clone(),
+            ..crate::assembly::Components::default()
+        })
         .await?;
     let placed = running_pods(&target).await?;
     let (all_running, cpu_all_running) = (started.elapsed(), cpu());
