@@ -178,6 +178,40 @@ async fn fill_source(client: &kube::Client, bench: &SnapshotBench) -> anyhow::Re
     Ok(())
 }
 
+/// The process's CPU after a restore's listing, sampled for 10 s.
+struct Quiet {
+    /// CPU seconds in each second.
+    per_second: Vec<String>,
+    /// When the components' start work ended: the start of the first
+    /// second whose four quarters each used under half a core.
+    start_work: Option<Duration>,
+}
+
+/// Samples `cpu` every quarter second for 10 s (see [`Quiet`]).
+async fn quiet_after(cpu: impl Fn() -> Duration) -> Quiet {
+    const QUARTER: Duration = Duration::from_millis(250);
+    let mut quarters = Vec::with_capacity(40);
+    let mut last = cpu();
+    for _ in 0..40 {
+        tokio::time::sleep(QUARTER).await;
+        let now = cpu();
+        quarters.push(now.saturating_sub(last).as_secs_f64() / QUARTER.as_secs_f64());
+        last = now;
+    }
+    let per_second = quarters
+        .chunks(4)
+        .map(|second| format!("{:.2}", second.iter().sum::<f64>() / 4.0))
+        .collect();
+    let start_work = quarters
+        .windows(4)
+        .position(|second| second.iter().all(|cores| *cores < 0.5))
+        .map(|first| QUARTER * first as u32);
+    Quiet {
+        per_second,
+        start_work,
+    }
+}
+
 /// Saves the cluster behind `client` to `path` as `ksim snapshot save` does.
 async fn save_to(
     client: &kube::Client,
@@ -409,20 +443,23 @@ async fn run_in(bench: &SnapshotBench, dir: &std::path::Path) -> anyhow::Result<
     ))?;
     // `start` only spawns the components: their first lists, caches and
     // the kubelet's node initialization go on after the listing above.
-    // The process's CPU second by second shows when that burst ends (the
-    // heartbeats of every node go on after it).
-    let mut per_second = Vec::new();
-    let mut last = cpu();
-    for _ in 0..10 {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let now = cpu();
-        per_second.push(format!("{:.2}", now.saturating_sub(last).as_secs_f64()));
-        last = now;
-    }
+    // The process's CPU, a quarter second at a time, shows when that burst
+    // ends (the heartbeats of every node go on after it, in short spikes).
+    let quiet = quiet_after(cpu).await;
     print_line(format_args!(
         "restore: CPU seconds used in each of the 10 s after that listing (the components' start work, then their steady work): {}",
-        per_second.join(" ")
+        quiet.per_second.join(" ")
     ))?;
+    match quiet.start_work {
+        Some(start_work) => print_line(format_args!(
+            "restore to a quiet cluster (the components' start work done: the first second under half a core after it): {} (the start work went on {} after that listing)",
+            millis(all_running + start_work),
+            millis(start_work),
+        ))?,
+        None => print_line(format_args!(
+            "restore to a quiet cluster: the components were still busy 10 s after that listing"
+        ))?,
+    }
     // The controllers own what was restored: no pod was added once they ran.
     let (after, written) = running_pods_written_after(&target, restored_at).await?;
     print_line(format_args!(
