@@ -7,11 +7,13 @@
 //! through its kubeconfig. [`webdriver::Browser`] drives headless Chromium for the web view.
 //! [`builders`] make nodes and pods;
 //! [`in_process::InProcessCluster`] is the crates' in-process cluster (API
-//! server, client, clock, spawned components).
+//! server, client, clock, spawned components). [`fixtures`] are the objects
+//! tests share (the Widget CRD).
 
 pub mod builders;
 mod cluster;
 pub mod component;
+pub mod fixtures;
 pub mod in_process;
 pub mod kubectl;
 pub mod webdriver;

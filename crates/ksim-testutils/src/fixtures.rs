@@ -1,0 +1,44 @@
+//! Objects the end-to-end tests share: the Widget CustomResourceDefinition
+//! (`widgets.example.com`) and its Widgets.
+
+use serde_json::{Value, json};
+
+/// The Widget CRD's name.
+pub const WIDGET_CRD_NAME: &str = "widgets.example.com";
+
+/// The Widget CustomResourceDefinition: group `example.com`, version `v1`,
+/// namespaced; `spec.size` and `status.count` are integers, `status` a
+/// subresource.
+pub fn widget_crd() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": WIDGET_CRD_NAME},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {"size": {"type": "integer"}}},
+                    "status": {"type": "object", "properties": {"count": {"type": "integer"}}},
+                }}},
+            }],
+        },
+    })
+}
+
+/// [`widget_crd`] as a manifest for `kubectl apply -f` (JSON, which kubectl
+/// reads as YAML).
+pub fn widget_crd_manifest() -> String {
+    widget_crd().to_string()
+}
+
+/// Widget `name` in `namespace` of `spec.size` `size`.
+pub fn widget(name: &str, namespace: &str, size: i64) -> Value {
+    json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"size": size}})
+}
