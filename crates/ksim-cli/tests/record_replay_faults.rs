@@ -9,7 +9,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -18,7 +17,9 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 use futures::StreamExt;
-use ksim_testutils::fixtures::{WIDGET_CRD_NAME, widget, widget_crd, widget_crd_manifest};
+use ksim_testutils::fixtures::{
+    WIDGET_CRD_NAME, recording, widget, widget_crd, widget_crd_manifest, with_uid,
+};
 use ksim_testutils::{KsimEnv, KubectlOutput, poll_until};
 use serde_json::{Value, json};
 
@@ -251,33 +252,6 @@ impl Front {
     }
 }
 
-/// `ksim record --kubeconfig <front> --path <path>`, logging at info level
-/// to `<path>.log`.
-fn start_recorder(env: &KsimEnv, front: &Front, path: &Path) -> std::process::Child {
-    env.ksim_command(&[
-        "record",
-        "--kubeconfig",
-        front.kubeconfig(),
-        "--path",
-        path.to_str().expect("utf-8 path"),
-    ])
-    .env("RUST_LOG", "info,kube_client=off")
-    .stdout(Stdio::null())
-    .stderr(std::fs::File::create(path.with_extension("log")).expect("the log file"))
-    .spawn()
-    .expect("ksim record starts")
-}
-
-fn stop(mut recorder: std::process::Child) {
-    let status = std::process::Command::new("kill")
-        .args(["-INT", &recorder.id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(status.success());
-    let status = recorder.wait().expect("the recorder exits");
-    assert!(status.success(), "ksim record exits 0 on SIGINT");
-}
-
 /// The recorded changes of each object (`Kind/name`, objects in the
 /// `default` namespace or cluster-scoped), in order.
 fn recorded(path: &Path) -> HashMap<String, Vec<String>> {
@@ -357,7 +331,7 @@ fn a_recorder_whose_watches_expire_records_what_changed_meanwhile() {
     source.define(&env, &widget_crd_manifest(), WIDGET_CRD_NAME);
     source.apply(&env, &widget("w1", "default", 1).to_string());
     let path = env.root().join("changes.jsonl");
-    let recorder = start_recorder(&env, &source, &path);
+    let recorder = env.start_recorder(&["--kubeconfig", source.kubeconfig()], &path);
     poll_until("the initial state is recorded", || {
         let all = recorded(&path);
         (all.contains_key("Widget/w1") && all.contains_key("ConfigMap/gone"))
@@ -405,7 +379,7 @@ fn a_recorder_whose_watches_expire_records_what_changed_meanwhile() {
         .then_some(())
         .ok_or(format!("{all:?}"))
     });
-    stop(recorder);
+    recorder.stop();
     let all = recorded(&path);
     assert_eq!(changes_of(&all, "ConfigMap/kept"), ["ADDED"], "{all:?}");
     assert_eq!(
@@ -490,7 +464,7 @@ fn custom_resources_deleted_with_their_definition_are_recorded_as_deleted() {
         source.apply(&env, &widget(name, "default", 1).to_string());
     }
     let path = env.root().join("changes.jsonl");
-    let recorder = start_recorder(&env, &source, &path);
+    let recorder = env.start_recorder(&["--kubeconfig", source.kubeconfig()], &path);
     poll_until("the widgets are recorded", || {
         let all = recorded(&path);
         (all.contains_key("Widget/w1") && all.contains_key("Widget/w2"))
@@ -507,7 +481,7 @@ fn custom_resources_deleted_with_their_definition_are_recorded_as_deleted() {
             .ok_or(format!("{all:?}"))
     });
     source.release();
-    stop(recorder);
+    recorder.stop();
     let lines: Vec<Value> = std::fs::read_to_string(&path)
         .expect("the recording")
         .lines()
@@ -543,16 +517,9 @@ fn a_replay_waits_for_a_definition_created_again_to_be_served() {
         .lock()
         .expect("not poisoned")
         .insert("example.com".into(), 5);
-    let definition = |uid: &str| {
-        let mut crd = widget_crd();
-        crd["metadata"]["uid"] = json!(uid);
-        crd
-    };
-    let widget = |name: &str, size: i64| {
-        let mut widget = widget(name, "default", size);
-        widget["metadata"]["uid"] = json!(format!("uid-{name}"));
-        widget
-    };
+    let definition = |uid: &str| with_uid(widget_crd(), uid);
+    let widget =
+        |name: &str, size: i64| with_uid(widget(name, "default", size), &format!("uid-{name}"));
     let changes = [
         ("ADDED", definition("crd-1")),
         ("ADDED", widget("first", 1)),
@@ -563,12 +530,11 @@ fn a_replay_waits_for_a_definition_created_again_to_be_served() {
         ("ADDED", widget("second", 3)),
         ("MODIFIED", widget("second", 4)),
     ];
-    let mut text =
-        String::from("{\"ksimRecording\":\"v1\",\"startTime\":\"2026-01-01T00:00:00Z\"}\n");
-    for (t, (kind, object)) in changes.iter().enumerate() {
-        text.push_str(&json!({"t": t, "type": kind, "object": object}).to_string());
-        text.push('\n');
-    }
+    let changes: Vec<_> = (0..)
+        .zip(changes)
+        .map(|(t, (kind, object))| (t, kind, object))
+        .collect();
+    let text = recording(&changes);
     let path = env.write_file("widgets.jsonl", &text);
     let replayed = replay(&env, &target, &path);
     assert!(

@@ -35,8 +35,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use ksim_testutils::poll_until;
-use ksim_testutils::{KsimEnv, TestCluster};
+use ksim_testutils::{KsimEnv, TestCluster, fixtures, poll_until};
 use serde_json::Value;
 
 fn ksim_binary() -> &'static Path {
@@ -110,49 +109,18 @@ spec:
     image: nginx
 ";
 
-const CRD: &str = "\
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: widgets.example.com
-spec:
-  group: example.com
-  scope: Namespaced
-  names:
-    plural: widgets
-    singular: widget
-    kind: Widget
-    listKind: WidgetList
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-preserve-unknown-fields: true
-";
-
-const WIDGET: &str = "\
-apiVersion: example.com/v1
-kind: Widget
-metadata:
-  name: w
-  namespace: team
-spec:
-  size: 3
-";
-
 #[test]
 fn a_save_holds_every_kind_and_events_only_when_asked() {
     let source = TestCluster::start_named(ksim_binary(), "source");
     let env = source.env();
     env.ksim_ok(&["scale", "node", "--replicas", "2", "--name", "source"]);
     source.kubectl_stdin(&["apply", "-f", "-"], KINDS).success();
-    let crd = env.write_file("crd.yaml", CRD);
-    source.apply_crd(&crd, "widgets.example.com");
+    source.apply_widget_crd();
     source
-        .kubectl_stdin(&["apply", "-f", "-"], WIDGET)
+        .kubectl_stdin(
+            &["apply", "-f", "-"],
+            &fixtures::widget("w", "team", 3).to_string(),
+        )
         .success();
     let node = env.wait_for_in(
         "source",
@@ -840,39 +808,23 @@ fn changes_by_object(path: &Path, prefix: &str) -> BTreeMap<String, Vec<String>>
     changes
 }
 
-fn stop(mut recorder: std::process::Child) {
-    let status = std::process::Command::new("kill")
-        .args(["-INT", &recorder.id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(status.success());
-    assert!(recorder.wait().expect("the recorder exits").success());
-}
-
 #[test]
 fn record_and_replay_through_a_kubeconfig_keep_each_objects_order() {
     let source = TestCluster::start_named(ksim_binary(), "source");
     let env = source.env();
     let source_kubeconfig = own_kubeconfig(env, "source");
     let recording = env.root().join("changes.jsonl");
-    let recorder = env
-        .ksim_command(&[
-            "record",
+    let recorder = env.start_recorder(
+        &[
             "--kubeconfig",
             path_str(&source_kubeconfig),
             "--kinds",
             "configmaps",
-            "--path",
-            path_str(&recording),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("ksim record starts");
+        ],
+        &recording,
+    );
     kubectl(env, "source", &["create", "configmap", "marker"]);
-    eventually("the recorder follows the cluster", || {
-        std::fs::read_to_string(&recording).is_ok_and(|t| t.contains("\"name\":\"marker\""))
-    });
+    recorder.wait_for_object("marker");
     kubectl(
         env,
         "source",
@@ -903,7 +855,7 @@ fn record_and_replay_through_a_kubeconfig_keep_each_objects_order() {
             .get("step-temp")
             .is_some_and(|c| c.len() == 2)
     });
-    stop(recorder);
+    recorder.stop();
     let recorded = changes_by_object(&recording, "step-");
     assert_eq!(
         recorded["step-settings"],
@@ -922,24 +874,9 @@ fn record_and_replay_through_a_kubeconfig_keep_each_objects_order() {
     ]);
     let replica_kubeconfig = own_kubeconfig(env, "replica");
     let followed = env.root().join("replica.jsonl");
-    let follower = env
-        .ksim_command(&[
-            "record",
-            "--name",
-            "replica",
-            "--kinds",
-            "configmaps",
-            "--path",
-            path_str(&followed),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("ksim record starts");
+    let follower = env.start_recorder(&["--name", "replica", "--kinds", "configmaps"], &followed);
     kubectl(env, "replica", &["create", "configmap", "replica-marker"]);
-    eventually("the follower follows the replica", || {
-        std::fs::read_to_string(&followed).is_ok_and(|t| t.contains("\"name\":\"replica-marker\""))
-    });
+    follower.wait_for_object("replica-marker");
     let replayed = env.ksim_ok(&[
         "replay",
         "--kubeconfig",
@@ -955,7 +892,7 @@ fn record_and_replay_through_a_kubeconfig_keep_each_objects_order() {
             .get("step-temp")
             .is_some_and(|c| c.len() == 2)
     });
-    stop(follower);
+    follower.stop();
     assert_eq!(changes_by_object(&followed, "step-"), recorded);
 }
 
@@ -964,24 +901,9 @@ fn a_recorder_killed_while_writing_leaves_its_complete_lines_to_replay() {
     let source = TestCluster::start_named(ksim_binary(), "source");
     let env = source.env();
     let recording = env.root().join("changes.jsonl");
-    let mut recorder = env
-        .ksim_command(&[
-            "record",
-            "--name",
-            "source",
-            "--kinds",
-            "configmaps",
-            "--path",
-            path_str(&recording),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("ksim record starts");
+    let recorder = env.start_recorder(&["--name", "source", "--kinds", "configmaps"], &recording);
     kubectl(env, "source", &["create", "configmap", "marker"]);
-    eventually("the recorder follows the cluster", || {
-        std::fs::read_to_string(&recording).is_ok_and(|t| t.contains("\"name\":\"marker\""))
-    });
+    recorder.wait_for_object("marker");
     // Many large config maps at once: the recorder is writing when killed.
     let filler = "x".repeat(20_000);
     let manifest: String = (0..150)
@@ -1010,12 +932,7 @@ fn a_recorder_killed_while_writing_leaves_its_complete_lines_to_replay() {
         std::fs::read_to_string(&recording)
             .is_ok_and(|t| t.matches("\"name\":\"load-").count() >= 20)
     });
-    let status = std::process::Command::new("kill")
-        .args(["-KILL", &recorder.id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(status.success());
-    recorder.wait().expect("the recorder is gone");
+    recorder.kill();
     assert!(apply.wait().expect("kubectl ends").success());
 
     let text = std::fs::read_to_string(&recording).expect("the recording");
@@ -1103,20 +1020,7 @@ fn a_virtual_cluster_is_recorded_and_replayed_on_its_own_clock() {
     let env = KsimEnv::new(ksim_binary());
     virtual_cluster(&env, "source");
     let recording = env.root().join("changes.jsonl");
-    let recorder = env
-        .ksim_command(&[
-            "record",
-            "--name",
-            "source",
-            "--kinds",
-            "configmaps",
-            "--path",
-            path_str(&recording),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("ksim record starts");
+    let recorder = env.start_recorder(&["--name", "source", "--kinds", "configmaps"], &recording);
     kubectl(
         &env,
         "source",
@@ -1146,7 +1050,7 @@ fn a_virtual_cluster_is_recorded_and_replayed_on_its_own_clock() {
     eventually("the third change is recorded", || {
         recorded_times(&recording, "paced-").contains_key("MODIFIED paced-first")
     });
-    stop(recorder);
+    recorder.stop();
     let text = std::fs::read_to_string(&recording).expect("the recording");
     assert!(
         text.starts_with("{\"ksimRecording\":\"v1\",\"startTime\":\"2026-01-01T00:00:00"),
@@ -1466,17 +1370,15 @@ fn a_recorded_definition_and_its_custom_resources_replay() {
         ]);
     }
     let recording = env.root().join("changes.jsonl");
-    let recorder = env
-        .ksim_command(&["record", "--name", "source", "--path", path_str(&recording)])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("ksim record starts");
+    let recorder = env.start_recorder(&["--name", "source"], &recording);
     kubectl(&env, "source", &["create", "configmap", "marker"]);
-    eventually("the recorder follows the cluster", || {
-        std::fs::read_to_string(&recording).is_ok_and(|t| t.contains("\"name\":\"marker\""))
-    });
-    kubectl_stdin(&env, "source", &["apply", "-f", "-"], CRD);
+    recorder.wait_for_object("marker");
+    kubectl_stdin(
+        &env,
+        "source",
+        &["apply", "-f", "-"],
+        &fixtures::widget_crd_manifest(),
+    );
     kubectl(
         &env,
         "source",
@@ -1487,7 +1389,7 @@ fn a_recorded_definition_and_its_custom_resources_replay() {
             "--timeout=60s",
         ],
     );
-    let widget = WIDGET.replace("namespace: team", "namespace: default");
+    let widget = fixtures::widget("w", "default", 3).to_string();
     env.wait_for_in("source", &["get", "widgets"], |_| true);
     kubectl_stdin(&env, "source", &["apply", "-f", "-"], &widget);
     eventually("the widget is recorded", || {
@@ -1497,7 +1399,7 @@ fn a_recorded_definition_and_its_custom_resources_replay() {
                 .any(|c| c["object"]["kind"] == "Widget")
         })
     });
-    stop(recorder);
+    recorder.stop();
 
     let output = env.ksim(&[
         "replay",

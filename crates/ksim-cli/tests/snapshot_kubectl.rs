@@ -853,46 +853,11 @@ fn a_failed_replace_restore_through_a_kubeconfig_puts_back_what_it_replaced() {
     );
 }
 
-const WIDGET_CRD: &str = "\
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: widgets.example.com
-spec:
-  group: example.com
-  scope: Namespaced
-  names:
-    plural: widgets
-    singular: widget
-    kind: Widget
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources:
-      status: {}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties:
-              size:
-                type: integer
-          status:
-            type: object
-            properties:
-              count:
-                type: integer
-";
-
 #[test]
 fn an_object_whose_replacement_fails_half_way_is_put_back_at_once() {
     let cluster = TestCluster::start_api_only(ksim_binary());
     let env = cluster.env();
-    let crd = env.write_file("widgets.yaml", WIDGET_CRD);
-    cluster.apply_crd(&crd, "widgets.example.com");
+    cluster.apply_widget_crd();
     cluster
         .kubectl_stdin(
             &["apply", "-f", "-"],

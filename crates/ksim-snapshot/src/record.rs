@@ -1043,27 +1043,12 @@ pub async fn replay(
                     progress.one_done();
                     continue;
                 };
-                let mut applied = apply_change(
-                    &target,
-                    &resource,
-                    &change,
-                    &mut last,
-                    &will_create,
-                    &namespaces,
-                    &created,
-                )
-                .await;
                 // A definition created again (or anew) may be served a
                 // while after discovery shows it, on some servers: its
                 // objects wait for it, as long as for the first one.
                 let mut attempts = 0;
-                while defined && matches!(applied, Err(Error::NotServed(_))) && attempts < 150 {
-                    attempts += 1;
-                    tokio::time::sleep(Duration::from_millis(200)).await; // wall-clock: polls a remote server
-                    if let Some(fresh) = resources.rediscover(&target, api_version, kind).await {
-                        resource = fresh;
-                    }
-                    applied = apply_change(
+                let applied = loop {
+                    let applied = apply_change(
                         &target,
                         &resource,
                         &change,
@@ -1073,7 +1058,16 @@ pub async fn replay(
                         &created,
                     )
                     .await;
-                }
+                    if !(defined && matches!(applied, Err(Error::NotServed(_))) && attempts < 150)
+                    {
+                        break applied;
+                    }
+                    attempts += 1;
+                    tokio::time::sleep(Duration::from_millis(200)).await; // wall-clock: polls a remote server
+                    if let Some(fresh) = resources.rediscover(&target, api_version, kind).await {
+                        resource = fresh;
+                    }
+                };
                 if let Err(Error::NotServed(error)) = &applied
                     && defined
                 {

@@ -42,3 +42,21 @@ pub fn widget(name: &str, namespace: &str, size: i64) -> Value {
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"size": size}})
 }
+
+/// `object` with `metadata.uid` set to `uid` (as a recording holds it).
+pub fn with_uid(mut object: Value, uid: &str) -> Value {
+    object["metadata"]["uid"] = json!(uid);
+    object
+}
+
+/// The text of a `ksim record` recording (format v1, started
+/// 2026-01-01T00:00:00Z) of `changes`: (t in nanoseconds, type, object).
+pub fn recording(changes: &[(i64, &str, Value)]) -> String {
+    let mut text =
+        String::from("{\"ksimRecording\":\"v1\",\"startTime\":\"2026-01-01T00:00:00Z\"}\n");
+    for (t, kind, object) in changes {
+        text.push_str(&json!({"t": t, "type": kind, "object": object}).to_string());
+        text.push('\n');
+    }
+    text
+}
