@@ -142,15 +142,7 @@ fn a_save_holds_every_kind_and_events_only_when_asked() {
         |out| !out.is_empty(),
     );
 
-    let plain = env.root().join("plain.yaml");
-    env.ksim_ok(&[
-        "snapshot",
-        "save",
-        "--name",
-        "source",
-        "--path",
-        path_str(&plain),
-    ]);
+    let plain = save(env, "source", "plain.yaml");
     let text = std::fs::read_to_string(&plain).expect("the snapshot");
     assert!(
         !text.contains("\"kind\":\"Event\""),
@@ -335,31 +327,7 @@ fn check_quiet_copy(env: &KsimEnv, copy: &str, pods: &[String], budget: &str) {
     assert_eq!(sorted(&kubectl(env, copy, PODS)), pods);
     // The controllers have seen the restored objects: the Deployment's
     // status is observed and the budget counts the pods.
-    env.wait_for_in(
-        copy,
-        &[
-            "get",
-            "deploy",
-            "web",
-            "-o",
-            "jsonpath={.metadata.generation} {.status.observedGeneration} {.status.updatedReplicas} {.status.readyReplicas}",
-        ],
-        |out| {
-            let f: Vec<&str> = out.split(' ').collect();
-            f.len() == 4 && f[0] == f[1] && f[2] == "6" && f[3] == "6"
-        },
-    );
-    env.wait_for_in(
-        copy,
-        &[
-            "get",
-            "pdb",
-            "web",
-            "-o",
-            "jsonpath={.status.currentHealthy} {.status.desiredHealthy} {.status.disruptionsAllowed} {.status.expectedPods}",
-        ],
-        |out| out == budget,
-    );
+    wait_for_settled_web(env, copy, budget);
     assert_eq!(event_reasons(env, copy, "ReplicaSet"), Vec::<String>::new());
     assert_eq!(event_reasons(env, copy, "Deployment"), Vec::<String>::new());
     assert_eq!(sorted(&kubectl(env, copy, PODS)), pods, "the same pods");
@@ -381,6 +349,70 @@ fn check_quiet_copy(env: &KsimEnv, copy: &str, pods: &[String], budget: &str) {
     assert_eq!(ips.len(), 12, "every pod shows its own IP: {after:?}");
 }
 
+/// Saves cluster `cluster` to `file` in the environment's root; its path.
+fn save(env: &KsimEnv, cluster: &str, file: &str) -> PathBuf {
+    let path = env.root().join(file);
+    env.ksim_ok(&[
+        "snapshot",
+        "save",
+        "--name",
+        cluster,
+        "--path",
+        path_str(&path),
+    ]);
+    path
+}
+
+/// `ksim snapshot restore --name <cluster> --path <path> <flags>`; its output.
+fn restore(env: &KsimEnv, cluster: &str, path: &Path, flags: &[&str]) -> String {
+    let mut args = vec![
+        "snapshot",
+        "restore",
+        "--name",
+        cluster,
+        "--path",
+        path_str(path),
+    ];
+    args.extend_from_slice(flags);
+    env.ksim_ok(&args)
+}
+
+/// Waits until the budget `web` of `cluster` reports `budget` (current and
+/// desired healthy, disruptions allowed, expected pods); returns it.
+fn wait_for_budget(env: &KsimEnv, cluster: &str, budget: &str) -> String {
+    env.wait_for_in(
+        cluster,
+        &[
+            "get",
+            "pdb",
+            "web",
+            "-o",
+            "jsonpath={.status.currentHealthy} {.status.desiredHealthy} {.status.disruptionsAllowed} {.status.expectedPods}",
+        ],
+        |out| out == budget,
+    )
+}
+
+/// Waits until the Deployment `web` of `cluster` is observed with its six
+/// replicas updated and ready, and its budget reports `budget`.
+fn wait_for_settled_web(env: &KsimEnv, cluster: &str, budget: &str) {
+    env.wait_for_in(
+        cluster,
+        &[
+            "get",
+            "deploy",
+            "web",
+            "-o",
+            "jsonpath={.metadata.generation} {.status.observedGeneration} {.status.updatedReplicas} {.status.readyReplicas}",
+        ],
+        |out| {
+            let f: Vec<&str> = out.split(' ').collect();
+            f.len() == 4 && f[0] == f[1] && f[2] == "6" && f[3] == "6"
+        },
+    );
+    wait_for_budget(env, cluster, budget);
+}
+
 fn quiet_source() -> (TestCluster, Vec<String>, String) {
     let source = TestCluster::start_named(ksim_binary(), "source");
     source
@@ -395,17 +427,7 @@ fn quiet_source() -> (TestCluster, Vec<String>, String) {
     let pods = source.env().wait_for_in("source", PODS, |out| {
         out.lines().count() == 6 && out.lines().all(|l| l.ends_with(" Running"))
     });
-    let budget = source.env().wait_for_in(
-        "source",
-        &[
-            "get",
-            "pdb",
-            "web",
-            "-o",
-            "jsonpath={.status.currentHealthy} {.status.desiredHealthy} {.status.disruptionsAllowed} {.status.expectedPods}",
-        ],
-        |out| out == "6 5 1 6",
-    );
+    let budget = wait_for_budget(source.env(), "source", "6 5 1 6");
     (source, sorted(&pods), budget)
 }
 
@@ -413,15 +435,7 @@ fn quiet_source() -> (TestCluster, Vec<String>, String) {
 fn a_cluster_created_from_a_snapshot_adopts_quietly_and_hands_out_new_ips() {
     let (source, pods, budget) = quiet_source();
     let env = source.env();
-    let path = env.root().join("snapshot.yaml");
-    env.ksim_ok(&[
-        "snapshot",
-        "save",
-        "--name",
-        "source",
-        "--path",
-        path_str(&path),
-    ]);
+    let path = save(env, "source", "snapshot.yaml");
     env.ksim_ok(&[
         "create",
         "cluster",
@@ -437,25 +451,10 @@ fn a_cluster_created_from_a_snapshot_adopts_quietly_and_hands_out_new_ips() {
 fn a_restore_into_a_running_cluster_adopts_quietly_and_hands_out_new_ips() {
     let (source, pods, budget) = quiet_source();
     let env = source.env();
-    let path = env.root().join("snapshot.yaml");
-    env.ksim_ok(&[
-        "snapshot",
-        "save",
-        "--name",
-        "source",
-        "--path",
-        path_str(&path),
-    ]);
+    let path = save(env, "source", "snapshot.yaml");
     env.ksim_ok(&["create", "cluster", "--name", "target"]);
     env.ksim_ok(&["scale", "node", "--replicas", "0", "--name", "target"]);
-    env.ksim_ok(&[
-        "snapshot",
-        "restore",
-        "--name",
-        "target",
-        "--path",
-        path_str(&path),
-    ]);
+    restore(env, "target", &path, &[]);
     check_quiet_copy(env, "target", &pods, &budget);
 }
 
@@ -1171,15 +1170,7 @@ fn a_replacing_restore_keeps_each_pods_ip_while_the_kubelet_runs() {
     let pods = env.wait_for_in("source", PODS, |out| {
         out.lines().count() == 12 && out.lines().all(|l| l.ends_with(" Running"))
     });
-    let path = env.root().join("snapshot.yaml");
-    env.ksim_ok(&[
-        "snapshot",
-        "save",
-        "--name",
-        "source",
-        "--path",
-        path_str(&path),
-    ]);
+    let path = save(env, "source", "snapshot.yaml");
     // The pods are made again in reverse order (other IPs) with a container
     // of another name, which a pod's update may not change: the restore
     // deletes each and creates it again, and the kubelet starts it meanwhile.
@@ -1200,15 +1191,7 @@ fn a_replacing_restore_keeps_each_pods_ip_while_the_kubelet_runs() {
     env.wait_for_in("source", PODS, |out| {
         out.lines().count() == 12 && out.lines().all(|l| l.ends_with(" Running"))
     });
-    let replaced = env.ksim_ok(&[
-        "snapshot",
-        "restore",
-        "--name",
-        "source",
-        "--path",
-        path_str(&path),
-        "--replace",
-    ]);
+    let replaced = restore(env, "source", &path, &["--replace"]);
     assert!(replaced.contains(" replaced."), "{replaced}");
     let after = env.wait_for_in("source", PODS, |out| {
         out.lines().count() == 12 && out.lines().all(|l| l.ends_with(" Running"))
@@ -1254,15 +1237,7 @@ fn a_replacing_restore_keeps_each_pods_ip_while_the_kubelet_runs() {
 fn a_replacing_restore_of_a_running_deployment_changes_nothing_it_runs() {
     let (source, pods, budget) = quiet_source();
     let env = source.env();
-    let path = env.root().join("snapshot.yaml");
-    env.ksim_ok(&[
-        "snapshot",
-        "save",
-        "--name",
-        "source",
-        "--path",
-        path_str(&path),
-    ]);
+    let path = save(env, "source", "snapshot.yaml");
     let replica_sets = || {
         kubectl(
             env,
@@ -1290,41 +1265,9 @@ fn a_replacing_restore_of_a_running_deployment_changes_nothing_it_runs() {
         8,
         "six pods, a ReplicaSet, a Deployment: {before:?}"
     );
-    let replaced = env.ksim_ok(&[
-        "snapshot",
-        "restore",
-        "--name",
-        "source",
-        "--path",
-        path_str(&path),
-        "--replace",
-    ]);
+    let replaced = restore(env, "source", &path, &["--replace"]);
     assert!(replaced.contains(" replaced."), "{replaced}");
-    env.wait_for_in(
-        "source",
-        &[
-            "get",
-            "deploy",
-            "web",
-            "-o",
-            "jsonpath={.metadata.generation} {.status.observedGeneration} {.status.updatedReplicas} {.status.readyReplicas}",
-        ],
-        |out| {
-            let f: Vec<&str> = out.split(' ').collect();
-            f.len() == 4 && f[0] == f[1] && f[2] == "6" && f[3] == "6"
-        },
-    );
-    env.wait_for_in(
-        "source",
-        &[
-            "get",
-            "pdb",
-            "web",
-            "-o",
-            "jsonpath={.status.currentHealthy} {.status.desiredHealthy} {.status.disruptionsAllowed} {.status.expectedPods}",
-        ],
-        |out| out == budget,
-    );
+    wait_for_settled_web(env, "source", &budget);
     let rs_uid = kubectl(
         env,
         "source",
