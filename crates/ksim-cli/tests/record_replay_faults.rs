@@ -18,7 +18,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use futures::StreamExt;
 use ksim_testutils::fixtures::{
-    WIDGET_CRD_NAME, recording, widget, widget_crd, widget_crd_manifest, with_uid,
+    WIDGET_CRD_NAME, widget, widget_crd, widget_crd_created_again, widget_crd_manifest,
 };
 use ksim_testutils::{KsimEnv, KubectlOutput, poll_until};
 use serde_json::{Value, json};
@@ -517,24 +517,7 @@ fn a_replay_waits_for_a_definition_created_again_to_be_served() {
         .lock()
         .expect("not poisoned")
         .insert("example.com".into(), 5);
-    let definition = |uid: &str| with_uid(widget_crd(), uid);
-    let widget =
-        |name: &str, size: i64| with_uid(widget(name, "default", size), &format!("uid-{name}"));
-    let changes = [
-        ("ADDED", definition("crd-1")),
-        ("ADDED", widget("first", 1)),
-        ("MODIFIED", widget("first", 2)),
-        ("DELETED", definition("crd-1")),
-        ("DELETED", widget("first", 2)),
-        ("ADDED", definition("crd-2")),
-        ("ADDED", widget("second", 3)),
-        ("MODIFIED", widget("second", 4)),
-    ];
-    let changes: Vec<_> = (0..)
-        .zip(changes)
-        .map(|(t, (kind, object))| (t, kind, object))
-        .collect();
-    let text = recording(&changes);
+    let text = widget_crd_created_again();
     let path = env.write_file("widgets.jsonl", &text);
     let replayed = replay(&env, &target, &path);
     assert!(

@@ -315,27 +315,7 @@ fn a_kind_defined_while_recording_is_recorded_from_its_first_object_until_its_de
 fn a_definition_deleted_and_created_again_replays_its_custom_resources_in_order() {
     let cluster = TestCluster::start_api_only(ksim_binary());
     let env = cluster.env();
-    let definition = |uid: &str| fixtures::with_uid(fixtures::widget_crd(), uid);
-    let widget = |name: &str, size: i64| {
-        fixtures::with_uid(
-            fixtures::widget(name, "default", size),
-            &format!("uid-{name}"),
-        )
-    };
-    let changes = [
-        ("ADDED", definition("crd-1")),
-        ("ADDED", widget("first", 1)),
-        ("MODIFIED", widget("first", 2)),
-        ("DELETED", definition("crd-1")),
-        ("ADDED", definition("crd-2")),
-        ("ADDED", widget("second", 3)),
-        ("MODIFIED", widget("second", 4)),
-    ];
-    let changes: Vec<_> = (0..)
-        .zip(changes)
-        .map(|(t, (kind, object))| (t, kind, object))
-        .collect();
-    let text = fixtures::recording(&changes);
+    let text = fixtures::widget_crd_created_again();
     let path = env.write_file("widgets.jsonl", &text);
     let replayed = env.ksim_ok(&[
         "replay",
@@ -347,7 +327,7 @@ fn a_definition_deleted_and_created_again_replays_its_custom_resources_in_order(
         "max",
     ]);
     assert!(
-        replayed.starts_with("Replayed 7 of 7 changes"),
+        replayed.starts_with("Replayed 8 of 8 changes"),
         "{replayed}"
     );
     let widgets = cluster.kubectl(&[

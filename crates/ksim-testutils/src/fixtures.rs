@@ -60,3 +60,28 @@ pub fn recording(changes: &[(i64, &str, Value)]) -> String {
     }
     text
 }
+
+/// A recording (see [`recording`]) in which the Widget CRD is created
+/// (uid `crd-1`), Widget `first` created and changed, the CRD deleted
+/// (`first` with it), created again (`crd-2`), and Widget `second`
+/// created (size 3) and changed (size 4): eight changes, one a nanosecond.
+pub fn widget_crd_created_again() -> String {
+    let definition = |uid: &str| with_uid(widget_crd(), uid);
+    let widget =
+        |name: &str, size: i64| with_uid(widget(name, "default", size), &format!("uid-{name}"));
+    let changes = [
+        ("ADDED", definition("crd-1")),
+        ("ADDED", widget("first", 1)),
+        ("MODIFIED", widget("first", 2)),
+        ("DELETED", definition("crd-1")),
+        ("DELETED", widget("first", 2)),
+        ("ADDED", definition("crd-2")),
+        ("ADDED", widget("second", 3)),
+        ("MODIFIED", widget("second", 4)),
+    ];
+    let changes: Vec<_> = (0..)
+        .zip(changes)
+        .map(|(t, (kind, object))| (t, kind, object))
+        .collect();
+    recording(&changes)
+}
