@@ -44,6 +44,14 @@ struct Faults {
     unserved: Mutex<HashMap<String, usize>>,
     /// 404s answered so.
     refused: AtomicUsize,
+    /// How many creations of a CustomResourceDefinition deleted by a
+    /// client other than kubectl answer 409 AlreadyExists after the
+    /// deletion, as while a real server still deletes it (its
+    /// finalizer at work); a read of it meanwhile shows it terminating.
+    terminating_after_delete: AtomicUsize,
+    /// The definition still being deleted, and how many creations are left
+    /// to refuse.
+    terminating: Mutex<Option<(String, Value, usize)>>,
 }
 
 impl Faults {
@@ -109,6 +117,47 @@ async fn inject(State(faults): State<Arc<Faults>>, request: Request, next: Next)
             .expect("not poisoned")
             .clone();
         faults.unserved.lock().expect("not poisoned").extend(armed);
+    }
+    let definitions = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    if !from_kubectl && path.starts_with(definitions) {
+        let mut terminating = faults.terminating.lock().expect("not poisoned");
+        if let Some((name, object, left)) = terminating.as_mut() {
+            if request.method() == http::Method::GET && path == format!("{definitions}/{name}") {
+                return json_response(200, object.to_string());
+            }
+            if request.method() == http::Method::POST && path == definitions && *left > 0 {
+                *left -= 1;
+                faults.refused.fetch_add(1, Ordering::SeqCst);
+                return json_response(
+                    409,
+                    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                        "message": format!("customresourcedefinitions.apiextensions.k8s.io \"{name}\" already exists"),
+                        "reason": "AlreadyExists",
+                        "details": {"name": name, "group": "apiextensions.k8s.io", "kind": "customresourcedefinitions"},
+                        "code": 409})
+                    .to_string(),
+                );
+            }
+        }
+    }
+    if !from_kubectl
+        && request.method() == http::Method::DELETE
+        && path.starts_with(&format!("{definitions}/"))
+    {
+        let refusals = faults.terminating_after_delete.load(Ordering::SeqCst);
+        let name = path.rsplit('/').next().unwrap_or_default().to_string();
+        let response = next.run(request).await;
+        if refusals == 0 || !response.status().is_success() {
+            return response;
+        }
+        let (parts, body) = response.into_parts();
+        let bytes = axum::body::to_bytes(body, usize::MAX)
+            .await
+            .expect("the deleted object");
+        let mut object: Value = serde_json::from_slice(&bytes).expect("a JSON object");
+        object["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        *faults.terminating.lock().expect("not poisoned") = Some((name, object, refusals));
+        return Response::from_parts(parts, Body::from(bytes));
     }
     if let Some(group) = resource_group(&path) {
         let mut unserved = faults.unserved.lock().expect("not poisoned");
@@ -526,6 +575,38 @@ fn a_replay_waits_for_a_definition_created_again_to_be_served() {
     );
     // Both definitions' widgets met the 404s.
     assert_eq!(target.faults.refused.load(Ordering::SeqCst), 10);
+    let widgets = target.kubectl_ok(
+        &env,
+        &[
+            "get",
+            "widgets",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name}={.spec.size} {end}",
+        ],
+    );
+    assert_eq!(widgets.stdout.trim_end(), "second=4");
+}
+
+/// A replay through a kubeconfig into a server that still deletes a
+/// definition (its finalizer at work: it answers 409 AlreadyExists to its
+/// creation and shows it terminating) when the recording creates it again:
+/// the creation waits for it to go, and the second definition's widgets
+/// are created.
+#[test]
+fn a_replay_waits_for_a_definition_still_being_deleted_to_go() {
+    let env = KsimEnv::new(ksim_binary());
+    let target = Front::start(&env, "target");
+    target
+        .faults
+        .terminating_after_delete
+        .store(3, Ordering::SeqCst);
+    let path = env.write_file("widgets.jsonl", &widget_crd_created_again());
+    let replayed = replay(&env, &target, &path);
+    assert!(
+        replayed.starts_with("Replayed 8 of 8 changes"),
+        "{replayed}"
+    );
+    assert_eq!(target.faults.refused.load(Ordering::SeqCst), 3);
     let widgets = target.kubectl_ok(
         &env,
         &[

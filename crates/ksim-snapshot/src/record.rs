@@ -39,7 +39,10 @@
 //! at its path (a server may answer 404 there a moment after discovery
 //! shows a definition created again), up to 30 s, after which the change is
 //! skipped with a warning. The deletion of a custom resource whose kind is
-//! no longer served is done (it went with its definition).
+//! no longer served is done (it went with its definition). An object
+//! created again while its predecessor is still being deleted (a
+//! definition or namespace whose finalizers are at work) waits for it to
+//! go, up to 30 s.
 //!
 //! Times are the cluster's: a ksim cluster on a virtual clock (it answers
 //! `GET /ksim/v1alpha1/clock` with `"mode": "virtual"`) is recorded with
@@ -1428,6 +1431,38 @@ async fn wait_for_dependencies(
     }
 }
 
+/// Creates `body` (object `name`); if an object of its name exists, that
+/// one, unless it is still being deleted (a definition or namespace whose
+/// deletion waits on finalizers, as one deleted just before in the
+/// recording may be on a real server): then it is waited for (up to 30 s)
+/// and `body` created once it is gone.
+async fn create_after_predecessor(
+    target: &Target,
+    resource: &Resource,
+    namespace: Option<&str>,
+    name: &str,
+    body: &Value,
+) -> Result<Value, kube::Error> {
+    let mut attempts = 0;
+    loop {
+        match target.create(resource, body).await {
+            Err(e) if Error::is_already_exists(&e) => {
+                let existing = target.get(resource, namespace, name).await?;
+                if existing["metadata"]["deletionTimestamp"].is_null() {
+                    return Ok(existing);
+                }
+                if attempts >= 150 {
+                    tracing::warn!(kind = %resource.group_kind(), name, "still being deleted after 30 s: taken as it is");
+                    return Ok(existing);
+                }
+                attempts += 1;
+                tokio::time::sleep(Duration::from_millis(200)).await; // wall-clock: polls a remote server
+            }
+            result => return result,
+        }
+    }
+}
+
 /// Applies one change.
 async fn apply_change(
     target: &Target,
@@ -1472,14 +1507,9 @@ async fn apply_change(
     let previous = last.get(&id).cloned();
     match previous {
         None => {
-            let result = target.create(resource, &body).await;
-            let stored = match result {
-                Ok(stored) => stored,
-                Err(e) if Error::is_already_exists(&e) => {
-                    target.get(resource, namespace, name).await.map_err(fail)?
-                }
-                Err(e) => return Err(fail(e)),
-            };
+            let stored = create_after_predecessor(target, resource, namespace, name, &body)
+                .await
+                .map_err(fail)?;
             let skip_status = matches!(
                 (resource.group.as_str(), resource.kind.as_str()),
                 ("", "Namespace" | "Node") | ("apiextensions.k8s.io", "CustomResourceDefinition")
