@@ -6,10 +6,8 @@
 //! its last complete line.
 
 use std::path::Path;
-use std::process::Stdio;
 
-use ksim_testutils::poll_until;
-use ksim_testutils::{KsimEnv, TestCluster};
+use ksim_testutils::{KsimEnv, TestCluster, fixtures, poll_until};
 
 fn ksim_binary() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_ksim"))
@@ -38,14 +36,6 @@ fn eventually(what: &str, check: impl Fn() -> bool) {
     poll_until(what, || check().then_some(()).ok_or_else(String::new));
 }
 
-fn signal(pid: u32, name: &str) {
-    let status = std::process::Command::new("kill")
-        .args([format!("-{name}"), pid.to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(status.success());
-}
-
 #[test]
 fn a_recording_replays_into_a_fresh_cluster() {
     let source = TestCluster::start_named(ksim_binary(), "source");
@@ -53,16 +43,9 @@ fn a_recording_replays_into_a_fresh_cluster() {
     env.ksim_ok(&["scale", "node", "--replicas", "2", "--name", "source"]);
     let path = env.root().join("changes.jsonl");
     let path_str = path.to_str().expect("utf-8 path");
-    let mut recorder = env
-        .ksim_command(&["record", "--name", "source", "--path", path_str])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("ksim record starts");
+    let recorder = env.start_recorder(&["--name", "source"], &path);
     // The recorder has written the initial state (the nodes) before the changes start.
-    eventually("the initial state is recorded", || {
-        std::fs::read_to_string(&path).is_ok_and(|t| t.contains("\"name\":\"node-000001\""))
-    });
+    recorder.wait_for_object("node-000001");
     source
         .kubectl(&[
             "create",
@@ -87,12 +70,7 @@ fn a_recording_replays_into_a_fresh_cluster() {
                 .any(|l| l.contains("\"type\":\"DELETED\"") && l.contains("\"kind\":\"Pod\""))
         })
     });
-    signal(recorder.id(), "INT");
-    let status = recorder.wait().expect("the recorder exits");
-    assert!(status.success(), "ksim record exits 0 on SIGINT");
-    let mut stdout = String::new();
-    std::io::Read::read_to_string(recorder.stdout.as_mut().expect("piped"), &mut stdout)
-        .expect("stdout");
+    let stdout = recorder.stop();
     assert!(stdout.starts_with("Recorded "), "{stdout}");
     let text = std::fs::read_to_string(&path).expect("the recording");
     assert!(
@@ -130,31 +108,15 @@ fn a_killed_recorder_leaves_a_file_that_replays_to_its_last_complete_line() {
     let env = source.env();
     let path = env.root().join("changes.jsonl");
     let path_str = path.to_str().expect("utf-8 path");
-    let mut recorder = env
-        .ksim_command(&[
-            "record",
-            "--name",
-            "source",
-            "--path",
-            path_str,
-            "--kinds",
-            "configmaps",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("ksim record starts");
+    let recorder = env.start_recorder(&["--name", "source", "--kinds", "configmaps"], &path);
     eventually("the header is written", || {
         std::fs::read_to_string(&path).is_ok_and(|t| t.ends_with('\n'))
     });
     source
         .kubectl(&["create", "configmap", "settings", "--from-literal=a=b"])
         .success();
-    eventually("the configmap is recorded", || {
-        std::fs::read_to_string(&path).is_ok_and(|t| t.contains("\"name\":\"settings\""))
-    });
-    signal(recorder.id(), "KILL");
-    recorder.wait().expect("the recorder is gone");
+    recorder.wait_for_object("settings");
+    recorder.kill();
     // What a kill in the middle of a write leaves: a cut last line.
     let mut text = std::fs::read_to_string(&path).expect("the recording");
     text.push_str("{\"t\":99,\"type\":\"ADDED\",\"object\":{\"apiVersion\":\"v1\",\"ki");
@@ -199,33 +161,9 @@ fn a_killed_recorder_leaves_a_file_that_replays_to_its_last_complete_line() {
     );
 }
 
-const WIDGETS: &str = "\
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: widgets.example.com
-spec:
-  group: example.com
-  scope: Namespaced
-  names:
-    plural: widgets
-    singular: widget
-    kind: Widget
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-preserve-unknown-fields: true
-";
-
 /// A Widget named `name` of size `size` in the default namespace.
-fn widget(name: &str, size: u32) -> String {
-    format!(
-        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  size: {size}\n"
-    )
+fn widget(name: &str, size: i64) -> String {
+    fixtures::widget(name, "default", size).to_string()
 }
 
 /// The recording's (type, name) of its Widget changes, in order.
@@ -245,23 +183,6 @@ fn widget_changes(path: &Path) -> Vec<(String, String)> {
             )
         })
         .collect()
-}
-
-/// `ksim record --name source --path <path>` logging at info level to
-/// `<path>.log`, its stdout dropped.
-fn start_recorder(env: &KsimEnv, path: &Path) -> std::process::Child {
-    env.ksim_command(&[
-        "record",
-        "--name",
-        "source",
-        "--path",
-        path.to_str().expect("utf-8 path"),
-    ])
-    .env("RUST_LOG", "info,kube_client=off")
-    .stdout(Stdio::null())
-    .stderr(std::fs::File::create(path.with_extension("log")).expect("the log file"))
-    .spawn()
-    .expect("ksim record starts")
 }
 
 /// A kind whose CustomResourceDefinition is created while `ksim record`
@@ -294,7 +215,7 @@ fn a_kind_defined_while_recording_is_recorded_from_its_first_object_until_its_de
         env.kubectl_stdin(&all, stdin).success();
     };
     let defined = |round: &str| {
-        source_stdin(&["apply", "-f", "-"], WIDGETS);
+        source_stdin(&["apply", "-f", "-"], &fixtures::widget_crd_manifest());
         source(&[
             "wait",
             "--for=condition=Established",
@@ -306,21 +227,14 @@ fn a_kind_defined_while_recording_is_recorded_from_its_first_object_until_its_de
             (listed.status == 0).then_some(()).ok_or(listed.stderr)
         });
     };
-    let stop = |mut recorder: std::process::Child| {
-        signal(recorder.id(), "INT");
-        let status = recorder.wait().expect("the recorder exits");
-        assert!(status.success(), "ksim record exits 0 on SIGINT");
-    };
 
     let path = env.root().join("first.jsonl");
-    let recorder = start_recorder(&env, &path);
+    let recorder = env.start_recorder(&["--name", "source"], &path);
     source(&["create", "configmap", "marker"]);
-    eventually("the recorder follows the cluster", || {
-        std::fs::read_to_string(&path).is_ok_and(|t| t.contains("\"name\":\"marker\""))
-    });
+    recorder.wait_for_object("marker");
     // Created as soon as the definition is served and deleted at once
     // (raw requests: no discovery on the way).
-    source_stdin(&["apply", "-f", "-"], WIDGETS);
+    source_stdin(&["apply", "-f", "-"], &fixtures::widget_crd_manifest());
     let widgets = "/apis/example.com/v1/namespaces/default/widgets";
     poll_until("the brief widget is created", || {
         let created = env.kubectl_stdin(
@@ -349,7 +263,7 @@ fn a_kind_defined_while_recording_is_recorded_from_its_first_object_until_its_de
             ("ADDED".to_string(), "kept".to_string()),
         ]
     );
-    stop(recorder);
+    recorder.stop();
     let output = env.ksim(&[
         "replay",
         "--name",
@@ -373,17 +287,17 @@ fn a_kind_defined_while_recording_is_recorded_from_its_first_object_until_its_de
     assert_eq!(widgets.stdout.trim_end(), "kept=2");
 
     let path = env.root().join("second.jsonl");
-    let recorder = start_recorder(&env, &path);
+    let recorder = env.start_recorder(&["--name", "source"], &path);
     eventually("the second recorder lists the kept widget", || {
         widget_changes(&path) == [("ADDED".to_string(), "kept".to_string())]
     });
     // The definition goes (its widgets with it): the kind is no longer watched.
     source(&["delete", "crd", "widgets.example.com"]);
     eventually("the recorder drops the kind", || {
-        std::fs::read_to_string(path.with_extension("log")).is_ok_and(|t| {
-            t.lines()
-                .any(|l| l.contains("widgets.example.com") && l.contains("no longer recorded"))
-        })
+        recorder
+            .log()
+            .lines()
+            .any(|l| l.contains("widgets.example.com") && l.contains("no longer recorded"))
     });
     // Defined again: followed again from its first object.
     defined("second");
@@ -391,7 +305,7 @@ fn a_kind_defined_while_recording_is_recorded_from_its_first_object_until_its_de
     eventually("the widget of the second definition is recorded", || {
         widget_changes(&path).contains(&("ADDED".into(), "again".into()))
     });
-    stop(recorder);
+    recorder.stop();
 }
 
 /// A recording in which a definition is deleted and created again while
@@ -401,34 +315,7 @@ fn a_kind_defined_while_recording_is_recorded_from_its_first_object_until_its_de
 fn a_definition_deleted_and_created_again_replays_its_custom_resources_in_order() {
     let cluster = TestCluster::start_api_only(ksim_binary());
     let env = cluster.env();
-    let definition = |uid: &str| {
-        serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": "widgets.example.com", "uid": uid},
-            "spec": {"group": "example.com", "scope": "Namespaced",
-                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-                "versions": [{"name": "v1", "served": true, "storage": true,
-                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}})
-    };
-    let widget = |name: &str, size: u32| {
-        serde_json::json!({"apiVersion": "example.com/v1", "kind": "Widget",
-            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
-            "spec": {"size": size}})
-    };
-    let changes = [
-        ("ADDED", definition("crd-1")),
-        ("ADDED", widget("first", 1)),
-        ("MODIFIED", widget("first", 2)),
-        ("DELETED", definition("crd-1")),
-        ("ADDED", definition("crd-2")),
-        ("ADDED", widget("second", 3)),
-        ("MODIFIED", widget("second", 4)),
-    ];
-    let mut text =
-        String::from("{\"ksimRecording\":\"v1\",\"startTime\":\"2026-01-01T00:00:00Z\"}\n");
-    for (t, (kind, object)) in changes.iter().enumerate() {
-        text.push_str(&serde_json::json!({"t": t, "type": kind, "object": object}).to_string());
-        text.push('\n');
-    }
+    let text = fixtures::widget_crd_created_again();
     let path = env.write_file("widgets.jsonl", &text);
     let replayed = env.ksim_ok(&[
         "replay",
@@ -440,7 +327,7 @@ fn a_definition_deleted_and_created_again_replays_its_custom_resources_in_order(
         "max",
     ]);
     assert!(
-        replayed.starts_with("Replayed 7 of 7 changes"),
+        replayed.starts_with("Replayed 8 of 8 changes"),
         "{replayed}"
     );
     let widgets = cluster.kubectl(&[
@@ -459,22 +346,9 @@ fn a_definition_deleted_and_created_again_replays_its_custom_resources_in_order(
 fn custom_resources_listed_before_their_definition_replay() {
     let cluster = TestCluster::start_api_only(ksim_binary());
     let env = cluster.env();
-    let definition = serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.example.com", "uid": "crd-1"},
-        "spec": {"group": "example.com", "scope": "Namespaced",
-            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
-    let widget = serde_json::json!({"apiVersion": "example.com/v1", "kind": "Widget",
-        "metadata": {"name": "listed", "namespace": "default", "uid": "uid-listed"},
-        "spec": {"size": 5}});
-    let mut text =
-        String::from("{\"ksimRecording\":\"v1\",\"startTime\":\"2026-01-01T00:00:00Z\"}\n");
-    for object in [widget, definition] {
-        text.push_str(&serde_json::json!({"t": 0, "type": "ADDED", "object": object}).to_string());
-        text.push('\n');
-    }
+    let definition = fixtures::with_uid(fixtures::widget_crd(), "crd-1");
+    let widget = fixtures::with_uid(fixtures::widget("listed", "default", 5), "uid-listed");
+    let text = fixtures::recording(&[(0, "ADDED", widget), (0, "ADDED", definition)]);
     let path = env.write_file("listed.jsonl", &text);
     let replayed = env.ksim_ok(&[
         "replay",

@@ -35,8 +35,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use ksim_testutils::poll_until;
-use ksim_testutils::{KsimEnv, TestCluster};
+use ksim_testutils::{KsimEnv, TestCluster, fixtures, poll_until};
 use serde_json::Value;
 
 fn ksim_binary() -> &'static Path {
@@ -110,49 +109,18 @@ spec:
     image: nginx
 ";
 
-const CRD: &str = "\
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: widgets.example.com
-spec:
-  group: example.com
-  scope: Namespaced
-  names:
-    plural: widgets
-    singular: widget
-    kind: Widget
-    listKind: WidgetList
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-preserve-unknown-fields: true
-";
-
-const WIDGET: &str = "\
-apiVersion: example.com/v1
-kind: Widget
-metadata:
-  name: w
-  namespace: team
-spec:
-  size: 3
-";
-
 #[test]
 fn a_save_holds_every_kind_and_events_only_when_asked() {
     let source = TestCluster::start_named(ksim_binary(), "source");
     let env = source.env();
     env.ksim_ok(&["scale", "node", "--replicas", "2", "--name", "source"]);
     source.kubectl_stdin(&["apply", "-f", "-"], KINDS).success();
-    let crd = env.write_file("crd.yaml", CRD);
-    source.apply_crd(&crd, "widgets.example.com");
+    source.apply_widget_crd();
     source
-        .kubectl_stdin(&["apply", "-f", "-"], WIDGET)
+        .kubectl_stdin(
+            &["apply", "-f", "-"],
+            &fixtures::widget("w", "team", 3).to_string(),
+        )
         .success();
     let node = env.wait_for_in(
         "source",
@@ -174,15 +142,7 @@ fn a_save_holds_every_kind_and_events_only_when_asked() {
         |out| !out.is_empty(),
     );
 
-    let plain = env.root().join("plain.yaml");
-    env.ksim_ok(&[
-        "snapshot",
-        "save",
-        "--name",
-        "source",
-        "--path",
-        path_str(&plain),
-    ]);
+    let plain = save(env, "source", "plain.yaml");
     let text = std::fs::read_to_string(&plain).expect("the snapshot");
     assert!(
         !text.contains("\"kind\":\"Event\""),
@@ -367,31 +327,7 @@ fn check_quiet_copy(env: &KsimEnv, copy: &str, pods: &[String], budget: &str) {
     assert_eq!(sorted(&kubectl(env, copy, PODS)), pods);
     // The controllers have seen the restored objects: the Deployment's
     // status is observed and the budget counts the pods.
-    env.wait_for_in(
-        copy,
-        &[
-            "get",
-            "deploy",
-            "web",
-            "-o",
-            "jsonpath={.metadata.generation} {.status.observedGeneration} {.status.updatedReplicas} {.status.readyReplicas}",
-        ],
-        |out| {
-            let f: Vec<&str> = out.split(' ').collect();
-            f.len() == 4 && f[0] == f[1] && f[2] == "6" && f[3] == "6"
-        },
-    );
-    env.wait_for_in(
-        copy,
-        &[
-            "get",
-            "pdb",
-            "web",
-            "-o",
-            "jsonpath={.status.currentHealthy} {.status.desiredHealthy} {.status.disruptionsAllowed} {.status.expectedPods}",
-        ],
-        |out| out == budget,
-    );
+    wait_for_settled_web(env, copy, budget);
     assert_eq!(event_reasons(env, copy, "ReplicaSet"), Vec::<String>::new());
     assert_eq!(event_reasons(env, copy, "Deployment"), Vec::<String>::new());
     assert_eq!(sorted(&kubectl(env, copy, PODS)), pods, "the same pods");
@@ -413,6 +349,70 @@ fn check_quiet_copy(env: &KsimEnv, copy: &str, pods: &[String], budget: &str) {
     assert_eq!(ips.len(), 12, "every pod shows its own IP: {after:?}");
 }
 
+/// Saves cluster `cluster` to `file` in the environment's root; its path.
+fn save(env: &KsimEnv, cluster: &str, file: &str) -> PathBuf {
+    let path = env.root().join(file);
+    env.ksim_ok(&[
+        "snapshot",
+        "save",
+        "--name",
+        cluster,
+        "--path",
+        path_str(&path),
+    ]);
+    path
+}
+
+/// `ksim snapshot restore --name <cluster> --path <path> <flags>`; its output.
+fn restore(env: &KsimEnv, cluster: &str, path: &Path, flags: &[&str]) -> String {
+    let mut args = vec![
+        "snapshot",
+        "restore",
+        "--name",
+        cluster,
+        "--path",
+        path_str(path),
+    ];
+    args.extend_from_slice(flags);
+    env.ksim_ok(&args)
+}
+
+/// Waits until the budget `web` of `cluster` reports `budget` (current and
+/// desired healthy, disruptions allowed, expected pods); returns it.
+fn wait_for_budget(env: &KsimEnv, cluster: &str, budget: &str) -> String {
+    env.wait_for_in(
+        cluster,
+        &[
+            "get",
+            "pdb",
+            "web",
+            "-o",
+            "jsonpath={.status.currentHealthy} {.status.desiredHealthy} {.status.disruptionsAllowed} {.status.expectedPods}",
+        ],
+        |out| out == budget,
+    )
+}
+
+/// Waits until the Deployment `web` of `cluster` is observed with its six
+/// replicas updated and ready, and its budget reports `budget`.
+fn wait_for_settled_web(env: &KsimEnv, cluster: &str, budget: &str) {
+    env.wait_for_in(
+        cluster,
+        &[
+            "get",
+            "deploy",
+            "web",
+            "-o",
+            "jsonpath={.metadata.generation} {.status.observedGeneration} {.status.updatedReplicas} {.status.readyReplicas}",
+        ],
+        |out| {
+            let f: Vec<&str> = out.split(' ').collect();
+            f.len() == 4 && f[0] == f[1] && f[2] == "6" && f[3] == "6"
+        },
+    );
+    wait_for_budget(env, cluster, budget);
+}
+
 fn quiet_source() -> (TestCluster, Vec<String>, String) {
     let source = TestCluster::start_named(ksim_binary(), "source");
     source
@@ -427,17 +427,7 @@ fn quiet_source() -> (TestCluster, Vec<String>, String) {
     let pods = source.env().wait_for_in("source", PODS, |out| {
         out.lines().count() == 6 && out.lines().all(|l| l.ends_with(" Running"))
     });
-    let budget = source.env().wait_for_in(
-        "source",
-        &[
-            "get",
-            "pdb",
-            "web",
-            "-o",
-            "jsonpath={.status.currentHealthy} {.status.desiredHealthy} {.status.disruptionsAllowed} {.status.expectedPods}",
-        ],
-        |out| out == "6 5 1 6",
-    );
+    let budget = wait_for_budget(source.env(), "source", "6 5 1 6");
     (source, sorted(&pods), budget)
 }
 
@@ -445,15 +435,7 @@ fn quiet_source() -> (TestCluster, Vec<String>, String) {
 fn a_cluster_created_from_a_snapshot_adopts_quietly_and_hands_out_new_ips() {
     let (source, pods, budget) = quiet_source();
     let env = source.env();
-    let path = env.root().join("snapshot.yaml");
-    env.ksim_ok(&[
-        "snapshot",
-        "save",
-        "--name",
-        "source",
-        "--path",
-        path_str(&path),
-    ]);
+    let path = save(env, "source", "snapshot.yaml");
     env.ksim_ok(&[
         "create",
         "cluster",
@@ -469,25 +451,10 @@ fn a_cluster_created_from_a_snapshot_adopts_quietly_and_hands_out_new_ips() {
 fn a_restore_into_a_running_cluster_adopts_quietly_and_hands_out_new_ips() {
     let (source, pods, budget) = quiet_source();
     let env = source.env();
-    let path = env.root().join("snapshot.yaml");
-    env.ksim_ok(&[
-        "snapshot",
-        "save",
-        "--name",
-        "source",
-        "--path",
-        path_str(&path),
-    ]);
+    let path = save(env, "source", "snapshot.yaml");
     env.ksim_ok(&["create", "cluster", "--name", "target"]);
     env.ksim_ok(&["scale", "node", "--replicas", "0", "--name", "target"]);
-    env.ksim_ok(&[
-        "snapshot",
-        "restore",
-        "--name",
-        "target",
-        "--path",
-        path_str(&path),
-    ]);
+    restore(env, "target", &path, &[]);
     check_quiet_copy(env, "target", &pods, &budget);
 }
 
@@ -840,39 +807,23 @@ fn changes_by_object(path: &Path, prefix: &str) -> BTreeMap<String, Vec<String>>
     changes
 }
 
-fn stop(mut recorder: std::process::Child) {
-    let status = std::process::Command::new("kill")
-        .args(["-INT", &recorder.id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(status.success());
-    assert!(recorder.wait().expect("the recorder exits").success());
-}
-
 #[test]
 fn record_and_replay_through_a_kubeconfig_keep_each_objects_order() {
     let source = TestCluster::start_named(ksim_binary(), "source");
     let env = source.env();
     let source_kubeconfig = own_kubeconfig(env, "source");
     let recording = env.root().join("changes.jsonl");
-    let recorder = env
-        .ksim_command(&[
-            "record",
+    let recorder = env.start_recorder(
+        &[
             "--kubeconfig",
             path_str(&source_kubeconfig),
             "--kinds",
             "configmaps",
-            "--path",
-            path_str(&recording),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("ksim record starts");
+        ],
+        &recording,
+    );
     kubectl(env, "source", &["create", "configmap", "marker"]);
-    eventually("the recorder follows the cluster", || {
-        std::fs::read_to_string(&recording).is_ok_and(|t| t.contains("\"name\":\"marker\""))
-    });
+    recorder.wait_for_object("marker");
     kubectl(
         env,
         "source",
@@ -903,7 +854,7 @@ fn record_and_replay_through_a_kubeconfig_keep_each_objects_order() {
             .get("step-temp")
             .is_some_and(|c| c.len() == 2)
     });
-    stop(recorder);
+    recorder.stop();
     let recorded = changes_by_object(&recording, "step-");
     assert_eq!(
         recorded["step-settings"],
@@ -922,24 +873,9 @@ fn record_and_replay_through_a_kubeconfig_keep_each_objects_order() {
     ]);
     let replica_kubeconfig = own_kubeconfig(env, "replica");
     let followed = env.root().join("replica.jsonl");
-    let follower = env
-        .ksim_command(&[
-            "record",
-            "--name",
-            "replica",
-            "--kinds",
-            "configmaps",
-            "--path",
-            path_str(&followed),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("ksim record starts");
+    let follower = env.start_recorder(&["--name", "replica", "--kinds", "configmaps"], &followed);
     kubectl(env, "replica", &["create", "configmap", "replica-marker"]);
-    eventually("the follower follows the replica", || {
-        std::fs::read_to_string(&followed).is_ok_and(|t| t.contains("\"name\":\"replica-marker\""))
-    });
+    follower.wait_for_object("replica-marker");
     let replayed = env.ksim_ok(&[
         "replay",
         "--kubeconfig",
@@ -955,7 +891,7 @@ fn record_and_replay_through_a_kubeconfig_keep_each_objects_order() {
             .get("step-temp")
             .is_some_and(|c| c.len() == 2)
     });
-    stop(follower);
+    follower.stop();
     assert_eq!(changes_by_object(&followed, "step-"), recorded);
 }
 
@@ -964,24 +900,9 @@ fn a_recorder_killed_while_writing_leaves_its_complete_lines_to_replay() {
     let source = TestCluster::start_named(ksim_binary(), "source");
     let env = source.env();
     let recording = env.root().join("changes.jsonl");
-    let mut recorder = env
-        .ksim_command(&[
-            "record",
-            "--name",
-            "source",
-            "--kinds",
-            "configmaps",
-            "--path",
-            path_str(&recording),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("ksim record starts");
+    let recorder = env.start_recorder(&["--name", "source", "--kinds", "configmaps"], &recording);
     kubectl(env, "source", &["create", "configmap", "marker"]);
-    eventually("the recorder follows the cluster", || {
-        std::fs::read_to_string(&recording).is_ok_and(|t| t.contains("\"name\":\"marker\""))
-    });
+    recorder.wait_for_object("marker");
     // Many large config maps at once: the recorder is writing when killed.
     let filler = "x".repeat(20_000);
     let manifest: String = (0..150)
@@ -1010,12 +931,7 @@ fn a_recorder_killed_while_writing_leaves_its_complete_lines_to_replay() {
         std::fs::read_to_string(&recording)
             .is_ok_and(|t| t.matches("\"name\":\"load-").count() >= 20)
     });
-    let status = std::process::Command::new("kill")
-        .args(["-KILL", &recorder.id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(status.success());
-    recorder.wait().expect("the recorder is gone");
+    recorder.kill();
     assert!(apply.wait().expect("kubectl ends").success());
 
     let text = std::fs::read_to_string(&recording).expect("the recording");
@@ -1103,20 +1019,7 @@ fn a_virtual_cluster_is_recorded_and_replayed_on_its_own_clock() {
     let env = KsimEnv::new(ksim_binary());
     virtual_cluster(&env, "source");
     let recording = env.root().join("changes.jsonl");
-    let recorder = env
-        .ksim_command(&[
-            "record",
-            "--name",
-            "source",
-            "--kinds",
-            "configmaps",
-            "--path",
-            path_str(&recording),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("ksim record starts");
+    let recorder = env.start_recorder(&["--name", "source", "--kinds", "configmaps"], &recording);
     kubectl(
         &env,
         "source",
@@ -1146,7 +1049,7 @@ fn a_virtual_cluster_is_recorded_and_replayed_on_its_own_clock() {
     eventually("the third change is recorded", || {
         recorded_times(&recording, "paced-").contains_key("MODIFIED paced-first")
     });
-    stop(recorder);
+    recorder.stop();
     let text = std::fs::read_to_string(&recording).expect("the recording");
     assert!(
         text.starts_with("{\"ksimRecording\":\"v1\",\"startTime\":\"2026-01-01T00:00:00"),
@@ -1267,15 +1170,7 @@ fn a_replacing_restore_keeps_each_pods_ip_while_the_kubelet_runs() {
     let pods = env.wait_for_in("source", PODS, |out| {
         out.lines().count() == 12 && out.lines().all(|l| l.ends_with(" Running"))
     });
-    let path = env.root().join("snapshot.yaml");
-    env.ksim_ok(&[
-        "snapshot",
-        "save",
-        "--name",
-        "source",
-        "--path",
-        path_str(&path),
-    ]);
+    let path = save(env, "source", "snapshot.yaml");
     // The pods are made again in reverse order (other IPs) with a container
     // of another name, which a pod's update may not change: the restore
     // deletes each and creates it again, and the kubelet starts it meanwhile.
@@ -1296,15 +1191,7 @@ fn a_replacing_restore_keeps_each_pods_ip_while_the_kubelet_runs() {
     env.wait_for_in("source", PODS, |out| {
         out.lines().count() == 12 && out.lines().all(|l| l.ends_with(" Running"))
     });
-    let replaced = env.ksim_ok(&[
-        "snapshot",
-        "restore",
-        "--name",
-        "source",
-        "--path",
-        path_str(&path),
-        "--replace",
-    ]);
+    let replaced = restore(env, "source", &path, &["--replace"]);
     assert!(replaced.contains(" replaced."), "{replaced}");
     let after = env.wait_for_in("source", PODS, |out| {
         out.lines().count() == 12 && out.lines().all(|l| l.ends_with(" Running"))
@@ -1350,15 +1237,7 @@ fn a_replacing_restore_keeps_each_pods_ip_while_the_kubelet_runs() {
 fn a_replacing_restore_of_a_running_deployment_changes_nothing_it_runs() {
     let (source, pods, budget) = quiet_source();
     let env = source.env();
-    let path = env.root().join("snapshot.yaml");
-    env.ksim_ok(&[
-        "snapshot",
-        "save",
-        "--name",
-        "source",
-        "--path",
-        path_str(&path),
-    ]);
+    let path = save(env, "source", "snapshot.yaml");
     let replica_sets = || {
         kubectl(
             env,
@@ -1386,41 +1265,9 @@ fn a_replacing_restore_of_a_running_deployment_changes_nothing_it_runs() {
         8,
         "six pods, a ReplicaSet, a Deployment: {before:?}"
     );
-    let replaced = env.ksim_ok(&[
-        "snapshot",
-        "restore",
-        "--name",
-        "source",
-        "--path",
-        path_str(&path),
-        "--replace",
-    ]);
+    let replaced = restore(env, "source", &path, &["--replace"]);
     assert!(replaced.contains(" replaced."), "{replaced}");
-    env.wait_for_in(
-        "source",
-        &[
-            "get",
-            "deploy",
-            "web",
-            "-o",
-            "jsonpath={.metadata.generation} {.status.observedGeneration} {.status.updatedReplicas} {.status.readyReplicas}",
-        ],
-        |out| {
-            let f: Vec<&str> = out.split(' ').collect();
-            f.len() == 4 && f[0] == f[1] && f[2] == "6" && f[3] == "6"
-        },
-    );
-    env.wait_for_in(
-        "source",
-        &[
-            "get",
-            "pdb",
-            "web",
-            "-o",
-            "jsonpath={.status.currentHealthy} {.status.desiredHealthy} {.status.disruptionsAllowed} {.status.expectedPods}",
-        ],
-        |out| out == budget,
-    );
+    wait_for_settled_web(env, "source", &budget);
     let rs_uid = kubectl(
         env,
         "source",
@@ -1466,17 +1313,15 @@ fn a_recorded_definition_and_its_custom_resources_replay() {
         ]);
     }
     let recording = env.root().join("changes.jsonl");
-    let recorder = env
-        .ksim_command(&["record", "--name", "source", "--path", path_str(&recording)])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("ksim record starts");
+    let recorder = env.start_recorder(&["--name", "source"], &recording);
     kubectl(&env, "source", &["create", "configmap", "marker"]);
-    eventually("the recorder follows the cluster", || {
-        std::fs::read_to_string(&recording).is_ok_and(|t| t.contains("\"name\":\"marker\""))
-    });
-    kubectl_stdin(&env, "source", &["apply", "-f", "-"], CRD);
+    recorder.wait_for_object("marker");
+    kubectl_stdin(
+        &env,
+        "source",
+        &["apply", "-f", "-"],
+        &fixtures::widget_crd_manifest(),
+    );
     kubectl(
         &env,
         "source",
@@ -1487,7 +1332,7 @@ fn a_recorded_definition_and_its_custom_resources_replay() {
             "--timeout=60s",
         ],
     );
-    let widget = WIDGET.replace("namespace: team", "namespace: default");
+    let widget = fixtures::widget("w", "default", 3).to_string();
     env.wait_for_in("source", &["get", "widgets"], |_| true);
     kubectl_stdin(&env, "source", &["apply", "-f", "-"], &widget);
     eventually("the widget is recorded", || {
@@ -1497,7 +1342,7 @@ fn a_recorded_definition_and_its_custom_resources_replay() {
                 .any(|c| c["object"]["kind"] == "Widget")
         })
     });
-    stop(recorder);
+    recorder.stop();
 
     let output = env.ksim(&[
         "replay",

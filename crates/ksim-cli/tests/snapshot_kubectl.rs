@@ -272,6 +272,71 @@ fn a_malformed_snapshot_fails_with_its_document_and_line() {
     assert!(env.port("ksim").is_none());
 }
 
+/// Nesting 10,000 deep (flow sequences and mappings, block sequences, a
+/// flow-style object) fails with the document and line in one line, no
+/// stack overflow: when creating a cluster from the file and when restoring
+/// it into a running one (which is left as it was).
+#[test]
+fn a_snapshot_nested_very_deep_fails_with_its_document_and_line() {
+    let cluster = TestCluster::start_api_only(ksim_binary());
+    let env = cluster.env();
+    let first =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: default\n---\n";
+    let object =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n  namespace: default\ndata:\n";
+    let files = [
+        format!(
+            "{first}{object}  x: {}1{}\n",
+            "[".repeat(10_000),
+            "]".repeat(10_000)
+        ),
+        format!(
+            "{first}{object}  x: {}1{}\n",
+            "{a: ".repeat(10_000),
+            "}".repeat(10_000)
+        ),
+        format!("{first}{object}  x:\n    {}1\n", "- ".repeat(10_000)),
+        format!(
+            "{first}{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"b\",\"namespace\":\"default\"}},\"data\":{{\"x\":{}1{}}}}}\n",
+            "[".repeat(10_000),
+            "]".repeat(10_000)
+        ),
+    ];
+    // The line of the nesting (a flow-style object: of its document).
+    let lines = [13, 13, 14, 7];
+    for (index, (text, line)) in files.iter().zip(lines).enumerate() {
+        let path = env.write_file(&format!("deep-{index}.yaml"), text);
+        let path = path.to_str().expect("utf-8");
+        for args in [
+            vec!["create", "cluster", "--name", "deep", "--snapshot", path],
+            vec![
+                "snapshot",
+                "restore",
+                "--name",
+                cluster.name(),
+                "--path",
+                path,
+            ],
+        ] {
+            let error = env.ksim_err(&args);
+            assert!(error.starts_with("error: "), "{error}");
+            assert!(
+                error.contains(&format!("document 2 (line {line})")),
+                "{error}"
+            );
+            assert!(
+                error.contains("nested too deeply") || error.contains("recursion limit exceeded"),
+                "{error}"
+            );
+            assert_eq!(error.trim_end().lines().count(), 1, "{error}");
+        }
+        assert!(env.port("deep").is_none());
+        cluster
+            .kubectl(&["get", "configmap", "a", "-n", "default"])
+            .failure();
+    }
+}
+
 #[test]
 fn a_snapshot_that_does_not_restore_or_is_missing_fails_create_with_one_line() {
     let env = KsimEnv::new(ksim_binary());
@@ -788,46 +853,11 @@ fn a_failed_replace_restore_through_a_kubeconfig_puts_back_what_it_replaced() {
     );
 }
 
-const WIDGET_CRD: &str = "\
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: widgets.example.com
-spec:
-  group: example.com
-  scope: Namespaced
-  names:
-    plural: widgets
-    singular: widget
-    kind: Widget
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources:
-      status: {}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties:
-              size:
-                type: integer
-          status:
-            type: object
-            properties:
-              count:
-                type: integer
-";
-
 #[test]
 fn an_object_whose_replacement_fails_half_way_is_put_back_at_once() {
     let cluster = TestCluster::start_api_only(ksim_binary());
     let env = cluster.env();
-    let crd = env.write_file("widgets.yaml", WIDGET_CRD);
-    cluster.apply_crd(&crd, "widgets.example.com");
+    cluster.apply_widget_crd();
     cluster
         .kubectl_stdin(
             &["apply", "-f", "-"],

@@ -591,37 +591,24 @@ impl Target {
             .map(|_| ())
     }
 
-    /// Replaces object `name` with `object` (a PUT; `object` carries the
-    /// resourceVersion it replaces).
+    /// Replaces object `name` (or its `subresource`, e.g. `status`) with
+    /// `object` (a PUT; `object` carries the resourceVersion it replaces).
     pub async fn replace(
         &self,
         resource: &Resource,
         namespace: Option<&str>,
         name: &str,
+        subresource: Option<&str>,
         object: &Value,
     ) -> Result<(), kube::Error> {
         let body = serde_json::to_vec(object).map_err(kube::Error::SerdeError)?;
-        let http = Request::new(resource.path(namespace))
-            .replace(name, &kube::api::PostParams::default(), body)
-            .map_err(kube::Error::BuildRequest)?;
-        self.send_as::<serde::de::IgnoredAny>(http)
-            .await
-            .map(|_| ())
-    }
-
-    /// Replaces the status of object `name` with `object`'s (a PUT to the
-    /// `status` subresource; `object` carries the resourceVersion it replaces).
-    pub async fn replace_status(
-        &self,
-        resource: &Resource,
-        namespace: Option<&str>,
-        name: &str,
-        object: &Value,
-    ) -> Result<(), kube::Error> {
-        let body = serde_json::to_vec(object).map_err(kube::Error::SerdeError)?;
-        let http = Request::new(resource.path(namespace))
-            .replace_subresource("status", name, &kube::api::PostParams::default(), body)
-            .map_err(kube::Error::BuildRequest)?;
+        let request = Request::new(resource.path(namespace));
+        let params = kube::api::PostParams::default();
+        let http = match subresource {
+            Some(sub) => request.replace_subresource(sub, name, &params, body),
+            None => request.replace(name, &params, body),
+        }
+        .map_err(kube::Error::BuildRequest)?;
         self.send_as::<serde::de::IgnoredAny>(http)
             .await
             .map(|_| ())

@@ -220,7 +220,7 @@ fn parse_yaml(chunk: &Chunk<'_>) -> Result<Value, Error> {
         let (line, column) = e
             .location()
             .map_or((0, 0), |l| (l.line() as usize, l.column() as usize));
-        let message = first_line(&e.to_string());
+        let message = yaml_message(&e.to_string());
         let line = chunk.line + line.saturating_sub(1);
         Error::Document {
             document: chunk.number,
@@ -276,6 +276,27 @@ fn finish_chunk(
         line: chunk.line,
         object: value,
     }])
+}
+
+/// The YAML reader's message without its own location (relative to the
+/// document; the error says the file's), nesting limits in words.
+fn yaml_message(message: &str) -> String {
+    let message = first_line(message);
+    let message = message.strip_prefix("error: ").unwrap_or(&message);
+    let located = message
+        .strip_prefix("line ")
+        .and_then(|rest| rest.split_once(": "))
+        .filter(|(place, _)| {
+            place
+                .split(" column ")
+                .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        });
+    let message = located.map_or(message, |(_, rest)| rest);
+    if message == "recursion limit exceeded" || message.starts_with("budget breached: Depth") {
+        "nested too deeply".to_string()
+    } else {
+        message.to_string()
+    }
 }
 
 /// The first line of a parser's message (the rest is a snippet of the input).
@@ -587,6 +608,36 @@ mod tests {
             panic!("unexpected error {error}");
         };
         assert_eq!((*document, *line), (2, 5), "{error}");
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_with_its_document_and_line() {
+        let deep = |open: &str, close: &str| {
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\ndata:\n  x: {}1{}\n",
+                open.repeat(10_000),
+                close.repeat(10_000)
+            )
+        };
+        let block = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\ndata:\n  x:\n    {}1\n",
+            "- ".repeat(10_000)
+        );
+        for text in [deep("[", "]"), deep("{a: ", "}"), block] {
+            let error = parse_documents(&text, now()).expect_err("too deep");
+            let Error::Document {
+                document,
+                line,
+                message,
+            } = &error
+            else {
+                panic!("unexpected error {error}");
+            };
+            assert_eq!(*document, 2, "{error}");
+            assert!(message.ends_with(": nested too deeply"), "{error}");
+            assert!(!message.contains("line"), "{error}");
+            assert!((10..=12).contains(line), "{error}");
+        }
     }
 
     #[test]

@@ -17,7 +17,15 @@
 //!   definition is established, found by watching the definitions: its
 //!   objects' changes from the revision at which the definition appeared,
 //!   so that none is missed, however soon it came and went. A kind whose
-//!   definition is deleted is no longer watched.
+//!   definition is deleted is no longer watched, and its objects the
+//!   recording still holds are recorded as `DELETED` then (they went with
+//!   it; their own watch need not tell). A watch that expires (410 Gone:
+//!   its revision left the server's history) is followed by a list, and
+//!   what changed meanwhile is recorded at the list's time, as kube's
+//!   watcher tells it: `ADDED`, `MODIFIED` (unchanged objects are not
+//!   recorded again) and `DELETED`. A deletion the recorder did not see
+//!   carries the object's identity only: `apiVersion`, `kind`, and
+//!   `metadata` `name`, `namespace`, `uid` and `resourceVersion`.
 //!
 //! A replay applies the changes in order: creates (owner uids remapped as a
 //! snapshot restore does), merge patches of what changed (the main resource
@@ -27,7 +35,14 @@
 //! the creation of its namespace and owners when the recording holds them,
 //! and a custom resource for its replayed definition to be served (the
 //! changes of a kind the recording defines stay in order with those of its
-//! definition, which may be deleted and created again).
+//! definition, which may be deleted and created again): in discovery, then
+//! at its path (a server may answer 404 there a moment after discovery
+//! shows a definition created again), up to 30 s, after which the change is
+//! skipped with a warning. The deletion of a custom resource whose kind is
+//! no longer served is done (it went with its definition). An object
+//! created again while its predecessor is still being deleted (a
+//! definition or namespace whose finalizers are at work) waits for it to
+//! go, up to 30 s.
 //!
 //! Times are the cluster's: a ksim cluster on a virtual clock (it answers
 //! `GET /ksim/v1alpha1/clock` with `"mode": "virtual"`) is recorded with
@@ -209,6 +224,8 @@ pub async fn record(
     let mut versions = Vec::new();
     for resource in &watched {
         let (items, version) = list_all(target, resource).await?;
+        let mut known = Known::new(resource);
+        known.note_all(&items);
         for object in items {
             let _ = sender.send(line(&Change {
                 t: 0,
@@ -216,7 +233,7 @@ pub async fn record(
                 object,
             }));
         }
-        versions.push(version);
+        versions.push((version, Arc::new(Mutex::new(known))));
     }
     let writer = tokio::task::spawn_blocking(move || -> Result<usize, Error> {
         let mut written = 0;
@@ -241,7 +258,7 @@ pub async fn record(
         .cloned();
     let mut watchers = tokio::task::JoinSet::new();
     let mut recording = HashMap::new();
-    for (resource, version) in watched.into_iter().zip(versions) {
+    for (resource, (version, known)) in watched.into_iter().zip(versions) {
         let sink = Sink::Record {
             start,
             time: time.clone(),
@@ -249,9 +266,10 @@ pub async fn record(
         };
         let target = target.clone();
         let key = resource_key(&resource);
+        let watched = known.clone();
         let handle =
-            watchers.spawn(async move { watch(&target, &resource, version, false, sink).await });
-        recording.insert(key, handle);
+            watchers.spawn(async move { watch(&target, &resource, version, &watched, sink).await });
+        recording.insert(key, Recorded { handle, known });
     }
     {
         let follow = async {
@@ -292,6 +310,124 @@ fn resource_key(resource: &Resource) -> String {
     format!("{}.{}", resource.plural, resource.group)
 }
 
+/// A kind being recorded: its watch, and the objects it knows.
+struct Recorded {
+    handle: tokio::task::AbortHandle,
+    known: Arc<Mutex<Known>>,
+}
+
+/// The objects of one kind a recorder knows to exist (each one's uid and
+/// resourceVersion, by namespace and name), as its recording says: what a
+/// list after an expired watch is compared with, and what is left to
+/// record as deleted when the kind's definition goes. Once closed, the
+/// kind's watch records nothing more.
+struct Known {
+    api_version: String,
+    kind: String,
+    objects: HashMap<(String, String), (String, String)>,
+    closed: bool,
+}
+
+impl Known {
+    fn new(resource: &Resource) -> Self {
+        Known {
+            api_version: resource.api_version.clone(),
+            kind: resource.kind.clone(),
+            objects: HashMap::new(),
+            closed: false,
+        }
+    }
+
+    /// An object's namespace and name, and its uid and resourceVersion.
+    fn identity(object: &Value) -> ((String, String), (String, String)) {
+        let metadata = &object["metadata"];
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+        (
+            (text(&metadata["namespace"]), text(&metadata["name"])),
+            (text(&metadata["uid"]), text(&metadata["resourceVersion"])),
+        )
+    }
+
+    /// Takes in what a change to `object` says.
+    fn note(&mut self, change: &str, object: &Value) {
+        let (id, version) = Self::identity(object);
+        if change == "DELETED" {
+            self.objects.remove(&id);
+        } else {
+            self.objects.insert(id, version);
+        }
+    }
+
+    fn note_all(&mut self, objects: &[Value]) {
+        for object in objects {
+            self.note("ADDED", object);
+        }
+    }
+
+    /// What a recording knows of an object it saw last as `version`: its
+    /// kind and identity (a deletion the recorder did not see carries this).
+    fn stub(&self, id: &(String, String), version: &(String, String)) -> Value {
+        let mut metadata = Map::new();
+        metadata.insert("name".into(), json!(id.1));
+        if !id.0.is_empty() {
+            metadata.insert("namespace".into(), json!(id.0));
+        }
+        if !version.0.is_empty() {
+            metadata.insert("uid".into(), json!(version.0));
+        }
+        if !version.1.is_empty() {
+            metadata.insert("resourceVersion".into(), json!(version.1));
+        }
+        json!({"apiVersion": self.api_version, "kind": self.kind, "metadata": metadata})
+    }
+
+    /// Takes in a list of every object of the kind, made after a watch
+    /// expired: the changes it shows (what is gone as `DELETED`, first;
+    /// what is new as `ADDED`; what changed as `MODIFIED`; an object
+    /// deleted and created again as both), as kube's watcher tells them
+    /// after listing again.
+    fn relist(&mut self, objects: Vec<Value>) -> Vec<(&'static str, Value)> {
+        let mut deleted = Vec::new();
+        let mut changed = Vec::new();
+        let mut listed = HashMap::with_capacity(objects.len());
+        for object in objects {
+            let (id, version) = Self::identity(&object);
+            match self.objects.remove(&id) {
+                None => changed.push(("ADDED", object)),
+                Some(old) if old.0 != version.0 => {
+                    deleted.push((id.clone(), old));
+                    changed.push(("ADDED", object));
+                }
+                Some(old) if old.1 != version.1 => changed.push(("MODIFIED", object)),
+                Some(_) => {}
+            }
+            listed.insert(id, version);
+        }
+        deleted.extend(std::mem::replace(&mut self.objects, listed));
+        deleted.sort();
+        let mut out: Vec<(&'static str, Value)> = deleted
+            .iter()
+            .map(|(id, version)| ("DELETED", self.stub(id, version)))
+            .collect();
+        out.extend(changed);
+        out
+    }
+
+    /// Closes the kind: every object still known, as the deletions to record.
+    fn close(&mut self) -> Vec<Value> {
+        self.closed = true;
+        let mut gone: Vec<_> = std::mem::take(&mut self.objects).into_iter().collect();
+        gone.sort();
+        gone.iter()
+            .map(|(id, version)| self.stub(id, version))
+            .collect()
+    }
+}
+
+fn lock(known: &Mutex<Known>) -> std::sync::MutexGuard<'_, Known> {
+    known.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// Follows the cluster's CustomResourceDefinitions while recording.
 struct Follower<'a> {
     target: &'a Target,
@@ -319,7 +455,7 @@ impl Follower<'_> {
     async fn run(
         &self,
         definitions: &Resource,
-        recording: &mut HashMap<String, tokio::task::AbortHandle>,
+        recording: &mut HashMap<String, Recorded>,
         watchers: &mut tokio::task::JoinSet<()>,
     ) {
         let (listed, version) = loop {
@@ -332,6 +468,9 @@ impl Follower<'_> {
             }
         };
         let (events, mut changes) = mpsc::unbounded_channel();
+        let mut known = Known::new(definitions);
+        known.note_all(&listed);
+        let known = Mutex::new(known);
         for definition in listed {
             // Defined before this list: their objects may exist already.
             let _ = events.send(("LISTED", definition));
@@ -339,7 +478,8 @@ impl Follower<'_> {
         {
             let (target, definitions) = (self.target.clone(), definitions.clone());
             let sink = Sink::Definitions(events);
-            watchers.spawn(async move { watch(&target, &definitions, version, false, sink).await });
+            watchers
+                .spawn(async move { watch(&target, &definitions, version, &known, sink).await });
         }
         // Where each definition's kind starts, from when it was first seen.
         let mut seen: HashMap<String, From> = HashMap::new();
@@ -349,9 +489,21 @@ impl Follower<'_> {
             };
             if change == "DELETED" {
                 seen.remove(name);
-                if let Some(handle) = recording.remove(name) {
-                    handle.abort();
-                    tracing::info!(kind = %name, "its definition was deleted: no longer recorded");
+                if let Some(recorded) = recording.remove(name) {
+                    recorded.handle.abort();
+                    // Its objects go with it; their watch may never tell.
+                    let t = self.time.offset(self.start).await;
+                    let gone = lock(&recorded.known).close();
+                    let deleted = gone.len();
+                    for object in gone {
+                        let change = Change {
+                            t,
+                            kind: "DELETED".into(),
+                            object,
+                        };
+                        let _ = self.sender.send(line(&change));
+                    }
+                    tracing::info!(kind = %name, deleted, "its definition was deleted: no longer recorded");
                 }
                 continue;
             }
@@ -378,9 +530,12 @@ impl Follower<'_> {
                 sender: self.sender.clone(),
             };
             let target = self.target.clone();
-            let handle =
-                watchers.spawn(async move { record_kind(&target, &resource, from, sink).await });
-            recording.insert(name.to_string(), handle);
+            let known = Arc::new(Mutex::new(Known::new(&resource)));
+            let watched = known.clone();
+            let handle = watchers.spawn(async move {
+                record_kind(&target, &resource, from, &watched, sink).await;
+            });
+            recording.insert(name.to_string(), Recorded { handle, known });
         }
     }
 }
@@ -422,17 +577,23 @@ fn defined_resource(definition: &Value) -> Option<Resource> {
 }
 
 /// Records a kind defined while recording, from `from`.
-async fn record_kind(target: &Target, resource: &Resource, from: From, sink: Sink) {
-    let (version, fresh) = match from {
-        From::Revision(version) => (version, true),
+async fn record_kind(
+    target: &Target,
+    resource: &Resource,
+    from: From,
+    known: &Mutex<Known>,
+    sink: Sink,
+) {
+    let version = match from {
+        From::Revision(version) => version,
         From::List => loop {
             // Established a moment before it is served, on some servers.
             match list_all(target, resource).await {
                 Ok((items, version)) => {
-                    if !sink.send_all("ADDED", items).await {
+                    if !sink.relist(known, items).await {
                         return;
                     }
-                    break (version, false);
+                    break version;
                 }
                 Err(error) => {
                     tracing::debug!(kind = %resource.group_kind(), %error, "cannot list yet; retrying");
@@ -441,7 +602,7 @@ async fn record_kind(target: &Target, resource: &Resource, from: From, sink: Sin
             }
         },
     };
-    watch(target, resource, version, fresh, sink).await;
+    watch(target, resource, version, known, sink).await;
 }
 
 /// Where a watch's changes go.
@@ -457,47 +618,64 @@ enum Sink {
 }
 
 impl Sink {
-    /// Hands on one change; false once nobody takes them.
-    async fn send(&self, change: &'static str, object: Value) -> bool {
+    /// The time of a change handed on now (nanoseconds from the start of
+    /// the recording; 0 for the definitions, which are not timed).
+    async fn stamp(&self) -> i64 {
         match self {
-            Sink::Record {
-                start,
-                time,
-                sender,
-            } => {
+            Sink::Record { start, time, .. } => time.offset(*start).await,
+            Sink::Definitions(_) => 0,
+        }
+    }
+
+    /// Hands on one change made at `t`; `relisted`: found by a list after
+    /// the watch (a definition new there goes to the [`Follower`] as
+    /// `LISTED`: its objects may be older than it). False once nobody
+    /// takes them.
+    fn deliver(&self, t: i64, change: &'static str, object: Value, relisted: bool) -> bool {
+        match self {
+            Sink::Record { sender, .. } => {
                 let change = Change {
-                    t: time.offset(*start).await,
+                    t,
                     kind: change.into(),
                     object,
                 };
                 sender.send(line(&change)).is_ok()
             }
-            Sink::Definitions(sender) => sender.send((change, object)).is_ok(),
+            Sink::Definitions(sender) => {
+                let change = if relisted && change == "ADDED" {
+                    "LISTED"
+                } else {
+                    change
+                };
+                sender.send((change, object)).is_ok()
+            }
         }
     }
 
-    /// Hands on a list's objects as `change` (all at one time).
-    async fn send_all(&self, change: &'static str, objects: Vec<Value>) -> bool {
-        match self {
-            Sink::Record {
-                start,
-                time,
-                sender,
-            } => {
-                let t = time.offset(*start).await;
-                objects.into_iter().all(|object| {
-                    let change = Change {
-                        t,
-                        kind: change.into(),
-                        object,
-                    };
-                    sender.send(line(&change)).is_ok()
-                })
-            }
-            Sink::Definitions(sender) => objects
-                .into_iter()
-                .all(|object| sender.send(("LISTED", object)).is_ok()),
+    /// Hands on one change the watch told, noting it in `known`; false
+    /// once nobody takes them or the kind is closed.
+    async fn send(&self, known: &Mutex<Known>, change: &'static str, object: Value) -> bool {
+        let t = self.stamp().await;
+        // No await from here: a closed kind records nothing after its end.
+        let mut known = lock(known);
+        if known.closed {
+            return false;
         }
+        known.note(change, &object);
+        self.deliver(t, change, object, false)
+    }
+
+    /// Hands on what a list of every object shows changed since `known`.
+    async fn relist(&self, known: &Mutex<Known>, objects: Vec<Value>) -> bool {
+        let t = self.stamp().await;
+        let mut known = lock(known);
+        if known.closed {
+            return false;
+        }
+        known
+            .relist(objects)
+            .into_iter()
+            .all(|(change, object)| self.deliver(t, change, object, true))
     }
 }
 
@@ -619,14 +797,16 @@ impl TimeSource {
     }
 }
 
-/// Watches one resource from `version`, handing each change to `sink`;
-/// after a 410 Gone it lists again and hands on every object as MODIFIED
-/// (as ADDED if nothing came before: a `fresh` watch of a new kind).
+/// Watches one resource from `version`, handing each change to `sink`
+/// and noting it in `known`; after a 410 Gone (the watch's revision is no
+/// longer in the server's history) it lists again and hands on what
+/// changed meanwhile (see [`Known::relist`]). Runs until `sink` or the
+/// kind is closed.
 async fn watch(
     target: &Target,
     resource: &Resource,
     mut version: String,
-    mut fresh: bool,
+    known: &Mutex<Known>,
     sink: Sink,
 ) {
     let request = kube::core::Request::new(resource.path(None));
@@ -635,52 +815,54 @@ async fn watch(
         let Ok(http) = request.watch(&params, &version) else {
             return;
         };
-        let stream = match target.client().request_events::<Value>(http).await {
-            Ok(stream) => stream,
+        let mut gone = false;
+        match target.client().request_events::<Value>(http).await {
+            Ok(stream) => {
+                let mut stream = std::pin::pin!(stream);
+                while let Some(event) = stream.next().await {
+                    let (kind, mut object) = match event {
+                        Ok(kube::core::WatchEvent::Added(o)) => ("ADDED", o),
+                        Ok(kube::core::WatchEvent::Modified(o)) => ("MODIFIED", o),
+                        Ok(kube::core::WatchEvent::Deleted(o)) => ("DELETED", o),
+                        Ok(kube::core::WatchEvent::Bookmark(b)) => {
+                            version = b.metadata.resource_version;
+                            continue;
+                        }
+                        Ok(kube::core::WatchEvent::Error(status)) => {
+                            gone = status.code == 410;
+                            break;
+                        }
+                        Err(error) => {
+                            tracing::warn!(kind = %resource.group_kind(), %error, "watch stream failed");
+                            break;
+                        }
+                    };
+                    if let Some(v) = object["metadata"]["resourceVersion"].as_str() {
+                        version = v.to_string();
+                    }
+                    complete(&mut object, resource);
+                    if !sink.send(known, kind, object).await {
+                        return;
+                    }
+                }
+            }
+            // Some servers answer a watch from too old a revision so.
+            Err(kube::Error::Api(status)) if status.code == 410 => gone = true,
             Err(error) => {
                 tracing::warn!(kind = %resource.group_kind(), %error, "watch failed; retrying");
                 tokio::time::sleep(Duration::from_secs(1)).await; // wall-clock: retrying a remote watch
                 continue;
             }
-        };
-        let mut stream = std::pin::pin!(stream);
-        let mut gone = false;
-        while let Some(event) = stream.next().await {
-            let (kind, mut object) = match event {
-                Ok(kube::core::WatchEvent::Added(o)) => ("ADDED", o),
-                Ok(kube::core::WatchEvent::Modified(o)) => ("MODIFIED", o),
-                Ok(kube::core::WatchEvent::Deleted(o)) => ("DELETED", o),
-                Ok(kube::core::WatchEvent::Bookmark(b)) => {
-                    version = b.metadata.resource_version;
-                    continue;
-                }
-                Ok(kube::core::WatchEvent::Error(status)) => {
-                    gone = status.code == 410;
-                    break;
-                }
-                Err(error) => {
-                    tracing::warn!(kind = %resource.group_kind(), %error, "watch stream failed");
-                    break;
-                }
-            };
-            if let Some(v) = object["metadata"]["resourceVersion"].as_str() {
-                version = v.to_string();
-            }
-            complete(&mut object, resource);
-            fresh = false;
-            if !sink.send(kind, object).await {
-                return;
-            }
         }
-        if gone {
+        while gone {
+            tracing::info!(kind = %resource.group_kind(), "the watch expired: listing again");
             match list_all(target, resource).await {
                 Ok((items, v)) => {
-                    let change = if fresh { "ADDED" } else { "MODIFIED" };
-                    if !sink.send_all(change, items).await {
+                    if !sink.relist(known, items).await {
                         return;
                     }
-                    fresh = false;
                     version = v;
+                    gone = false;
                 }
                 Err(error) => {
                     tracing::warn!(kind = %resource.group_kind(), %error, "cannot list again");
@@ -795,10 +977,11 @@ pub fn merge_diff(old: &Value, new: &Value) -> Option<Value> {
 /// Replays `changes` into `target`.
 pub async fn replay(
     target: &Target,
-    changes: Vec<Change>,
+    mut changes: Vec<Change>,
     speed: Speed,
     workers: usize,
 ) -> Result<ReplayReport, Error> {
+    definitions_first(&mut changes);
     let resources = Arc::new(Discovery {
         served: tokio::sync::RwLock::new(Arc::new(target.resources().await?)),
         defined: defined_kinds(&changes),
@@ -844,21 +1027,58 @@ pub async fn replay(
             while let Some(change) = receiver.recv().await {
                 let api_version = change.object["apiVersion"].as_str().unwrap_or_default();
                 let kind = change.object["kind"].as_str().unwrap_or_default();
-                let Some(resource) = resources.find(&target, api_version, kind).await else {
+                let defined = resources.defines(api_version, kind);
+                let found = if change.kind == "DELETED" && defined {
+                    // Not served now: gone with its definition, nothing to wait for.
+                    let served = resources.served_now(api_version, kind).await;
+                    if served.is_none() {
+                        last.remove(&key(&change.object));
+                        report.applied += 1;
+                        progress.one_done();
+                        continue;
+                    }
+                    served
+                } else {
+                    resources.find(&target, api_version, kind).await
+                };
+                let Some(mut resource) = found else {
                     report.unserved += 1;
                     progress.one_done();
                     continue;
                 };
-                let applied = apply_change(
-                    &target,
-                    &resource,
-                    &change,
-                    &mut last,
-                    &will_create,
-                    &namespaces,
-                    &created,
-                )
-                .await;
+                // A definition created again (or anew) may be served a
+                // while after discovery shows it, on some servers: its
+                // objects wait for it, as long as for the first one.
+                let mut attempts = 0;
+                let applied = loop {
+                    let applied = apply_change(
+                        &target,
+                        &resource,
+                        &change,
+                        &mut last,
+                        &will_create,
+                        &namespaces,
+                        &created,
+                    )
+                    .await;
+                    if !(defined && matches!(applied, Err(Error::NotServed(_))) && attempts < 150)
+                    {
+                        break applied;
+                    }
+                    attempts += 1;
+                    tokio::time::sleep(Duration::from_millis(200)).await; // wall-clock: polls a remote server
+                    if let Some(fresh) = resources.rediscover(&target, api_version, kind).await {
+                        resource = fresh;
+                    }
+                };
+                if let Err(Error::NotServed(error)) = &applied
+                    && defined
+                {
+                    tracing::warn!(%error, "the kind is still not served after 30 s: change skipped");
+                    report.unserved += 1;
+                    progress.one_done();
+                    continue;
+                }
                 if let Err(error) = applied {
                     progress.stop();
                     return Err(error);
@@ -981,6 +1201,28 @@ struct Discovery {
 }
 
 impl Discovery {
+    /// Whether a definition of the recording defines `kind` of `api_version`.
+    fn defines(&self, api_version: &str, kind: &str) -> bool {
+        self.defined
+            .contains(&(api_version.to_string(), kind.to_string()))
+    }
+
+    /// The resource serving `kind` of `api_version` as last discovered.
+    async fn served_now(&self, api_version: &str, kind: &str) -> Option<Resource> {
+        self.served.read().await.find(api_version, kind).cloned()
+    }
+
+    /// Discovers the served kinds again; the resource serving `kind` of
+    /// `api_version`, if any.
+    async fn rediscover(&self, target: &Target, api_version: &str, kind: &str) -> Option<Resource> {
+        let mut served = self.served.write().await;
+        match target.resources().await {
+            Ok(fresh) => *served = Arc::new(fresh),
+            Err(error) => tracing::warn!(%error, "cannot discover the served kinds"),
+        }
+        served.find(api_version, kind).cloned()
+    }
+
     /// The resource serving `kind` of `api_version`: at once if served; for
     /// a kind the recording defines, once discovery serves it (polled for
     /// up to 30 s); `None` for a kind the cluster does not serve.
@@ -1069,17 +1311,31 @@ impl Progress {
     }
 }
 
+/// Whether a change is one of a CustomResourceDefinition.
+fn is_definition(change: &Change) -> bool {
+    change.object["kind"] == "CustomResourceDefinition"
+        && change.object["apiVersion"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("apiextensions.k8s.io/"))
+}
+
+/// Puts the definitions of the recording's initial state (its leading
+/// `ADDED` changes at `t` 0, a listing in no particular order) before the
+/// rest of it, so that the custom resources listed there stay in order
+/// with their definition's later changes (its deletion among them).
+fn definitions_first(changes: &mut [Change]) {
+    let initial = changes
+        .iter()
+        .position(|c| c.t != 0 || c.kind != "ADDED")
+        .unwrap_or(changes.len());
+    changes[..initial].sort_by_key(|c| !is_definition(c));
+}
+
 /// The (apiVersion, kind) pairs the recording's CustomResourceDefinitions define.
 fn defined_kinds(changes: &[Change]) -> HashSet<(String, String)> {
     changes
         .iter()
-        .filter(|c| {
-            c.kind == "ADDED"
-                && c.object["kind"] == "CustomResourceDefinition"
-                && c.object["apiVersion"]
-                    .as_str()
-                    .is_some_and(|v| v.starts_with("apiextensions.k8s.io/"))
-        })
+        .filter(|c| c.kind == "ADDED" && is_definition(c))
         .flat_map(|c| crate::restore::crd_kinds(&c.object))
         .collect()
 }
@@ -1093,14 +1349,10 @@ fn defined_kinds(changes: &[Change]) -> HashSet<(String, String)> {
 fn definition_routes(changes: &[Change]) -> HashMap<(String, String), (String, usize)> {
     let mut routes = HashMap::new();
     for (index, change) in changes.iter().enumerate() {
-        let object = &change.object;
-        if object["kind"] != "CustomResourceDefinition"
-            || !object["apiVersion"]
-                .as_str()
-                .is_some_and(|v| v.starts_with("apiextensions.k8s.io/"))
-        {
+        if !is_definition(change) {
             continue;
         }
+        let object = &change.object;
         let definition = key(object);
         for kind in crate::restore::crd_kinds(object) {
             routes
@@ -1179,6 +1431,38 @@ async fn wait_for_dependencies(
     }
 }
 
+/// Creates `body` (object `name`); if an object of its name exists, that
+/// one, unless it is still being deleted (a definition or namespace whose
+/// deletion waits on finalizers, as one deleted just before in the
+/// recording may be on a real server): then it is waited for (up to 30 s)
+/// and `body` created once it is gone.
+async fn create_after_predecessor(
+    target: &Target,
+    resource: &Resource,
+    namespace: Option<&str>,
+    name: &str,
+    body: &Value,
+) -> Result<Value, kube::Error> {
+    let mut attempts = 0;
+    loop {
+        match target.create(resource, body).await {
+            Err(e) if Error::is_already_exists(&e) => {
+                let existing = target.get(resource, namespace, name).await?;
+                if existing["metadata"]["deletionTimestamp"].is_null() {
+                    return Ok(existing);
+                }
+                if attempts >= 150 {
+                    tracing::warn!(kind = %resource.group_kind(), name, "still being deleted after 30 s: taken as it is");
+                    return Ok(existing);
+                }
+                attempts += 1;
+                tokio::time::sleep(Duration::from_millis(200)).await; // wall-clock: polls a remote server
+            }
+            result => return result,
+        }
+    }
+}
+
 /// Applies one change.
 async fn apply_change(
     target: &Target,
@@ -1196,13 +1480,23 @@ async fn apply_change(
         .filter(|_| resource.namespaced);
     let id = key(object);
     let fail = |e: kube::Error| {
-        Error::Restore(format!(
+        // Nothing served at the path (no object named), or a definition
+        // being deleted: the kind is not served (yet).
+        let not_served = matches!(&e, kube::Error::Api(status)
+            if (status.code == 404 && status.details.as_ref().is_none_or(|d| d.name.is_empty()))
+                || status.code == 405);
+        let message = format!(
             "{} {} {}{name}: {}",
             change.kind,
             resource.group_kind(),
             namespace.map(|n| format!("{n}/")).unwrap_or_default(),
             Error::from_kube(e)
-        ))
+        );
+        if not_served {
+            Error::NotServed(message)
+        } else {
+            Error::Restore(message)
+        }
     };
     if change.kind == "DELETED" {
         last.remove(&id);
@@ -1213,14 +1507,9 @@ async fn apply_change(
     let previous = last.get(&id).cloned();
     match previous {
         None => {
-            let result = target.create(resource, &body).await;
-            let stored = match result {
-                Ok(stored) => stored,
-                Err(e) if Error::is_already_exists(&e) => {
-                    target.get(resource, namespace, name).await.map_err(fail)?
-                }
-                Err(e) => return Err(fail(e)),
-            };
+            let stored = create_after_predecessor(target, resource, namespace, name, &body)
+                .await
+                .map_err(fail)?;
             let skip_status = matches!(
                 (resource.group.as_str(), resource.kind.as_str()),
                 ("", "Namespace" | "Node") | ("apiextensions.k8s.io", "CustomResourceDefinition")
@@ -1330,6 +1619,117 @@ mod tests {
         assert!(!resource.has_status);
     }
     use crate::api::Resources;
+
+    fn object(name: &str, uid: &str, version: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "a", "uid": uid, "resourceVersion": version}})
+    }
+
+    fn changes(found: &[(&'static str, Value)]) -> Vec<(String, String)> {
+        found
+            .iter()
+            .map(|(change, object)| {
+                let name = object["metadata"]["name"].as_str().unwrap_or_default();
+                ((*change).to_string(), name.to_string())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_list_after_an_expired_watch_tells_what_changed_meanwhile() {
+        let resources = Resources::for_tests(&[("", "v1", "ConfigMap", "configmaps", true)]);
+        let mut known = Known::new(&resources.preferred[0]);
+        known.note_all(&[
+            object("kept", "u1", "1"),
+            object("changed", "u2", "2"),
+            object("gone", "u3", "3"),
+            object("again", "u4", "4"),
+        ]);
+        known.note("ADDED", &object("seen", "u5", "5"));
+        known.note("DELETED", &object("seen", "u5", "6"));
+        let found = known.relist(vec![
+            object("kept", "u1", "1"),
+            object("changed", "u2", "7"),
+            object("again", "u8", "8"),
+            object("new", "u9", "9"),
+        ]);
+        let as_pairs = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(c, n)| ((*c).to_string(), (*n).to_string()))
+                .collect()
+        };
+        assert_eq!(
+            changes(&found),
+            as_pairs(&[
+                ("DELETED", "again"),
+                ("DELETED", "gone"),
+                ("MODIFIED", "changed"),
+                ("ADDED", "again"),
+                ("ADDED", "new"),
+            ])
+        );
+        // A deletion not seen carries the object's identity as last seen.
+        assert_eq!(
+            found[1].1,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "gone", "namespace": "a", "uid": "u3", "resourceVersion": "3"}})
+        );
+        assert!(
+            known
+                .relist(vec![
+                    object("kept", "u1", "1"),
+                    object("changed", "u2", "7"),
+                    object("again", "u8", "8"),
+                    object("new", "u9", "9"),
+                ])
+                .is_empty()
+        );
+        let closed = known.close();
+        assert_eq!(closed.len(), 4);
+        assert!(known.closed && known.objects.is_empty());
+    }
+
+    #[test]
+    fn the_initial_state_replays_definitions_first() {
+        let change = |t: i64, kind: &str, api_version: &str, object_kind: &str| Change {
+            t,
+            kind: kind.into(),
+            object: json!({"apiVersion": api_version, "kind": object_kind, "metadata": {"name": "x"}}),
+        };
+        let mut changes = vec![
+            change(0, "ADDED", "example.com/v1", "Widget"),
+            change(0, "ADDED", "v1", "ConfigMap"),
+            change(
+                0,
+                "ADDED",
+                "apiextensions.k8s.io/v1",
+                "CustomResourceDefinition",
+            ),
+            change(5, "ADDED", "example.com/v1", "Widget"),
+            change(
+                6,
+                "ADDED",
+                "apiextensions.k8s.io/v1",
+                "CustomResourceDefinition",
+            ),
+        ];
+        definitions_first(&mut changes);
+        let kinds: Vec<(i64, &str)> = changes
+            .iter()
+            .map(|c| (c.t, c.object["kind"].as_str().unwrap_or_default()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                (0, "CustomResourceDefinition"),
+                (0, "Widget"),
+                (0, "ConfigMap"),
+                (5, "Widget"),
+                (6, "CustomResourceDefinition"),
+            ]
+        );
+    }
 
     #[test]
     fn a_recording_reads_back_up_to_its_last_complete_line() {

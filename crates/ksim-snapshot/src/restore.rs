@@ -781,7 +781,7 @@ async fn settle_existing(
         let mut body = object.object.clone();
         body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"].clone();
         match target
-            .replace(&item.resource, namespace, &item.name, &body)
+            .replace(&item.resource, namespace, &item.name, None, &body)
             .await
         {
             Ok(()) => {
@@ -964,13 +964,10 @@ async fn replace_current(
         let mut body = object.clone();
         body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
         body["metadata"]["uid"] = current["metadata"]["uid"].clone();
-        let result = if status {
-            target
-                .replace_status(resource, namespace, name, &body)
-                .await
-        } else {
-            target.replace(resource, namespace, name, &body).await
-        };
+        let subresource = status.then_some("status");
+        let result = target
+            .replace(resource, namespace, name, subresource, &body)
+            .await;
         match result {
             Err(kube::Error::Api(status)) if status.code == 409 && attempt < 5 => attempt += 1,
             result => return result,
@@ -1576,7 +1573,10 @@ async fn point_owner_references(
         // List items may come without their kind.
         object["apiVersion"] = json!(resource.api_version);
         object["kind"] = json!(resource.kind);
-        match target.replace(resource, namespace, name, &object).await {
+        match target
+            .replace(resource, namespace, name, None, &object)
+            .await
+        {
             Ok(()) => return Ok(true),
             Err(kube::Error::Api(status)) if status.code == 409 && attempt < 5 => {
                 attempt += 1;

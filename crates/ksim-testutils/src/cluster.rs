@@ -483,6 +483,13 @@ impl TestCluster {
         });
         applied
     }
+
+    /// Applies the Widget CRD ([`crate::fixtures::widget_crd`]) as
+    /// [`TestCluster::apply_crd`] does.
+    pub fn apply_widget_crd(&self) -> KubectlOutput {
+        let manifest = self.write_file("widgets-crd.json", &crate::fixtures::widget_crd_manifest());
+        self.apply_crd(&manifest, crate::fixtures::WIDGET_CRD_NAME)
+    }
 }
 
 impl Drop for TestCluster {
