@@ -100,7 +100,7 @@ impl<'de> DeserializeSeed<'de> for Project<'_> {
 }
 
 /// A map key, borrowed from the text when it can be.
-struct Key<'de>(Cow<'de, str>);
+pub(super) struct Key<'de>(pub(super) Cow<'de, str>);
 
 impl<'de> serde::Deserialize<'de> for Key<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

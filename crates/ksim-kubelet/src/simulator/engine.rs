@@ -34,8 +34,8 @@ use super::rng::ClockRng;
 use crate::error::KubeletError;
 use crate::pod::PodIpAllocator;
 use crate::stage::{
-    CompiledStage, NextAction, ObjectSnapshot, PatchType, ReadFields, Stage, compile_stages,
-    next_action, select_stage,
+    CompiledStage, NextAction, ObjectSnapshot, PatchType, ReadFields, Stage, choose_stage,
+    compile_stages, matching_stages, next_action,
 };
 use crate::template::{Renderer, TemplateEnv, format_time};
 
@@ -601,13 +601,21 @@ impl Engine {
             return;
         }
         let snapshot = ObjectSnapshot::new(object);
+        // Most objects match no stage (a restored cluster's Running pods):
+        // the seeded source is keyed only for those that do (it draws the
+        // same either way).
+        let matching = matching_stages(set.of(kind), &snapshot);
+        if matching.is_empty() {
+            cancel();
+            return;
+        }
         let random = self
             .options
             .clock
             .random()
             .keyed(&format!("stage:{kind:?}/{key}"));
         let mut rng = ClockRng(&random);
-        let Some(stage) = select_stage(set.of(kind), &snapshot, &mut rng) else {
+        let Some(stage) = choose_stage(&matching, &snapshot, &mut rng) else {
             cancel();
             return;
         };

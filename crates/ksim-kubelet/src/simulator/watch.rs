@@ -16,6 +16,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::api::SimulatedKind;
+use super::cached::Key;
 use super::engine::Engine;
 use crate::error::KubeletError;
 use crate::stage::Stage;
@@ -47,24 +48,47 @@ struct IdentityMeta {
     uid: Option<String>,
 }
 
-/// An object's identity; the rest of it is skipped unread.
-#[derive(Default, Deserialize)]
-struct Identity {
-    #[serde(default)]
-    metadata: IdentityMeta,
+/// Reads an object's `metadata` and stops there: the text was parsed once
+/// already (it is valid JSON), and what follows `metadata` (a pod's spec and
+/// status) need not be scanned again.
+struct IdentityVisitor<'a>(&'a mut Option<IdentityMeta>);
+
+/// The error that stops [`IdentityVisitor`] once it has the identity.
+const IDENTITY_READ: &str = "identity read";
+
+impl<'de> serde::de::Visitor<'de> for IdentityVisitor<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a Kubernetes object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+            if key == "metadata" {
+                *self.0 = Some(map.next_value()?);
+                return Err(serde::de::Error::custom(IDENTITY_READ));
+            }
+            map.next_value::<serde::de::IgnoredAny>()?;
+        }
+        Ok(())
+    }
 }
 
 impl RawObject {
     /// Wraps an object's JSON text.
     pub fn new(raw: Box<RawValue>) -> Self {
         // Anything but an object (with an object as metadata) has no identity.
-        let identity: Identity = serde_json::from_str(raw.get()).unwrap_or_default();
+        let mut identity = None;
+        let mut deserializer = serde_json::Deserializer::from_str(raw.get());
+        let _stopped =
+            serde::Deserializer::deserialize_map(&mut deserializer, IdentityVisitor(&mut identity));
         let IdentityMeta {
             name,
             namespace,
             resource_version,
             uid,
-        } = identity.metadata;
+        } = identity.unwrap_or_default();
         let metadata = Box::new(ObjectMeta {
             name,
             namespace,
