@@ -505,3 +505,54 @@ async fn stage_records_its_event_and_adds_finalizers() {
     assert_eq!(event.type_.as_deref(), Some("Normal"));
     assert_eq!(event.involved_object.kind.as_deref(), Some("Pod"));
 }
+
+/// Stages created after pods were cached read fields the simulator did not
+/// keep of them until then (its cache holds only the fields it and the
+/// Stages read): a plain path into the spec, and a jq expression that is not
+/// a plain path (it may read anything).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_stage_reading_other_fields_selects_pods_cached_before_it() {
+    let marker_runs = marker_runs();
+    let cluster = start(Some(vec![default_stage("node-initialize"), &marker_runs])).await;
+    create_node(&cluster, "node-f", "10.0.13.0/24", "10.128.0.23").await;
+    let pods = Api::<Pod>::namespaced(cluster.client.clone(), "default");
+    let mut picky = pod("picky", "node-f", &[]);
+    let spec = picky.spec.as_mut().expect("a spec");
+    spec.scheduler_name = Some("picky-scheduler".to_string());
+    let second = spec.containers[0].clone();
+    spec.containers.push(k8s_openapi::api::core::v1::Container {
+        name: "second".to_string(),
+        ..second
+    });
+    pods.create(&PostParams::default(), &picky)
+        .await
+        .expect("pod created");
+    let marker = builders::pod("marker")
+        .image("nginx")
+        .node("node-f")
+        .label("marker", "yes");
+    pods.create(&PostParams::default(), &marker.obj())
+        .await
+        .expect("pod created");
+    running_pod(&pods, "marker").await;
+    let pending = pods.get("picky").await.expect("pod exists");
+    assert_eq!(phase(&pending), Some("Pending"), "no stage for it yet");
+    let mut stage = serde_json::to_value(parse_stage(default_stage("pod-ready")).expect("parses"))
+        .expect("a stage as JSON");
+    stage["metadata"]["name"] = json!("pod-picky-ready");
+    let expressions = stage["spec"]["selector"]["matchExpressions"]
+        .as_array_mut()
+        .expect("pod-ready has match expressions");
+    expressions.push(json!({"key": ".spec.schedulerName", "operator": "In",
+        "values": ["picky-scheduler"]}));
+    expressions.push(json!({"key": ".spec.containers | length", "operator": "In",
+        "values": ["2"]}));
+    let stage = parse_stage(&stage.to_string()).expect("parses");
+    assert!(
+        create_stage(&cluster.client, &stage)
+            .await
+            .expect("created")
+    );
+    let running = running_pod(&pods, "picky").await;
+    assert!(running.status.and_then(|s| s.pod_ip).is_some());
+}

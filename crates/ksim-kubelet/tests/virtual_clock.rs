@@ -383,3 +383,78 @@ async fn a_seeded_cluster_repeats_its_jitter() {
         "another seed, other delays"
     );
 }
+
+/// A cluster restored from a snapshot of a running one: its node is Ready
+/// already and its pod Running with an IP. Once the simulator has started
+/// and settled (the node holds its lease, a new pod on it runs), neither was
+/// written: the node is not initialized again, the pod not started again.
+#[tokio::test(flavor = "current_thread")]
+async fn a_restored_ready_node_and_running_pod_are_not_written_again() {
+    let mut cluster = InProcessCluster::virtual_with(Random::seeded(7));
+    let client = cluster.client.clone();
+    ensure_stage_crd(&client).await.expect("CRD installed");
+    for (_, text) in StageSet::Default.files() {
+        let stage = parse_stage(text).expect("stage parses");
+        assert!(create_stage(&client, &stage).await.expect("stage created"));
+    }
+    let nodes = Api::<Node>::all(client.clone());
+    let pods = Api::<Pod>::namespaced(client.clone(), "default");
+    create_node(&client, "restored").await;
+    let since = start_time().to_rfc3339();
+    let conditions: Vec<_> = ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"]
+        .iter()
+        .map(|kind| {
+            json!({"type": kind, "status": if *kind == "Ready" { "True" } else { "False" },
+                "lastHeartbeatTime": since, "lastTransitionTime": since})
+        })
+        .collect();
+    let node = nodes
+        .patch_status(
+            "restored",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"status": {"phase": "Running", "conditions": conditions,
+                "addresses": [{"type": "InternalIP", "address": "10.128.0.9"}]}}),
+            ),
+        )
+        .await
+        .expect("node status written");
+    create_pod(&client, "running", "restored").await;
+    let pod = pods
+        .patch_status(
+            "running",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Running", "podIP": "10.0.1.7",
+                "podIPs": [{"ip": "10.0.1.7"}], "startTime": since,
+                "conditions": [{"type": "Ready", "status": "True"}]}})),
+        )
+        .await
+        .expect("pod status written");
+    let simulator = KubeletSimulator::new(
+        client.clone(),
+        KubeletOptions {
+            clock: cluster.clock.clone(),
+            ..Default::default()
+        },
+    );
+    cluster.spawn(async move {
+        if let Err(error) = simulator.run().await {
+            panic!("simulator failed: {error}");
+        }
+    });
+    create_pod(&client, "new", "restored").await;
+    cluster.settle().await;
+    // The simulator has seen the node and the pods, and done what was due.
+    renew_time(&client, "restored").await;
+    assert_eq!(phase(&client, "new").await.as_deref(), Some("Running"));
+    let after = nodes.get("restored").await.expect("node exists");
+    assert_eq!(
+        after.metadata.resource_version, node.metadata.resource_version,
+        "the Ready node is not initialized again"
+    );
+    let after = pods.get("running").await.expect("pod exists");
+    assert_eq!(
+        after.metadata.resource_version, pod.metadata.resource_version,
+        "the Running pod is not started again"
+    );
+}

@@ -144,11 +144,12 @@ pub async fn delete_now(
     client.request::<Value>(request).await.map(|_| ())
 }
 
-/// Creates `body` by POST to `path`.
-pub async fn create(client: &kube::Client, path: &str, body: &Value) -> Result<Value, kube::Error> {
+/// Creates `body` by POST to `path`; the server's answer (the created object)
+/// is discarded unread.
+pub async fn create(client: &kube::Client, path: &str, body: &Value) -> Result<(), kube::Error> {
     let request = build("POST", path, "application/json", body_bytes(body), None)
         .map_err(|e| kube::Error::Service(Box::new(e)))?;
-    client.request::<Value>(request).await
+    client.request_text(request).await.map(drop)
 }
 
 /// Reads the object at `path`.

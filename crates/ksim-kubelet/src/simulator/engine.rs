@@ -22,18 +22,20 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use ksim_runtime::{Clock, WorkQueue};
 
 use super::api::{self, SimulatedKind};
+use super::cached::CachedObject;
 use super::env::{Network, NodeFacts, RenderEnv};
 use super::options::KubeletOptions;
 use super::rng::ClockRng;
 use crate::error::KubeletError;
 use crate::pod::PodIpAllocator;
 use crate::stage::{
-    CompiledStage, NextAction, ObjectSnapshot, PatchType, Stage, compile_stages, next_action,
-    select_stage,
+    CompiledStage, NextAction, ObjectSnapshot, PatchType, ReadFields, Stage, choose_stage,
+    compile_stages, matching_stages, next_action,
 };
 use crate::template::{Renderer, TemplateEnv, format_time};
 
@@ -91,7 +93,7 @@ struct Pending {
 #[derive(Debug)]
 pub struct Tracker {
     kind: SimulatedKind,
-    objects: Mutex<HashMap<String, Arc<Value>>>,
+    objects: Mutex<HashMap<String, Arc<CachedObject>>>,
     pending: Mutex<HashMap<String, Pending>>,
     /// Keys due for their stage.
     pub queue: WorkQueue<String>,
@@ -113,7 +115,7 @@ impl Tracker {
     }
 
     /// The cached object of `key`.
-    pub fn get(&self, key: &str) -> Option<Arc<Value>> {
+    pub fn get(&self, key: &str) -> Option<Arc<CachedObject>> {
         lock(&self.objects).get(key).cloned()
     }
 
@@ -134,11 +136,20 @@ impl Tracker {
         self.len() == 0
     }
 
-    fn insert(&self, key: String, object: Arc<Value>) -> Option<Arc<Value>> {
+    fn insert(&self, key: String, object: Arc<CachedObject>) -> Option<Arc<CachedObject>> {
         lock(&self.objects).insert(key, object)
     }
 
-    fn remove(&self, key: &str) -> Option<Arc<Value>> {
+    /// Replaces the cached object of `key` by `new` if it is still `old`.
+    fn replace(&self, key: &str, old: &Arc<CachedObject>, new: Arc<CachedObject>) {
+        if let Some(cached) = lock(&self.objects).get_mut(key)
+            && Arc::ptr_eq(cached, old)
+        {
+            *cached = new;
+        }
+    }
+
+    fn remove(&self, key: &str) -> Option<Arc<CachedObject>> {
         lock(&self.pending).remove(key);
         self.queue.forget(&key.to_owned());
         lock(&self.objects).remove(key)
@@ -146,20 +157,72 @@ impl Tracker {
 }
 
 /// The compiled Stages, split by kind, with a generation that changes on every update.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct CompiledSet {
     generation: u64,
     nodes: Vec<CompiledStage>,
     pods: Vec<CompiledStage>,
+    /// The fields of Nodes and Pods (in this order) that the simulator and
+    /// these stages read, with a version that changes when they do.
+    fields: [(ReadFields, u64); 2],
 }
 
 impl CompiledSet {
+    /// No stages: the fields the simulator itself reads.
+    fn empty() -> Self {
+        Self {
+            generation: 0,
+            nodes: Vec::new(),
+            pods: Vec::new(),
+            fields: [
+                (simulator_fields(SimulatedKind::Node), 0),
+                (simulator_fields(SimulatedKind::Pod), 0),
+            ],
+        }
+    }
+
     fn of(&self, kind: SimulatedKind) -> &[CompiledStage] {
         match kind {
             SimulatedKind::Node => &self.nodes,
             SimulatedKind::Pod => &self.pods,
         }
     }
+
+    fn fields(&self, kind: SimulatedKind) -> &(ReadFields, u64) {
+        match kind {
+            SimulatedKind::Node => &self.fields[0],
+            SimulatedKind::Pod => &self.fields[1],
+        }
+    }
+}
+
+/// The fields of a Node or Pod the simulator reads itself (its name, node,
+/// IPs, CIDRs, the kubelet annotation, the node selection's labels and
+/// annotations).
+fn simulator_fields(kind: SimulatedKind) -> ReadFields {
+    let mut fields = ReadFields::none();
+    for field in ["name", "namespace", "uid", "resourceVersion"] {
+        fields.add(&["metadata", field]);
+    }
+    let more: &[&[&str]] = match kind {
+        SimulatedKind::Node => &[
+            &["metadata", "labels"],
+            &["metadata", "annotations"],
+            &["spec", "podCIDR"],
+            &["spec", "podCIDRs"],
+            &["status", "addresses"],
+        ],
+        SimulatedKind::Pod => &[
+            &["spec", "nodeName"],
+            &["spec", "hostNetwork"],
+            &["status", "podIP"],
+            &["status", "podIPs"],
+        ],
+    };
+    for path in more {
+        fields.add(path);
+    }
+    fields
 }
 
 /// The simulator's shared state.
@@ -217,7 +280,7 @@ impl Engine {
             options,
             renderer: Renderer::new(),
             start_time,
-            stages: RwLock::new(Arc::new(CompiledSet::default())),
+            stages: RwLock::new(Arc::new(CompiledSet::empty())),
             nodes: Tracker::new(SimulatedKind::Node, clock.clone()),
             pods: Tracker::new(SimulatedKind::Pod, clock.clone()),
             network,
@@ -272,9 +335,10 @@ impl Engine {
         for error in errors {
             tracing::warn!(%error, "stage ignored");
         }
+        let previous = self.compiled();
         let mut set = CompiledSet {
-            generation: self.compiled().generation + 1,
-            ..Default::default()
+            generation: previous.generation + 1,
+            ..CompiledSet::empty()
         };
         for stage in compiled {
             if stage.applies_to("", "Node") {
@@ -282,6 +346,22 @@ impl Engine {
             } else if stage.applies_to("", "Pod") {
                 set.pods.push(stage);
             }
+        }
+        for (index, kind) in [SimulatedKind::Node, SimulatedKind::Pod]
+            .into_iter()
+            .enumerate()
+        {
+            let mut fields = simulator_fields(kind);
+            for stage in set.of(kind) {
+                stage.read_fields(&mut fields);
+            }
+            let (before, version) = previous.fields(kind);
+            let version = if &fields == before {
+                *version
+            } else {
+                version + 1
+            };
+            set.fields[index] = (fields, version);
         }
         tracing::debug!(
             nodes = set.nodes.len(),
@@ -297,17 +377,41 @@ impl Engine {
         }
     }
 
+    /// A Node or Pod was added or changed: `raw` is its JSON text.
+    pub fn object_applied(&self, kind: SimulatedKind, raw: Box<RawValue>) {
+        let set = self.compiled();
+        let (fields, version) = set.fields(kind);
+        let object = Arc::new(CachedObject::new(raw, fields, *version));
+        drop(set);
+        match kind {
+            SimulatedKind::Node => self.node_cached(object),
+            SimulatedKind::Pod => self.pod_cached(object),
+        }
+    }
+
+    fn value_applied(&self, kind: SimulatedKind, object: &Value) {
+        match serde_json::value::to_raw_value(object) {
+            Ok(raw) => self.object_applied(kind, raw),
+            Err(error) => tracing::warn!(%error, "object not cached"),
+        }
+    }
+
     /// A Node was added or changed.
     pub fn node_applied(&self, node: Value) {
-        let name = object_key(SimulatedKind::Node, &node);
+        self.value_applied(SimulatedKind::Node, &node);
+    }
+
+    fn node_cached(&self, cached: Arc<CachedObject>) {
+        let node = cached.view();
+        let name = object_key(SimulatedKind::Node, node);
         if name.is_empty() {
             return;
         }
-        if !self.options.manage.selects(&node) {
+        if !self.options.manage.selects(node) {
             self.node_deleted(&name);
             return;
         }
-        let facts = NodeFacts::of(&node);
+        let facts = NodeFacts::of(node);
         let stopped = facts.stopped;
         let was_stopped = self
             .network
@@ -316,7 +420,7 @@ impl Engine {
             .unwrap_or_else(|e| e.into_inner())
             .insert(name.clone(), facts)
             .map(|previous| previous.stopped);
-        self.nodes.insert(name.clone(), Arc::new(node));
+        self.nodes.insert(name.clone(), cached);
         if was_stopped != Some(stopped) {
             match (was_stopped, stopped) {
                 (_, true) => {
@@ -339,7 +443,7 @@ impl Engine {
                 // Pods seen before their node: their IPs are taken from now on.
                 for pod in &waiting {
                     if let Some(pod) = self.pods.get(pod) {
-                        self.mark_pod_ips(&pod, &name);
+                        self.mark_pod_ips(pod.view(), &name);
                     }
                 }
             }
@@ -364,17 +468,22 @@ impl Engine {
 
     /// A Pod was added or changed.
     pub fn pod_applied(&self, pod: Value) {
-        let key = object_key(SimulatedKind::Pod, &pod);
-        let node = str_at(&pod, "/spec/nodeName").to_owned();
+        self.value_applied(SimulatedKind::Pod, &pod);
+    }
+
+    fn pod_cached(&self, cached: Arc<CachedObject>) {
+        let pod = cached.view();
+        let key = object_key(SimulatedKind::Pod, pod);
+        let node = str_at(pod, "/spec/nodeName").to_owned();
         if node.is_empty() {
             self.pods.remove(&key);
             return;
         }
-        self.mark_pod_ips(&pod, &node);
-        let previous = self.pods.insert(key.clone(), Arc::new(pod));
+        self.mark_pod_ips(pod, &node);
+        let previous = self.pods.insert(key.clone(), cached);
         let mut index = lock(&self.pods_by_node);
         if let Some(previous) = previous {
-            let old = str_at(&previous, "/spec/nodeName");
+            let old = str_at(previous.view(), "/spec/nodeName");
             if old != node
                 && let Some(set) = index.get_mut(old)
             {
@@ -423,7 +532,8 @@ impl Engine {
     /// A Pod is gone: forget it and give its IPs back.
     pub fn pod_deleted(&self, key: &str) {
         if let Some(pod) = self.pods.remove(key) {
-            let node = str_at(&pod, "/spec/nodeName");
+            let pod = pod.view();
+            let node = str_at(pod, "/spec/nodeName");
             let mut index = lock(&self.pods_by_node);
             if let Some(set) = index.get_mut(node) {
                 set.remove(key);
@@ -432,7 +542,7 @@ impl Engine {
                 }
             }
             drop(index);
-            lock(&self.network.ips).release(str_at(&pod, "/metadata/uid"));
+            lock(&self.network.ips).release(str_at(pod, "/metadata/uid"));
         }
     }
 
@@ -461,19 +571,27 @@ impl Engine {
     /// keeps an earlier decision about the same object version and stages.
     pub fn evaluate(&self, kind: SimulatedKind, key: &str) {
         let tracker = self.tracker(kind);
-        let Some(object) = tracker.get(key) else {
+        let Some(mut cached) = tracker.get(key) else {
             return;
         };
         let cancel = || {
             lock(&tracker.pending).remove(key);
             tracker.queue.forget(&key.to_owned());
         };
-        if !self.acts_on(kind, &object) {
+        if !self.acts_on(kind, cached.view()) {
             cancel();
             return;
         }
         let set = self.compiled();
-        let resource_version = str_at(&object, "/metadata/resourceVersion");
+        // An object cached before the stages read other fields is viewed afresh.
+        let (fields, version) = set.fields(kind);
+        if cached.fields_version() != *version {
+            let fresh = Arc::new(cached.with_fields(fields, *version));
+            tracker.replace(key, &cached, fresh.clone());
+            cached = fresh;
+        }
+        let object = cached.view();
+        let resource_version = str_at(object, "/metadata/resourceVersion");
         // The same version under the same stages keeps its decision, and draws
         // nothing: how often an object is looked at again (a watch event, its
         // node changing) must not move the seeded draws of later decisions.
@@ -482,14 +600,22 @@ impl Engine {
         }) {
             return;
         }
-        let snapshot = ObjectSnapshot::new(&object);
+        let snapshot = ObjectSnapshot::new(object);
+        // Most objects match no stage (a restored cluster's Running pods):
+        // the seeded source is keyed only for those that do (it draws the
+        // same either way).
+        let matching = matching_stages(set.of(kind), &snapshot);
+        if matching.is_empty() {
+            cancel();
+            return;
+        }
         let random = self
             .options
             .clock
             .random()
             .keyed(&format!("stage:{kind:?}/{key}"));
         let mut rng = ClockRng(&random);
-        let Some(stage) = select_stage(set.of(kind), &snapshot, &mut rng) else {
+        let Some(stage) = choose_stage(&matching, &snapshot, &mut rng) else {
             cancel();
             return;
         };
@@ -524,30 +650,29 @@ impl Engine {
     async fn process(&self, kind: SimulatedKind, key: &str) {
         let tracker = self.tracker(kind);
         let pending = lock(&tracker.pending).remove(key);
-        let Some(object) = tracker.get(key) else {
+        let Some(cached) = tracker.get(key) else {
             return;
         };
-        if !self.acts_on(kind, &object) {
+        if !self.acts_on(kind, cached.view()) {
             return;
         }
         let set = self.compiled();
         let stage = pending
             .filter(|p| {
                 p.generation == set.generation
-                    && p.resource_version == str_at(&object, "/metadata/resourceVersion")
+                    && p.resource_version == str_at(cached.view(), "/metadata/resourceVersion")
             })
             .and_then(|p| set.of(kind).iter().find(|s| s.name() == p.stage));
         let Some(stage) = stage else {
             self.evaluate(kind, key);
             return;
         };
+        // Rendering reads the whole object.
+        let object = cached.full();
         match self.apply(kind, key, &object, stage).await {
             Ok(Some(updated)) if stage.immediate_next_stage() => {
                 if newer(&updated, &object) {
-                    match kind {
-                        SimulatedKind::Node => self.node_applied(updated),
-                        SimulatedKind::Pod => self.pod_applied(updated),
-                    }
+                    self.value_applied(kind, &updated);
                 }
             }
             Ok(_) => {}

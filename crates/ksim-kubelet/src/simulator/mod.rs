@@ -19,6 +19,7 @@
 //! is done.
 
 mod api;
+mod cached;
 mod crd;
 mod engine;
 mod env;
@@ -30,6 +31,7 @@ mod watch;
 use std::sync::Arc;
 
 pub use api::{SimulatedKind, event_for, object_path};
+pub use cached::CachedObject;
 pub use crd::{
     STAGE_CRD_NAME, STAGES_PATH, create_stage, ensure_default_stages, ensure_stage_crd, stage_crd,
     with_last_applied,

@@ -13,10 +13,11 @@ use kube::api::{Api, ApiResource, GroupVersionKind};
 use kube::core::{DynamicResourceScope, ObjectMeta};
 use kube::runtime::watcher;
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::api::SimulatedKind;
-use super::engine::{Engine, object_key};
+use super::cached::Key;
+use super::engine::Engine;
 use crate::error::KubeletError;
 use crate::stage::Stage;
 
@@ -24,117 +25,84 @@ fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
 }
 
-/// A watched object kept as the JSON tree the engine works on, decoded once
-/// straight from the event (no typed round trip); `metadata` holds just what the
-/// watcher and the informer read (name, namespace, resourceVersion, uid),
-/// boxed: an unpaged list of 100,000 pods is one `Vec` of these, grown (and
-/// so copied) as it is decoded, and an `ObjectMeta` is some 400 bytes.
+/// A watched object kept as the JSON text the server sent (the engine
+/// caches it with a view of the fields it reads, see [`super::cached`]);
+/// `metadata` holds just what the watcher and the informer read (name,
+/// namespace, resourceVersion, uid), boxed: an unpaged list of 100,000 pods
+/// is one `Vec` of these, grown (and so copied) as it is decoded, and an
+/// `ObjectMeta` is some 400 bytes.
 #[derive(Clone, Debug)]
 pub struct RawObject {
     metadata: Box<ObjectMeta>,
-    /// The whole object.
-    pub value: Value,
+    /// The whole object's JSON text.
+    pub raw: Box<RawValue>,
 }
 
-impl RawObject {
-    /// Wraps a JSON object.
-    pub fn new(value: Value) -> Self {
-        let text = |field: &str| {
-            value
-                .get("metadata")
-                .and_then(|m| m.get(field))
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        };
-        let metadata = Box::new(ObjectMeta {
-            name: text("name"),
-            namespace: text("namespace"),
-            resource_version: text("resourceVersion"),
-            uid: text("uid"),
-            ..ObjectMeta::default()
-        });
-        Self { metadata, value }
-    }
+/// The identity fields of an object's `metadata`.
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct IdentityMeta {
+    name: Option<String>,
+    namespace: Option<String>,
+    resource_version: Option<String>,
+    uid: Option<String>,
 }
 
-impl<'de> Deserialize<'de> for RawObject {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer
-            .deserialize_any(ObjectVisitor { depth: 0 })
-            .map(Self::new)
-    }
-}
+/// Reads an object's `metadata` and stops there: the text was parsed once
+/// already (it is valid JSON), and what follows `metadata` (a pod's spec and
+/// status) need not be scanned again.
+struct IdentityVisitor<'a>(&'a mut Option<IdentityMeta>);
 
-/// Decodes an object as JSON but skips `metadata.managedFields` without building it:
-/// no stage reads it, and it is the largest part of a watched Pod or Node (kept, it
-/// would be decoded, cached and converted for every template).
-struct ObjectVisitor {
-    /// 0 at the object, 1 inside its `metadata`.
-    depth: u8,
-}
+/// The error that stops [`IdentityVisitor`] once it has the identity.
+const IDENTITY_READ: &str = "identity read";
 
-impl<'de> serde::de::Visitor<'de> for ObjectVisitor {
-    type Value = Value;
+impl<'de> serde::de::Visitor<'de> for IdentityVisitor<'_> {
+    type Value = ();
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("a Kubernetes object")
     }
 
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut object = serde_json::Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            let value = match (self.depth, key.as_str()) {
-                (0, "metadata") => map.next_value_seed(MetadataSeed)?,
-                (1, "managedFields") => {
-                    map.next_value::<serde::de::IgnoredAny>()?;
-                    continue;
-                }
-                _ => map.next_value::<Value>()?,
-            };
-            object.insert(key, value);
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+            if key == "metadata" {
+                *self.0 = Some(map.next_value()?);
+                return Err(serde::de::Error::custom(IDENTITY_READ));
+            }
+            map.next_value::<serde::de::IgnoredAny>()?;
         }
-        Ok(Value::Object(object))
-    }
-
-    // Anything but an object is kept as it is (the watcher reports what it cannot use).
-    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_owned()))
-    }
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_none<E: serde::de::Error>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element::<Value>()? {
-            items.push(item);
-        }
-        Ok(Value::Array(items))
+        Ok(())
     }
 }
 
-/// The `metadata` of an object, without `managedFields`.
-struct MetadataSeed;
+impl RawObject {
+    /// Wraps an object's JSON text.
+    pub fn new(raw: Box<RawValue>) -> Self {
+        // Anything but an object (with an object as metadata) has no identity.
+        let mut identity = None;
+        let mut deserializer = serde_json::Deserializer::from_str(raw.get());
+        let _stopped =
+            serde::Deserializer::deserialize_map(&mut deserializer, IdentityVisitor(&mut identity));
+        let IdentityMeta {
+            name,
+            namespace,
+            resource_version,
+            uid,
+        } = identity.unwrap_or_default();
+        let metadata = Box::new(ObjectMeta {
+            name,
+            namespace,
+            resource_version,
+            uid,
+            ..ObjectMeta::default()
+        });
+        Self { metadata, raw }
+    }
+}
 
-impl<'de> serde::de::DeserializeSeed<'de> for MetadataSeed {
-    type Value = Value;
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_any(ObjectVisitor { depth: 1 })
+impl<'de> Deserialize<'de> for RawObject {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Box::<RawValue>::deserialize(deserializer).map(Self::new)
     }
 }
 
@@ -193,12 +161,11 @@ pub async fn watch_objects(engine: Arc<Engine>, kind: SimulatedKind) -> Result<(
     let mut stream = std::pin::pin!(changes(api, config, &engine.options.clock));
     while let Some(change) = stream.next().await {
         match change {
-            Change::Listed(object) | Change::Applied(object) => match kind {
-                SimulatedKind::Node => engine.node_applied(object.value),
-                SimulatedKind::Pod => engine.pod_applied(object.value),
-            },
+            Change::Listed(object) | Change::Applied(object) => {
+                engine.object_applied(kind, object.raw);
+            }
             Change::Deleted(object) => {
-                let key = object_key(kind, &object.value);
+                let key = ksim_runtime::informer::object_key(&object);
                 match kind {
                     SimulatedKind::Node => engine.node_deleted(&key),
                     SimulatedKind::Pod => engine.pod_deleted(&key),
@@ -214,7 +181,7 @@ pub async fn watch_objects(engine: Arc<Engine>, kind: SimulatedKind) -> Result<(
 }
 
 fn decode_stage(object: &RawObject) -> Option<Stage> {
-    match Stage::deserialize(&object.value) {
+    match serde_json::from_str::<Stage>(object.raw.get()) {
         Ok(stage) => Some(stage),
         Err(error) => {
             tracing::warn!(
@@ -270,40 +237,21 @@ pub async fn watch_stages(engine: Arc<Engine>) -> Result<(), KubeletError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
-    fn raw_objects_keep_the_whole_object_and_its_identity() {
-        let value = json!({
-            "metadata": {"name": "p", "namespace": "ns", "resourceVersion": "7", "uid": "u"},
-            "status": {"phase": "Running"},
-        });
-        let object: RawObject = serde_json::from_value(value.clone()).expect("decodes");
-        assert_eq!(object.value, value);
+    fn raw_objects_keep_the_whole_text_and_their_identity() {
+        let text = r#"{"metadata": {"name": "p", "namespace": "ns", "resourceVersion": "7",
+            "uid": "u", "managedFields": [{"manager": "m"}]}, "status": {"phase": "Running"}}"#;
+        let object: RawObject = serde_json::from_str(text).expect("decodes");
+        assert_eq!(object.raw.get(), text);
         assert_eq!(object.meta().name.as_deref(), Some("p"));
         assert_eq!(object.meta().namespace.as_deref(), Some("ns"));
         assert_eq!(object.meta().resource_version.as_deref(), Some("7"));
         assert_eq!(object.meta().uid.as_deref(), Some("u"));
-        let bare: RawObject = serde_json::from_value(json!({})).expect("decodes");
+        let bare: RawObject = serde_json::from_str("{}").expect("decodes");
         assert!(bare.meta().name.is_none());
-    }
-
-    #[test]
-    fn raw_objects_leave_out_managed_fields_only() {
-        let text = r#"{"metadata": {"name": "p", "managedFields": [{"manager": "m",
-            "fieldsV1": {"f:status": {}}}], "labels": {"managedFields": "kept"}},
-            "spec": {"managedFields": [1]}, "status": {"phase": "Running"}}"#;
-        let object: RawObject = serde_json::from_str(text).expect("decodes");
-        assert_eq!(
-            object.value,
-            json!({
-                "metadata": {"name": "p", "labels": {"managedFields": "kept"}},
-                "spec": {"managedFields": [1]},
-                "status": {"phase": "Running"},
-            })
-        );
         let odd: RawObject = serde_json::from_str(r#"{"metadata": 3}"#).expect("decodes");
-        assert_eq!(odd.value, json!({"metadata": 3}));
+        assert!(odd.meta().name.is_none());
         assert!(serde_json::from_str::<RawObject>("[1, \"a\", null]").is_ok());
     }
 }

@@ -8,6 +8,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use rand::Rng;
 
 use super::duration::parse_go_duration;
+use super::fields::ReadFields;
 use super::jq::{JqInput, JqOutput, JqQuery};
 use super::types::{ExpressionFrom, MatchExpression, Stage};
 use crate::error::KubeletError;
@@ -251,6 +252,31 @@ impl CompiledStage {
     /// `immediateNextStage`.
     pub fn immediate_next_stage(&self) -> bool {
         self.stage.spec.immediate_next_stage.unwrap_or(false)
+    }
+
+    /// Adds to `fields` every field of an object that matching, weighing and
+    /// delaying it with this stage reads (rendering its next action reads the
+    /// whole object).
+    pub fn read_fields(&self, fields: &mut ReadFields) {
+        if !self.match_labels.is_empty() {
+            fields.add(&["metadata", "labels"]);
+        }
+        if !self.match_annotations.is_empty() {
+            fields.add(&["metadata", "annotations"]);
+        }
+        let queries = self
+            .requirements
+            .iter()
+            .map(|r| &r.query)
+            .chain(&self.weight_from)
+            .chain(self.duration.iter().filter_map(|d| d.query.as_ref()))
+            .chain(self.jitter.iter().filter_map(|d| d.query.as_ref()));
+        for query in queries {
+            match query.field_prefix() {
+                Some(path) => fields.add(&path),
+                None => fields.add::<&str>(&[]),
+            }
+        }
     }
 
     /// Whether the object matches the selector (a stage without selector matches nothing).

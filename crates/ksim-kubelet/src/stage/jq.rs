@@ -100,6 +100,13 @@ impl JqQuery {
         })
     }
 
+    /// The object fields every output of the query lies under, when the
+    /// query is a plain field path (the fast path's grammar); `None` when it
+    /// may read anything (an empty path is the whole object too).
+    pub fn field_prefix(&self) -> Option<Vec<&str>> {
+        self.fast.as_ref().map(FastPath::field_prefix)
+    }
+
     /// The expression as written.
     pub fn source(&self) -> &str {
         &self.source

@@ -2,6 +2,7 @@
 
 mod compiled;
 mod duration;
+mod fields;
 mod jq;
 mod next;
 mod path;
@@ -12,6 +13,7 @@ pub use compiled::{
     matching_stages, select_stage,
 };
 pub use duration::parse_go_duration;
+pub use fields::ReadFields;
 pub use jq::{JqInput, JqOutput, JqQuery};
 pub use next::{NextAction, PatchType, RenderedPatch, finalizers_patch, next_action};
 pub use types::*;

@@ -55,6 +55,19 @@ impl FastPath {
         Some(Self(steps))
     }
 
+    /// The object fields the expression starts by reading (`.status.conditions`
+    /// for `.status.conditions.[] | select( .type == "Ready" ) | .status`):
+    /// everything it reads lies under this path (an empty path: the whole object).
+    pub fn field_prefix(&self) -> Vec<&str> {
+        self.0
+            .iter()
+            .map_while(|step| match step {
+                Step::Field(name) => Some(name.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Runs the expression on `object`.
     pub fn run<'a>(&self, object: &'a Value) -> FastOutput<'a> {
         match run_steps(&self.0, vec![object]) {
@@ -175,5 +188,24 @@ mod tests {
         for source in rejected {
             assert_eq!(FastPath::parse(source), None, "{source}");
         }
+    }
+
+    #[test]
+    fn prefixes_are_the_leading_fields() {
+        let prefix = |source: &str| -> Vec<String> {
+            let path = FastPath::parse(source).expect("parses");
+            path.field_prefix().into_iter().map(str::to_owned).collect()
+        };
+        assert_eq!(prefix(".status.phase"), ["status", "phase"]);
+        assert_eq!(
+            prefix(r#".status.conditions.[] | select( .type == "Ready" ) | .status"#),
+            ["status", "conditions"]
+        );
+        assert_eq!(
+            prefix(r#".metadata.labels["a/b"]"#),
+            ["metadata", "labels", "a/b"]
+        );
+        assert!(prefix(".[] | .a").is_empty());
+        assert!(prefix(".").is_empty());
     }
 }

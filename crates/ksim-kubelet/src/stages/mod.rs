@@ -151,6 +151,28 @@ mod tests {
     }
 
     #[test]
+    fn the_default_pod_stages_read_a_few_fields_of_a_pod() {
+        let mut fields = crate::stage::ReadFields::none();
+        for stage in StageSet::Default.stages().expect("decodes") {
+            if stage.spec.resource_ref.kind == "Pod" {
+                CompiledStage::new(stage)
+                    .expect("compiles")
+                    .read_fields(&mut fields);
+            }
+        }
+        let mut want = crate::stage::ReadFields::none();
+        for path in [
+            ["metadata", "deletionTimestamp"],
+            ["metadata", "ownerReferences"],
+            ["status", "phase"],
+            ["status", "conditions"],
+        ] {
+            want.add(&path);
+        }
+        assert_eq!(fields, want);
+    }
+
+    #[test]
     fn every_status_template_parses() {
         let renderer = crate::template::Renderer::new();
         for set in StageSet::ALL {
