@@ -115,19 +115,48 @@ pub(crate) struct PodIndex {
     len: usize,
     /// Keys seen since the last `Init` of a re-list, while one runs.
     relisting: Option<HashSet<Key>>,
+    /// When set, only the pods a controller of this kind may own are kept:
+    /// orphans, and those whose controller reference names this kind.
+    controller_kind: Option<&'static str>,
 }
 
 impl PodIndex {
+    /// An index of the pods a controller of `kind` (`"Job"`,
+    /// `"DaemonSet"`, ...) may own: orphans, which it may adopt, and those
+    /// whose controller is of its kind; pods controlled by other kinds are
+    /// not kept, as [`PodIndex::controlled_by`] (by one of its own uids) and
+    /// [`PodIndex::orphans`] would never return them. A restored cluster's
+    /// 100,000 ReplicaSet pods cost the Job and DaemonSet controllers no
+    /// index entries.
+    pub(crate) fn of_controller_kind(kind: &'static str) -> Self {
+        PodIndex {
+            controller_kind: Some(kind),
+            ..PodIndex::default()
+        }
+    }
+
+    /// Whether this index keeps `pod`.
+    fn keeps(&self, pod: &Pod) -> bool {
+        match (self.controller_kind, controller_of(&pod.metadata)) {
+            (Some(kind), Some(owner)) => owner.kind == kind,
+            _ => true,
+        }
+    }
+
     /// How many pods are cached.
     pub(crate) fn len(&self) -> usize {
         self.len
     }
 
-    /// Stores `pod`; returns the version it replaced.
+    /// Stores `pod` (or forgets it, when it is not a pod this index keeps);
+    /// returns the version it replaced.
     pub(crate) fn apply(&mut self, pod: Arc<Pod>) -> Option<Arc<Pod>> {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         let name = pod.metadata.name.as_deref().unwrap_or_default();
         let old = self.remove_key(namespace, name);
+        if !self.keeps(&pod) {
+            return old;
+        }
         if let Some(seen) = self.relisting.as_mut() {
             seen.insert((namespace.to_string(), name.to_string()));
         }
@@ -402,6 +431,45 @@ mod tests {
             sorted(&index.controlled_by("a", "rs-1")),
             vec!["mine-1", "mine-2", "orphan-web"]
         );
+    }
+
+    #[test]
+    fn an_index_for_one_controller_kind_keeps_its_pods_and_orphans_only() {
+        let mut index = PodIndex::of_controller_kind("Job");
+        let job_pod = |name: &str, uid: &str| {
+            let mut value = json!({
+                "metadata": {"namespace": "a", "name": name, "labels": {"app": "web"},
+                    "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                        "name": "j", "uid": uid, "controller": true}]}
+            });
+            value["metadata"]["labels"]["job"] = json!(uid);
+            Arc::new(serde_json::from_value::<Pod>(value).expect("pod"))
+        };
+        index.apply(job_pod("mine", "job-1"));
+        assert!(
+            index
+                .apply(owned_pod(
+                    "a",
+                    "rs-pod",
+                    json!({"app": "web"}),
+                    Some("job-1")
+                ))
+                .is_none(),
+            "a ReplicaSet's pod is not kept, even with a forged uid"
+        );
+        index.apply(pod("a", "orphan", json!({"app": "web"})));
+        assert_eq!(index.len(), 2);
+        assert_eq!(names(&index.controlled_by("a", "job-1")), vec!["mine"]);
+        let (_, web) = selector(json!({"matchLabels": {"app": "web"}}));
+        assert_eq!(names(&index.orphans("a", &web)), vec!["orphan"]);
+        let adopted_elsewhere = owned_pod("a", "orphan", json!({"app": "web"}), Some("rs-1"));
+        let old = index.apply(adopted_elsewhere);
+        assert!(old.is_some(), "the orphan it replaced");
+        assert!(index.orphans("a", &web).is_empty());
+        assert_eq!(index.len(), 1);
+        let mut everything = PodIndex::default();
+        everything.apply(owned_pod("a", "rs-pod", json!({}), Some("rs-1")));
+        assert_eq!(everything.len(), 1, "an index of every pod keeps all");
     }
 
     #[test]
