@@ -92,27 +92,38 @@ impl Graph {
     pub fn upsert(&mut self, node: Node) -> Vec<String> {
         let uid = node.uid.clone();
         let old = self.nodes.remove(&uid);
-        let mut owners: Vec<String> = node.owners.iter().map(|o| o.uid.clone()).collect();
+        // Owners old and new, each once, in order.
+        let mut owners: Vec<&str> = node.owners.iter().map(|o| o.uid.as_str()).collect();
         if let Some(old) = &old {
             for owner in &old.owners {
-                self.unlink(&owner.uid, &uid);
-                if !owners.contains(&owner.uid) {
-                    owners.push(owner.uid.clone());
+                if !owners.contains(&owner.uid.as_str()) {
+                    owners.push(&owner.uid);
                 }
             }
-        }
-        for owner in &node.owners {
-            self.dependents
-                .entry(owner.uid.clone())
-                .or_default()
-                .insert(uid.clone());
         }
         let mut changed = vec![uid.clone()];
         changed.extend(
             owners
                 .into_iter()
-                .filter(|owner| self.nodes.get(owner).is_some_and(|o| o.deleting)),
+                .filter(|owner| self.nodes.get(*owner).is_some_and(|o| o.deleting))
+                .map(str::to_string),
         );
+        if let Some(old) = &old {
+            for owner in &old.owners {
+                self.unlink(&owner.uid, &uid);
+            }
+        }
+        for owner in &node.owners {
+            match self.dependents.get_mut(owner.uid.as_str()) {
+                Some(set) => {
+                    set.insert(uid.clone());
+                }
+                None => {
+                    let set = HashSet::from_iter([uid.clone()]);
+                    self.dependents.insert(owner.uid.clone(), set);
+                }
+            }
+        }
         let state_changed = old
             .as_ref()
             .is_none_or(|old| old.deleting_dependents() != node.deleting_dependents());
