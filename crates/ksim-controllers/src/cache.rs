@@ -25,59 +25,74 @@ use crate::common::{controller_of, selector_matches};
 /// A namespaced object's key.
 pub(crate) type Key = (String, String);
 
+/// A pod's name, shared by the namespace's map and every index naming it
+/// (one allocation per pod, however many labels it has).
+type Name = Arc<str>;
+
 /// The pods of one namespace and their indexes.
 #[derive(Default)]
 struct Namespace {
-    pods: HashMap<String, Arc<Pod>>,
-    by_label: HashMap<(String, String), HashSet<String>>,
+    pods: HashMap<Name, Arc<Pod>>,
+    /// Pod names by label, then by the label's value.
+    by_label: HashMap<String, HashMap<String, HashSet<Name>>>,
     /// Pod names by the uid of their controller.
-    by_controller: HashMap<String, HashSet<String>>,
+    by_controller: HashMap<String, HashSet<Name>>,
     /// Pods without a controller.
-    orphans: HashSet<String>,
+    orphans: HashSet<Name>,
+}
+
+/// The set under `key` of `map`, created empty when missing; `key` is
+/// copied only then.
+fn set_of<'a>(map: &'a mut HashMap<String, HashSet<Name>>, key: &str) -> &'a mut HashSet<Name> {
+    if !map.contains_key(key) {
+        map.insert(key.to_string(), HashSet::default());
+    }
+    map.get_mut(key).expect("inserted above")
+}
+
+/// Removes `name` from the set under `key` of `map`, and the set once empty.
+fn unindex(map: &mut HashMap<String, HashSet<Name>>, key: &str, name: &str) {
+    if let Some(names) = map.get_mut(key) {
+        names.remove(name);
+        if names.is_empty() {
+            map.remove(key);
+        }
+    }
 }
 
 impl Namespace {
     fn insert(&mut self, name: &str, pod: Arc<Pod>) {
+        let name: Name = Arc::from(name);
         for (label, value) in pod.metadata.labels.iter().flatten() {
-            self.by_label
-                .entry((label.clone(), value.clone()))
-                .or_default()
-                .insert(name.to_string());
+            if !self.by_label.contains_key(label) {
+                self.by_label.insert(label.clone(), HashMap::default());
+            }
+            let values = self.by_label.get_mut(label).expect("inserted above");
+            set_of(values, value).insert(Arc::clone(&name));
         }
         match controller_of(&pod.metadata) {
             Some(owner) => {
-                self.by_controller
-                    .entry(owner.uid.clone())
-                    .or_default()
-                    .insert(name.to_string());
+                set_of(&mut self.by_controller, &owner.uid).insert(Arc::clone(&name));
             }
             None => {
-                self.orphans.insert(name.to_string());
+                self.orphans.insert(Arc::clone(&name));
             }
         }
-        self.pods.insert(name.to_string(), pod);
+        self.pods.insert(name, pod);
     }
 
     fn remove(&mut self, name: &str) -> Option<Arc<Pod>> {
         let old = self.pods.remove(name)?;
         for (label, value) in old.metadata.labels.iter().flatten() {
-            let key = (label.clone(), value.clone());
-            if let Some(names) = self.by_label.get_mut(&key) {
-                names.remove(name);
-                if names.is_empty() {
-                    self.by_label.remove(&key);
+            if let Some(values) = self.by_label.get_mut(label.as_str()) {
+                unindex(values, value, name);
+                if values.is_empty() {
+                    self.by_label.remove(label.as_str());
                 }
             }
         }
         match controller_of(&old.metadata) {
-            Some(owner) => {
-                if let Some(names) = self.by_controller.get_mut(&owner.uid) {
-                    names.remove(name);
-                    if names.is_empty() {
-                        self.by_controller.remove(&owner.uid);
-                    }
-                }
-            }
+            Some(owner) => unindex(&mut self.by_controller, &owner.uid, name),
             None => {
                 self.orphans.remove(name);
             }
@@ -85,7 +100,7 @@ impl Namespace {
         Some(old)
     }
 
-    fn get_all<'a>(&'a self, names: impl Iterator<Item = &'a String>) -> Vec<Arc<Pod>> {
+    fn get_all<'a>(&'a self, names: impl Iterator<Item = &'a Name>) -> Vec<Arc<Pod>> {
         names
             .filter_map(|name| self.pods.get(name))
             .cloned()
@@ -100,32 +115,59 @@ pub(crate) struct PodIndex {
     len: usize,
     /// Keys seen since the last `Init` of a re-list, while one runs.
     relisting: Option<HashSet<Key>>,
-}
-
-fn key_of_pod(pod: &Pod) -> Key {
-    (
-        pod.metadata.namespace.clone().unwrap_or_default(),
-        pod.metadata.name.clone().unwrap_or_default(),
-    )
+    /// When set, only the pods a controller of this kind may own are kept:
+    /// orphans, and those whose controller reference names this kind.
+    controller_kind: Option<&'static str>,
 }
 
 impl PodIndex {
+    /// An index of the pods a controller of `kind` (`"Job"`,
+    /// `"DaemonSet"`, ...) may own: orphans, which it may adopt, and those
+    /// whose controller is of its kind; pods controlled by other kinds are
+    /// not kept, as [`PodIndex::controlled_by`] (by one of its own uids) and
+    /// [`PodIndex::orphans`] would never return them. A restored cluster's
+    /// 100,000 ReplicaSet pods cost the Job and DaemonSet controllers no
+    /// index entries.
+    pub(crate) fn of_controller_kind(kind: &'static str) -> Self {
+        PodIndex {
+            controller_kind: Some(kind),
+            ..PodIndex::default()
+        }
+    }
+
+    /// Whether this index keeps `pod`.
+    fn keeps(&self, pod: &Pod) -> bool {
+        match (self.controller_kind, controller_of(&pod.metadata)) {
+            (Some(kind), Some(owner)) => owner.kind == kind,
+            _ => true,
+        }
+    }
+
     /// How many pods are cached.
     pub(crate) fn len(&self) -> usize {
         self.len
     }
 
-    /// Stores `pod`; returns the version it replaced.
+    /// Stores `pod` (or forgets it, when it is not a pod this index keeps);
+    /// returns the version it replaced.
     pub(crate) fn apply(&mut self, pod: Arc<Pod>) -> Option<Arc<Pod>> {
-        let (namespace, name) = key_of_pod(&pod);
-        let old = self.remove_key(&namespace, &name);
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        let old = self.remove_key(namespace, name);
+        if !self.keeps(&pod) {
+            return old;
+        }
         if let Some(seen) = self.relisting.as_mut() {
-            seen.insert((namespace.clone(), name.clone()));
+            seen.insert((namespace.to_string(), name.to_string()));
+        }
+        if !self.namespaces.contains_key(namespace) {
+            self.namespaces
+                .insert(namespace.to_string(), Namespace::default());
         }
         self.namespaces
-            .entry(namespace)
-            .or_default()
-            .insert(&name, pod);
+            .get_mut(namespace)
+            .expect("inserted above")
+            .insert(name, Arc::clone(&pod));
         self.len += 1;
         old
     }
@@ -148,8 +190,11 @@ impl PodIndex {
     }
 
     /// A re-list starts: pods it does not list again are pruned at its end.
+    /// The first list (nothing cached yet) has nothing to prune, so it
+    /// records nothing: a restored cluster's 100,000 pods are not each
+    /// copied into a set of keys only to be found in it again.
     pub(crate) fn start_relist(&mut self) {
-        self.relisting = Some(HashSet::default());
+        self.relisting = (self.len > 0).then(HashSet::default);
     }
 
     /// A re-list ended: forgets and returns the pods it did not list.
@@ -163,7 +208,7 @@ impl PodIndex {
             .flat_map(|(namespace, pods)| {
                 pods.pods
                     .keys()
-                    .map(move |name| (namespace.clone(), name.clone()))
+                    .map(move |name| (namespace.clone(), name.to_string()))
             })
             .filter(|key| !seen.contains(key))
             .collect();
@@ -189,7 +234,11 @@ impl PodIndex {
                 Some(labels) => {
                     let smallest = labels
                         .iter()
-                        .map(|(label, value)| pods.by_label.get(&(label.clone(), value.clone())))
+                        .map(|(label, value)| {
+                            pods.by_label
+                                .get(label.as_str())
+                                .and_then(|values| values.get(value.as_str()))
+                        })
                         .min_by_key(|names| names.map_or(0, HashSet::len))
                         .flatten();
                     pods.get_all(smallest.into_iter().flatten())
@@ -382,6 +431,57 @@ mod tests {
             sorted(&index.controlled_by("a", "rs-1")),
             vec!["mine-1", "mine-2", "orphan-web"]
         );
+    }
+
+    #[test]
+    fn an_index_for_one_controller_kind_keeps_its_pods_and_orphans_only() {
+        let mut index = PodIndex::of_controller_kind("Job");
+        let job_pod = |name: &str, uid: &str| {
+            let mut value = json!({
+                "metadata": {"namespace": "a", "name": name, "labels": {"app": "web"},
+                    "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                        "name": "j", "uid": uid, "controller": true}]}
+            });
+            value["metadata"]["labels"]["job"] = json!(uid);
+            Arc::new(serde_json::from_value::<Pod>(value).expect("pod"))
+        };
+        index.apply(job_pod("mine", "job-1"));
+        assert!(
+            index
+                .apply(owned_pod(
+                    "a",
+                    "rs-pod",
+                    json!({"app": "web"}),
+                    Some("job-1")
+                ))
+                .is_none(),
+            "a ReplicaSet's pod is not kept, even with a forged uid"
+        );
+        index.apply(pod("a", "orphan", json!({"app": "web"})));
+        assert_eq!(index.len(), 2);
+        assert_eq!(names(&index.controlled_by("a", "job-1")), vec!["mine"]);
+        let (_, web) = selector(json!({"matchLabels": {"app": "web"}}));
+        assert_eq!(names(&index.orphans("a", &web)), vec!["orphan"]);
+        let adopted_elsewhere = owned_pod("a", "orphan", json!({"app": "web"}), Some("rs-1"));
+        let old = index.apply(adopted_elsewhere);
+        assert!(old.is_some(), "the orphan it replaced");
+        assert!(index.orphans("a", &web).is_empty());
+        assert_eq!(index.len(), 1);
+        let mut everything = PodIndex::default();
+        everything.apply(owned_pod("a", "rs-pod", json!({}), Some("rs-1")));
+        assert_eq!(everything.len(), 1, "an index of every pod keeps all");
+    }
+
+    #[test]
+    fn the_first_list_records_no_keys_and_prunes_nothing() {
+        let mut index = PodIndex::default();
+        index.start_relist();
+        index.apply(pod("a", "p", json!({"app": "web"})));
+        assert!(index.relisting.is_none(), "nothing was cached to prune");
+        assert!(index.finish_relist().is_empty());
+        assert_eq!(index.len(), 1);
+        let (web, web_parsed) = selector(json!({"matchLabels": {"app": "web"}}));
+        assert_eq!(names(&index.select("a", &web, &web_parsed)), vec!["p"]);
     }
 
     #[test]

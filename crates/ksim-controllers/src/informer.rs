@@ -81,8 +81,10 @@ struct State<K> {
     /// The objects as of the last complete list and the changes since (in
     /// key order, so that a late subscriber's list repeats from run to run).
     objects: BTreeMap<String, Arc<K>>,
-    /// The objects of a list in progress.
-    listing: Option<BTreeMap<String, Arc<K>>>,
+    /// The objects of a list in progress, in the order listed (the API
+    /// server's, which is key order); sorted into `objects` in one bulk
+    /// build when the list completes rather than inserted one by one.
+    listing: Option<Vec<(String, Arc<K>)>>,
     /// Whether a list completed.
     synced: bool,
     subscribers: Vec<mpsc::UnboundedSender<Event<Arc<K>>>>,
@@ -129,19 +131,25 @@ where
         let mut state = self.lock();
         let event = match event {
             Event::Init => {
-                state.listing = Some(BTreeMap::new());
+                state.listing = Some(Vec::new());
                 Event::Init
             }
             Event::InitApply(object) => {
                 let object = Arc::new(object);
-                state.listing.get_or_insert_with(BTreeMap::new).insert(
+                state.listing.get_or_insert_with(Vec::new).push((
                     ksim_runtime::object_key(object.as_ref()),
                     Arc::clone(&object),
-                );
+                ));
                 Event::InitApply(object)
             }
             Event::InitDone => {
-                state.objects = state.listing.take().unwrap_or_default();
+                // Sorted by key; of objects listed twice, the last is kept.
+                state.objects = state
+                    .listing
+                    .take()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .collect();
                 state.synced = true;
                 Event::InitDone
             }
@@ -171,24 +179,26 @@ where
     fn subscribe(&self) -> impl Stream<Item = Event<Arc<K>>> + Send + 'static {
         let (sender, receiver) = mpsc::unbounded();
         let mut state = self.lock();
-        let replay = match (&state.listing, state.synced) {
-            // A list in progress: its objects so far; the rest arrive live.
-            (Some(listing), _) => Some((listing, false)),
-            (None, true) => Some((&state.objects, true)),
-            (None, false) => None,
+        let send = |event| {
+            // The receiver is still in hand: sending cannot fail.
+            let _ = sender.unbounded_send(event);
         };
-        if let Some((objects, complete)) = replay {
-            let send = |event| {
-                // The receiver is still in hand: sending cannot fail.
-                let _ = sender.unbounded_send(event);
-            };
-            send(Event::Init);
-            for object in objects.values() {
-                send(Event::InitApply(Arc::clone(object)));
+        match (&state.listing, state.synced) {
+            // A list in progress: its objects so far; the rest arrive live.
+            (Some(listing), _) => {
+                send(Event::Init);
+                for (_, object) in listing {
+                    send(Event::InitApply(Arc::clone(object)));
+                }
             }
-            if complete {
+            (None, true) => {
+                send(Event::Init);
+                for object in state.objects.values() {
+                    send(Event::InitApply(Arc::clone(object)));
+                }
                 send(Event::InitDone);
             }
+            (None, false) => {}
         }
         state.subscribers.push(sender);
         receiver
@@ -249,6 +259,11 @@ mod tests {
         shared.dispatch(Event::InitApply(pod("b")));
         shared.dispatch(Event::InitDone);
         shared.dispatch(Event::Delete(pod("a")));
+        assert_eq!(
+            shared.lock().objects.keys().collect::<Vec<_>>(),
+            ["default/b"],
+            "the completed list, by key, less the deletion"
+        );
         let late = shared.subscribe();
         shared.dispatch(Event::Apply(pod("c")));
         assert_eq!(
@@ -256,6 +271,25 @@ mod tests {
             ["init", "list a", "list b", "done", "delete a", "apply c"]
         );
         assert_eq!(names(&drain(late)), ["init", "list b", "done", "apply c"]);
+    }
+
+    #[test]
+    fn a_completed_list_is_kept_by_key_and_the_last_copy_of_an_object_wins() {
+        let shared = empty();
+        shared.dispatch(Event::Init);
+        shared.dispatch(Event::InitApply(pod("b")));
+        shared.dispatch(Event::InitApply(pod("a")));
+        let mut again = pod("b");
+        again.metadata.resource_version = Some("2".into());
+        shared.dispatch(Event::InitApply(again));
+        shared.dispatch(Event::InitDone);
+        let state = shared.lock();
+        let kept: Vec<(&str, Option<&str>)> = state
+            .objects
+            .iter()
+            .map(|(key, pod)| (key.as_str(), pod.metadata.resource_version.as_deref()))
+            .collect();
+        assert_eq!(kept, [("default/a", None), ("default/b", Some("2"))]);
     }
 
     #[test]

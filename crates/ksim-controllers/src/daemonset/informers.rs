@@ -31,12 +31,21 @@ use crate::replicaset::Expectations;
 /// Pods by name.
 type PodsByName = HashMap<String, Arc<Pod>>;
 
-/// Every pod, and the daemon pods by set uid and target node.
-#[derive(Default)]
+/// The pods a DaemonSet may own (its own and orphans), and the daemon pods
+/// by set uid and target node.
 pub(crate) struct DaemonPods {
     pub(crate) index: PodIndex,
     /// Pods per target node, per DaemonSet uid.
     placed: HashMap<String, HashMap<String, PodsByName>>,
+}
+
+impl Default for DaemonPods {
+    fn default() -> Self {
+        DaemonPods {
+            index: PodIndex::of_controller_kind("DaemonSet"),
+            placed: HashMap::default(),
+        }
+    }
 }
 
 /// The uid of the DaemonSet controlling `pod`, if one does.

@@ -114,7 +114,11 @@ async fn run_once(client: &Client, clock: &Clock) -> Result<(), Error> {
         by_kind,
         graph: Graph::default(),
     };
+    // The uids each list in progress saw, for the re-lists of resources
+    // listed before (a first list has nothing to prune, so a restored
+    // cluster's 110,000 uids are not copied into sets only to be checked).
     let mut listing: HashMap<usize, HashSet<String>> = HashMap::new();
+    let mut listed_before: HashSet<usize> = HashSet::new();
     let mut synced: HashSet<usize> = HashSet::new();
     let mut dirty: BTreeSet<String> = BTreeSet::new();
     let mut retry: BTreeSet<String> = BTreeSet::new();
@@ -176,18 +180,23 @@ async fn run_once(client: &Client, clock: &Clock) -> Result<(), Error> {
         };
         match event {
             watcher::Event::Init => {
-                listing.insert(index, HashSet::new());
+                if !listed_before.insert(index) {
+                    listing.insert(index, HashSet::new());
+                }
             }
             watcher::Event::InitApply(object) => {
                 let node = to_node(index, object);
-                listing.entry(index).or_default().insert(node.uid.clone());
+                if let Some(seen) = listing.get_mut(&index) {
+                    seen.insert(node.uid.clone());
+                }
                 dirty.extend(collector.graph.upsert(node));
             }
             watcher::Event::InitDone => {
-                let seen = listing.remove(&index).unwrap_or_default();
-                for uid in collector.graph.uids_of_resource(index) {
-                    if !seen.contains(&uid) {
-                        dirty.extend(collector.graph.remove(&uid));
+                if let Some(seen) = listing.remove(&index) {
+                    for uid in collector.graph.uids_of_resource(index) {
+                        if !seen.contains(&uid) {
+                            dirty.extend(collector.graph.remove(&uid));
+                        }
                     }
                 }
                 synced.insert(index);
@@ -266,6 +275,9 @@ impl Collector {
     }
 
     async fn process(&mut self, uid: &str) -> Result<(), Error> {
+        if self.graph.settled(uid) {
+            return Ok(());
+        }
         let Some(node) = self.graph.get(uid).cloned() else {
             return Ok(());
         };

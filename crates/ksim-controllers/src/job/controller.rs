@@ -109,7 +109,7 @@ pub async fn run(client: Client, informers: SharedInformers) {
 /// Runs the Job controller with `config` until the watch streams end.
 pub async fn run_with(client: Client, config: JobConfig, informers: SharedInformers) {
     let (job_store, job_writer) = reflector::store::<Job>();
-    let pods = Arc::new(RwLock::new(PodIndex::default()));
+    let pods = Arc::new(RwLock::new(PodIndex::of_controller_kind("Job")));
     let expectations = Arc::new(Expectations::default());
     let removals = Arc::new(FinalizerRemovals::default());
     let backoffs: BackoffRecords = Arc::default();

@@ -59,7 +59,7 @@ struct Context {
 /// Runs the ReplicaSet controller until the watch streams end.
 pub async fn run(client: Client, informers: SharedInformers) {
     let (rs_store, rs_writer) = reflector::store::<ReplicaSet>();
-    let pods = Arc::new(RwLock::new(PodIndex::default()));
+    let pods = Arc::new(RwLock::new(PodIndex::of_controller_kind("ReplicaSet")));
     let expectations = Arc::new(Expectations::default());
     let release_hints = Arc::new(Mutex::new(HashSet::new()));
     let (queue, requests) = requests::<ReplicaSet>(informers.clock());

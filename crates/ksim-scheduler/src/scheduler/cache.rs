@@ -170,6 +170,11 @@ impl Cache {
             .collect()
     }
 
+    /// Whether any pod is bound (or assumed).
+    pub fn has_bound_pods(&self) -> bool {
+        !self.bound.is_empty()
+    }
+
     /// The keys of bound (or assumed) pods.
     pub fn bound_pod_keys(&self) -> Vec<PodKey> {
         let mut keys: Vec<PodKey> = self.bound.keys().cloned().collect();

@@ -75,15 +75,20 @@ impl Scheduler {
             Change::Apply(pod) => self.pod_applied(pod),
             Change::Delete(pod) => self.pod_deleted(&pod_key(&pod)),
             Change::Relist(pods) => {
-                let listed: HashSet<PodKey> = pods.iter().map(pod_key).collect();
-                for key in self.cache.bound_pod_keys() {
-                    if !listed.contains(&key) && !self.cache.is_assumed(&key) {
-                        self.pod_deleted(&key);
+                // Only a cache or queue holding pods has any to drop: the
+                // first list (a restored cluster's 100,000 pods) builds no
+                // set of keys.
+                if self.cache.has_bound_pods() || !self.queue.is_empty() {
+                    let listed: HashSet<PodKey> = pods.iter().map(pod_key).collect();
+                    for key in self.cache.bound_pod_keys() {
+                        if !listed.contains(&key) && !self.cache.is_assumed(&key) {
+                            self.pod_deleted(&key);
+                        }
                     }
-                }
-                for key in self.queue.keys() {
-                    if !listed.contains(&key) {
-                        self.pod_deleted(&key);
+                    for key in self.queue.keys() {
+                        if !listed.contains(&key) {
+                            self.pod_deleted(&key);
+                        }
                     }
                 }
                 for pod in pods {
@@ -157,13 +162,16 @@ impl Scheduler {
                     .remove_node(node.metadata.name.as_deref().unwrap_or_default());
             }
             Change::Relist(nodes) => {
-                let listed: HashSet<String> = nodes
-                    .iter()
-                    .filter_map(|n| n.metadata.name.clone())
-                    .collect();
-                for name in self.cache.node_names() {
-                    if !listed.contains(&name) {
-                        self.cache.remove_node(&name);
+                let known = self.cache.node_names();
+                if !known.is_empty() {
+                    let listed: HashSet<&str> = nodes
+                        .iter()
+                        .filter_map(|n| n.metadata.name.as_deref())
+                        .collect();
+                    for name in known {
+                        if !listed.contains(name.as_str()) {
+                            self.cache.remove_node(&name);
+                        }
                     }
                 }
                 for node in nodes {
