@@ -393,16 +393,56 @@ fn write_metadata(
     version_at
 }
 
-/// Appends the compact JSON of `value` (serializing a JSON value into a Vec
-/// cannot fail).
+/// Appends the compact JSON of `value`, exactly as serde_json writes it:
+/// strings that need no escaping (no quote, backslash or control
+/// character, what serde_json escapes) are copied as they are, the rest
+/// and numbers written by serde_json (its per-string formatter machinery
+/// was the largest part of serializing an object).
 fn write_json(out: &mut Vec<u8>, value: &Value) {
-    if let Err(error) = serde_json::to_writer(&mut *out, value) {
-        tracing::error!(%error, "cannot serialize a JSON value");
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::String(text) => write_str(out, text),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_json(out, item);
+            }
+            out.push(b']');
+        }
+        Value::Object(fields) => {
+            out.push(b'{');
+            for (i, (name, field)) in fields.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_str(out, name);
+                out.push(b':');
+                write_json(out, field);
+            }
+            out.push(b'}');
+        }
+        Value::Number(number) => {
+            if let Err(error) = serde_json::to_writer(&mut *out, number) {
+                tracing::error!(%error, "cannot serialize a JSON number");
+            }
+        }
     }
 }
 
-/// Appends a JSON string.
+/// Appends a JSON string (see [`write_json`]).
 fn write_str(out: &mut Vec<u8>, text: &str) {
+    if !text.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+        out.reserve(text.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+        return;
+    }
     if let Err(error) = serde_json::to_writer(&mut *out, text) {
         tracing::error!(%error, "cannot serialize a JSON string");
     }
@@ -636,6 +676,23 @@ mod tests {
                 serde_json::to_vec(&expected).expect("serializable"),
                 "{object}"
             );
+        }
+    }
+
+    #[test]
+    fn values_are_written_as_serde_json_writes_them() {
+        let values = [
+            json!(null),
+            json!({"a": [1, -2, 18446744073709551615u64, -9223372036854775808i64, 0.5, 1e300, -0.0],
+                "b": {"quote\"d": "back\\slash", "ctl": "\u{1}\n\t\u{1f}", "del": "\u{7f}"},
+                "c": "sl/ash é 日本 😀", "d": [], "e": {}, "f": [true, false, null, [[]]]}),
+            json!("plain"),
+            json!(12.25),
+        ];
+        for value in values {
+            let mut ours = Vec::new();
+            write_json(&mut ours, &value);
+            assert_eq!(ours, serde_json::to_vec(&value).expect("json"), "{value}");
         }
     }
 
