@@ -23,6 +23,37 @@ use serde_json::Value;
 /// The prefix of every `$ref` in the generated schemas.
 pub const REF_PREFIX: &str = "#/components/schemas/";
 
+/// A schema's `properties` by name, hashed (foldhash: the names are the
+/// schemas', no untrusted input): walks look an object's keys up here
+/// instead of in the schema's ordered map, a string comparison per step
+/// down it.
+pub type Properties =
+    std::collections::HashMap<&'static str, &'static Value, foldhash::fast::FixedState>;
+
+/// The hashed [`Properties`] of a schema's `properties` that lives as long
+/// as the process (the built-in schemas, a CRD's kept schema), built once
+/// per map for the process (a few hundred of them; never freed).
+pub fn hashed_properties(
+    properties: &'static serde_json::Map<String, Value>,
+) -> &'static Properties {
+    static BUILT: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<usize, &'static Properties, BuildAddressHasher>>,
+    > = std::sync::OnceLock::new();
+    let key = std::ptr::from_ref(properties) as usize;
+    let mut built = BUILT
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    built.entry(key).or_insert_with(|| {
+        Box::leak(Box::new(
+            properties
+                .iter()
+                .map(|(name, schema)| (name.as_str(), schema))
+                .collect(),
+        ))
+    })
+}
+
 /// A hasher for maps keyed by addresses of schema nodes (and other words
 /// that are no untrusted input): a multiply-rotate per word, where SipHash
 /// costs more than the rest of a cache lookup on a walk's every node.

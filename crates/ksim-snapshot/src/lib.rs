@@ -16,6 +16,7 @@
 
 pub mod api;
 pub mod document;
+pub mod json;
 pub mod record;
 pub mod restore;
 pub mod save;

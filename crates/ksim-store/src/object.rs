@@ -45,12 +45,40 @@ pub(crate) struct UnstampedObject {
 
 impl UnstampedObject {
     /// Compacts and serializes `value` (the expensive part of a write).
-    pub(crate) fn new(mut value: Value) -> Self {
+    pub(crate) fn new(value: Value) -> Self {
+        Self::build(value, false)
+    }
+
+    /// [`Self::new`] of a value whose `metadata.managedFields`, when it is
+    /// a string, is the compact text of its list as `ksim_core::apply`
+    /// writes it (each `fieldsV1` an object): taken as the stored form as
+    /// it is, without checking it (parsing it again cost about as much as
+    /// serializing the rest of a new pod).
+    pub(crate) fn written(value: Value) -> Self {
+        Self::build(value, true)
+    }
+
+    fn build(mut value: Value, written: bool) -> Self {
         if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
             metadata.insert("resourceVersion".to_string(), Value::String(String::new()));
         }
-        let managed_fields_text = compact(&mut value);
-        let (json, version_at) = api_json(&value, managed_fields_text);
+        let written_text = written
+            && value
+                .get("metadata")
+                .and_then(|m| m.get("managedFields"))
+                .is_some_and(Value::is_string);
+        let managed_fields_text = if written_text {
+            debug_assert!(
+                value["metadata"]["managedFields"]
+                    .as_str()
+                    .is_some_and(is_list_text),
+                "written managedFields are the text of a list"
+            );
+            true
+        } else {
+            compact(&mut value)
+        };
+        let (json, version_at) = api_json_with_room(&value, managed_fields_text);
         UnstampedObject {
             value,
             json,
@@ -75,19 +103,24 @@ impl UnstampedObject {
         let version = revision.to_string();
         let json = match version_at {
             Some(at) => {
-                // The empty string `""` at `at` becomes `"<revision>"`, in an
-                // allocation of exactly its length (kept as it is).
-                let mut stamped = Vec::with_capacity(json.len() + version.len());
-                stamped.extend_from_slice(&json[..at]);
-                stamped.push(b'"');
-                stamped.extend_from_slice(version.as_bytes());
-                stamped.extend_from_slice(&json[at + 1..]);
-                Bytes::from(stamped)
+                // The empty string `""` at `at` becomes `"<revision>"` in
+                // place: `json` has the room for it (see [`REVISION_ROOM`]),
+                // so that the store's lock is held for a move of bytes, not
+                // an allocation and a copy. Kept in an allocation of its
+                // length but for that room's unused part.
+                let mut json = json;
+                json.splice(at + 1..at + 1, version.bytes());
+                Bytes::from(json.into_boxed_slice())
             }
             None => exact_bytes(json),
         };
         if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
-            metadata.insert("resourceVersion".to_string(), Value::String(version));
+            match metadata.get_mut("resourceVersion") {
+                Some(Value::String(stored)) => *stored = version,
+                _ => {
+                    metadata.insert("resourceVersion".to_string(), Value::String(version));
+                }
+            }
         }
         StoredObject {
             value,
@@ -114,7 +147,7 @@ impl StoredObject {
             return UnstampedObject::new(self.value.clone());
         };
         let old_len = self.revision.to_string().len() + 2;
-        let mut json = Vec::with_capacity(self.json.len());
+        let mut json = Vec::with_capacity(self.json.len() + REVISION_ROOM);
         json.extend_from_slice(&self.json[..at]);
         json.extend_from_slice(b"\"\"");
         json.extend_from_slice(&self.json[at + old_len..]);
@@ -131,7 +164,7 @@ impl StoredObject {
     pub fn dry_run(mut value: Value) -> Self {
         let key = key_of(&value).unwrap_or_default();
         let managed_fields_text = compact(&mut value);
-        let (json, _) = api_json(&value, managed_fields_text);
+        let (json, _) = api_json(&value, managed_fields_text, Vec::new());
         StoredObject {
             value,
             json: exact_bytes(json),
@@ -268,15 +301,49 @@ fn is_list_text(text: &str) -> bool {
     true
 }
 
+/// The room a serialized object leaves for its revision's digits (those of
+/// the largest `u64`).
+const REVISION_ROOM: usize = 20;
+
+/// [`api_json`] into an allocation of its length and [`REVISION_ROOM`]:
+/// serialized into this thread's reused buffer (a growing buffer is
+/// reallocated and copied at each doubling), then copied once.
+fn api_json_with_room(value: &Value, managed_fields_text: bool) -> (Vec<u8>, Option<usize>) {
+    thread_local! {
+        static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    BUFFER.with(|buffer| {
+        let Ok(mut buffer) = buffer.try_borrow_mut() else {
+            let (mut json, at) = api_json(value, managed_fields_text, Vec::new());
+            json.reserve_exact(REVISION_ROOM);
+            return (json, at);
+        };
+        let (mut written, at) = api_json(value, managed_fields_text, std::mem::take(&mut *buffer));
+        let mut json = Vec::with_capacity(written.len() + REVISION_ROOM);
+        json.extend_from_slice(&written);
+        written.clear();
+        // A buffer grown by an unusually large object is not kept.
+        if written.capacity() <= 1 << 20 {
+            *buffer = written;
+        }
+        (json, at)
+    })
+}
+
 /// Serializes `value` (compacted: [`compact`] said whether managedFields
 /// is the stored text) in the API form, the stored managedFields text
 /// embedded as the list it encodes (one serialization of it, no parse).
 /// Also says where `metadata.resourceVersion`'s string starts, if it is one.
-fn api_json(value: &Value, managed_fields_text: bool) -> (Vec<u8>, Option<usize>) {
+fn api_json(
+    value: &Value,
+    managed_fields_text: bool,
+    mut out: Vec<u8>,
+) -> (Vec<u8>, Option<usize>) {
     let Value::Object(fields) = value else {
-        return (serde_json::to_vec(value).unwrap_or_default(), None);
+        write_json(&mut out, value);
+        return (out, None);
     };
-    let mut out = Vec::with_capacity(1024);
+    out.reserve(1024);
     let mut version_at = None;
     out.push(b'{');
     for (n, (name, field)) in fields.iter().enumerate() {
@@ -326,16 +393,56 @@ fn write_metadata(
     version_at
 }
 
-/// Appends the compact JSON of `value` (serializing a JSON value into a Vec
-/// cannot fail).
+/// Appends the compact JSON of `value`, exactly as serde_json writes it:
+/// strings that need no escaping (no quote, backslash or control
+/// character, what serde_json escapes) are copied as they are, the rest
+/// and numbers written by serde_json (its per-string formatter machinery
+/// was the largest part of serializing an object).
 fn write_json(out: &mut Vec<u8>, value: &Value) {
-    if let Err(error) = serde_json::to_writer(&mut *out, value) {
-        tracing::error!(%error, "cannot serialize a JSON value");
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::String(text) => write_str(out, text),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_json(out, item);
+            }
+            out.push(b']');
+        }
+        Value::Object(fields) => {
+            out.push(b'{');
+            for (i, (name, field)) in fields.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_str(out, name);
+                out.push(b':');
+                write_json(out, field);
+            }
+            out.push(b'}');
+        }
+        Value::Number(number) => {
+            if let Err(error) = serde_json::to_writer(&mut *out, number) {
+                tracing::error!(%error, "cannot serialize a JSON number");
+            }
+        }
     }
 }
 
-/// Appends a JSON string.
+/// Appends a JSON string (see [`write_json`]).
 fn write_str(out: &mut Vec<u8>, text: &str) {
+    if !text.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+        out.reserve(text.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+        return;
+    }
     if let Err(error) = serde_json::to_writer(&mut *out, text) {
         tracing::error!(%error, "cannot serialize a JSON string");
     }
@@ -569,6 +676,23 @@ mod tests {
                 serde_json::to_vec(&expected).expect("serializable"),
                 "{object}"
             );
+        }
+    }
+
+    #[test]
+    fn values_are_written_as_serde_json_writes_them() {
+        let values = [
+            json!(null),
+            json!({"a": [1, -2, 18446744073709551615u64, -9223372036854775808i64, 0.5, 1e300, -0.0],
+                "b": {"quote\"d": "back\\slash", "ctl": "\u{1}\n\t\u{1f}", "del": "\u{7f}"},
+                "c": "sl/ash é 日本 😀", "d": [], "e": {}, "f": [true, false, null, [[]]]}),
+            json!("plain"),
+            json!(12.25),
+        ];
+        for value in values {
+            let mut ours = Vec::new();
+            write_json(&mut ours, &value);
+            assert_eq!(ours, serde_json::to_vec(&value).expect("json"), "{value}");
         }
     }
 

@@ -258,7 +258,31 @@ impl Store {
     pub fn create(&self, collection: &str, value: Value) -> Result<Arc<StoredObject>, StoreError> {
         let key = key_of(&value)
             .ok_or_else(|| StoreError::InvalidObject("metadata.name is required".into()))?;
-        let prepared = UnstampedObject::new(value);
+        self.insert_new(collection, key, UnstampedObject::new(value))
+    }
+
+    /// [`Self::create`] of an object whose `metadata.managedFields`, when
+    /// it is a string, was written by `ksim_core::apply` for it (the
+    /// compact text of the list, each `fieldsV1` an object): stored and
+    /// served as it is, not checked again as [`Self::create`] checks a
+    /// string it is given.
+    pub fn create_written(
+        &self,
+        collection: &str,
+        value: Value,
+    ) -> Result<Arc<StoredObject>, StoreError> {
+        let key = key_of(&value)
+            .ok_or_else(|| StoreError::InvalidObject("metadata.name is required".into()))?;
+        self.insert_new(collection, key, UnstampedObject::written(value))
+    }
+
+    /// Inserts a new object prepared for the store under `key`.
+    fn insert_new(
+        &self,
+        collection: &str,
+        key: ObjectKey,
+        prepared: UnstampedObject,
+    ) -> Result<Arc<StoredObject>, StoreError> {
         let mut dropped = Vec::new();
         let mut inner = self.lock();
         if inner
@@ -674,6 +698,36 @@ mod tests {
 
     fn pod(name: &str) -> Value {
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")}})
+    }
+
+    #[test]
+    fn a_written_managed_fields_text_is_stored_and_served_as_a_checked_one() {
+        let text = r#"[{"manager":"m","operation":"Update","apiVersion":"v1","time":"2026-01-01T00:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:data":{"f:x":{}}}}]"#;
+        let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "namespace": "n", "managedFields": text},
+            "data": {"x": "1"}});
+        let checked = Store::default()
+            .create("/configmaps", object.clone())
+            .expect("create");
+        let written = Store::default()
+            .create_written("/configmaps", object)
+            .expect("create");
+        assert_eq!(written.json, checked.json);
+        assert_eq!(written.value, checked.value);
+        assert_eq!(written.revision, checked.revision);
+        let served: Value = serde_json::from_slice(&written.json).expect("json");
+        assert_eq!(
+            served["metadata"]["managedFields"][0]["fieldsV1"],
+            json!({"f:data": {"f:x": {}}})
+        );
+        assert_eq!(
+            served["metadata"]["resourceVersion"],
+            written.revision.to_string()
+        );
+        // The served object is the stored one, its managedFields the list.
+        let mut expected = written.value.clone();
+        crate::expand_managed_fields(&mut expected);
+        assert_eq!(served, expected);
     }
 
     #[test]

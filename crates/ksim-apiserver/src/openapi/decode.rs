@@ -4,11 +4,14 @@
 //! does not fit the Go field, a malformed quantity), worded as
 //! `encoding/json` and apimachinery's custom unmarshalers word them.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+
 use serde_json::Value;
 
 use super::schemas::built_in_schemas;
 use ksim_core::quantity::Quantity;
-use ksim_core::schema::REF_PREFIX;
+use ksim_core::schema::{Properties, REF_PREFIX, hashed_properties};
 
 /// How deep the walk goes before giving up (bodies are bounded, schemas may recurse).
 const MAX_DEPTH: usize = 128;
@@ -47,7 +50,9 @@ enum Segment<'v> {
 
 /// The walk's state: where it is, its findings, and whether an unmarshaler
 /// error stopped decoding. Paths are rendered only when something is found.
-struct Walk<'v> {
+struct Walk<'v, 'c> {
+    /// This thread's [`Facts`] of the schema nodes, borrowed for the walk.
+    facts: &'c mut FactsCache,
     segments: Vec<Segment<'v>>,
     findings: BuiltInFindings,
     /// The first type error (Go keeps decoding after it and reports it at the end).
@@ -62,16 +67,29 @@ pub(super) fn check_built_in<'v>(
     kind: &'v str,
     object: &'v Value,
 ) -> BuiltInFindings {
-    let mut walk = Walk {
-        segments: Vec::with_capacity(16),
-        findings: BuiltInFindings::default(),
-        type_error: None,
-        fatal: None,
-    };
-    walk.value(schema, object, kind, 0);
-    let mut findings = walk.findings;
-    findings.decode_error = walk.fatal.or(walk.type_error);
-    findings
+    FACTS.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        let mut walk = Walk {
+            facts: &mut cache,
+            segments: Vec::with_capacity(16),
+            findings: BuiltInFindings::default(),
+            type_error: None,
+            fatal: None,
+        };
+        walk.value(schema, object, kind, 0);
+        let mut findings = walk.findings;
+        findings.decode_error = walk.fatal.or(walk.type_error);
+        findings
+    })
+}
+
+/// The [`Facts`] of schema nodes by address (the built-in schemas live as
+/// long as the process).
+type FactsCache = HashMap<usize, Option<Facts>, ksim_core::schema::BuildAddressHasher>;
+
+thread_local! {
+    /// This thread's facts of the schema nodes it has met.
+    static FACTS: RefCell<FactsCache> = RefCell::new(FactsCache::default());
 }
 
 /// Follows `$ref` and a single-element `allOf`: the definition name (if
@@ -107,7 +125,7 @@ struct Facts {
     name: Option<&'static str>,
     /// `x-kubernetes-int-or-string: true`.
     int_or_string: bool,
-    properties: Option<&'static serde_json::Map<String, Value>>,
+    properties: Option<&'static Properties>,
     /// `type`.
     declared: Option<&'static str>,
     format: Option<&'static str>,
@@ -125,7 +143,10 @@ impl Facts {
                 .get("x-kubernetes-int-or-string")
                 .and_then(Value::as_bool)
                 == Some(true),
-            properties: resolved.get("properties").and_then(Value::as_object),
+            properties: resolved
+                .get("properties")
+                .and_then(Value::as_object)
+                .map(hashed_properties),
             declared: resolved.get("type").and_then(Value::as_str),
             format: resolved.get("format").and_then(Value::as_str),
             items: resolved.get("items"),
@@ -135,21 +156,11 @@ impl Facts {
         })
     }
 
-    /// The facts of `schema`, from this thread's cache (keyed by its address:
-    /// the built-in schemas live as long as the process).
-    fn cached(schema: &'static Value) -> Option<Facts> {
-        type Cache =
-            std::collections::HashMap<usize, Option<Facts>, ksim_core::schema::BuildAddressHasher>;
-        thread_local! {
-            static FACTS: std::cell::RefCell<Cache> = std::cell::RefCell::new(Cache::default());
-        }
+    /// The facts of `schema`, from `cache` (keyed by its address: the
+    /// built-in schemas live as long as the process).
+    fn cached(cache: &mut FactsCache, schema: &'static Value) -> Option<Facts> {
         let key = std::ptr::from_ref(schema) as usize;
-        if let Some(facts) = FACTS.with(|cache| cache.borrow().get(&key).copied()) {
-            return facts;
-        }
-        let facts = Facts::of(schema);
-        FACTS.with(|cache| cache.borrow_mut().insert(key, facts));
-        facts
+        *cache.entry(key).or_insert_with(|| Facts::of(schema))
     }
 }
 
@@ -269,7 +280,7 @@ fn base64_error_at(s: &str) -> Option<usize> {
     (quantum != 0).then_some(quantum_start)
 }
 
-impl<'v> Walk<'v> {
+impl<'v> Walk<'v, '_> {
     fn stopped(&self) -> bool {
         self.fatal.is_some()
     }
@@ -374,7 +385,7 @@ impl<'v> Walk<'v> {
         if depth > MAX_DEPTH || self.stopped() || value.is_null() {
             return;
         }
-        let Some(facts) = Facts::cached(schema) else {
+        let Some(facts) = Facts::cached(self.facts, schema) else {
             return;
         };
         let name = facts.name;
@@ -431,7 +442,7 @@ impl<'v> Walk<'v> {
                         if depth == 0 && (key == "apiVersion" || key == "kind") {
                             continue;
                         }
-                        match properties.get(key) {
+                        match properties.get(key.as_str()) {
                             Some(property) => {
                                 self.nested(Segment::Field(key), property, field, go_struct, depth);
                                 if self.stopped() {

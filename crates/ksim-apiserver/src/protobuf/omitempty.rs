@@ -5,9 +5,14 @@
 //! Driven by the same wire facts as the protobuf decoder (the Go struct
 //! tags of k8s.io/api), for the kinds those facts cover.
 
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use foldhash::fast::FixedState;
 use serde_json::{Map, Value};
 
-use super::schema::{self, INLINE, Kind, MessageFacts, OMIT, REP};
+use super::facts::MESSAGES;
+use super::schema::{self, INLINE, Kind, OMIT, REP};
 
 /// Drops the empty `omitempty` lists and maps of a built-in object, at any
 /// depth, as decoding it into its Go type and encoding it again would.
@@ -15,12 +20,12 @@ use super::schema::{self, INLINE, Kind, MessageFacts, OMIT, REP};
 pub(crate) fn drop_empty_fields(object: &mut Value) {
     let message = match (object["apiVersion"].as_str(), object["kind"].as_str()) {
         (Some(api_version), Some(kind)) => {
-            schema::root_message(api_version, kind).and_then(schema::message)
+            schema::root_message(api_version, kind).and_then(position)
         }
         _ => None,
     };
     if let (Some(message), Some(map)) = (message, object.as_object_mut()) {
-        prune_message(message, map);
+        prune_message(index(message), map);
     }
 }
 
@@ -33,55 +38,135 @@ fn is_empty(value: &Value) -> bool {
     }
 }
 
-fn prune_message(message: &MessageFacts, object: &mut Map<String, Value>) {
+/// What pruning needs of one JSON field of a message.
+#[derive(Debug, Clone, Copy)]
+struct Field {
+    /// `omitempty` on a list or map: dropped when empty.
+    omit_when_empty: bool,
+    /// Its value: a message, a list of messages or a map of messages (by
+    /// position in [`MESSAGES`]), or none of those.
+    walk: Walk,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Walk {
+    No,
+    Message(usize),
+    List(usize),
+    Map(usize),
+}
+
+/// A message's fields by JSON name, those of its inline messages among
+/// them (in the message's field order, as a name may come twice): an
+/// object is pruned by looking its few keys up here, instead of looking
+/// every field of the message up in the object.
+#[derive(Debug, Default)]
+struct MessageIndex {
+    fields: HashMap<&'static str, Vec<Field>, FixedState>,
+}
+
+/// Where the message of this full protobuf name is in [`MESSAGES`].
+fn position(name: &str) -> Option<usize> {
+    MESSAGES.binary_search_by(|facts| facts.name.cmp(name)).ok()
+}
+
+/// The index of the message at `at` in [`MESSAGES`], built once.
+fn index(at: usize) -> &'static MessageIndex {
+    static INDEXES: OnceLock<Vec<OnceLock<MessageIndex>>> = OnceLock::new();
+    let indexes = INDEXES.get_or_init(|| MESSAGES.iter().map(|_| OnceLock::new()).collect());
+    match indexes.get(at) {
+        Some(index) => index.get_or_init(|| {
+            let mut index = MessageIndex::default();
+            add_fields(&mut index, at, 0);
+            index
+        }),
+        None => {
+            static EMPTY: OnceLock<MessageIndex> = OnceLock::new();
+            EMPTY.get_or_init(MessageIndex::default)
+        }
+    }
+}
+
+/// Adds the fields of the message at `at` (its inline messages'
+/// fields in their place) to `index`.
+fn add_fields(index: &mut MessageIndex, at: usize, depth: usize) {
+    let Some(message) = MESSAGES.get(at) else {
+        return;
+    };
     for field in message.fields {
         if field.is(INLINE) {
             if let Kind::Message(name) = field.kind
-                && let Some(inner) = schema::message(name)
+                && let Some(inner) = position(name)
+                && depth < 8
             {
-                prune_message(inner, object);
+                add_fields(index, inner, depth + 1);
             }
             continue;
         }
-        let Some(value) = object.get_mut(field.json_name) else {
+        let list_or_map = field.is(REP) || matches!(field.kind, Kind::Map(_));
+        let walk = match field.kind {
+            Kind::Message(name) => match position(name) {
+                Some(inner) if field.is(REP) => Walk::List(inner),
+                Some(inner) => Walk::Message(inner),
+                None => Walk::No,
+            },
+            Kind::Map(Kind::Message(name)) => position(name).map_or(Walk::No, Walk::Map),
+            _ => Walk::No,
+        };
+        index
+            .fields
+            .entry(field.json_name)
+            .or_default()
+            .push(Field {
+                omit_when_empty: field.is(OMIT) && list_or_map,
+                walk,
+            });
+    }
+}
+
+fn prune_message(index: &MessageIndex, object: &mut Map<String, Value>) {
+    let mut emptied: Vec<String> = Vec::new();
+    for (key, value) in object.iter_mut() {
+        let Some(fields) = index.fields.get(key.as_str()) else {
             continue;
         };
-        let list_or_map = field.is(REP) || matches!(field.kind, Kind::Map(_));
-        if field.is(OMIT) && list_or_map && is_empty(value) {
-            object.remove(field.json_name);
-            continue;
-        }
-        match field.kind {
-            Kind::Message(name) => {
-                let Some(inner) = schema::message(name) else {
-                    continue;
-                };
-                if field.is(REP) {
+        for field in fields {
+            if field.omit_when_empty && is_empty(value) {
+                emptied.push(key.clone());
+                break;
+            }
+            match field.walk {
+                Walk::No => {}
+                Walk::Message(inner) => {
+                    if let Some(nested) = value.as_object_mut() {
+                        prune_message(self::index(inner), nested);
+                    }
+                }
+                Walk::List(inner) => {
+                    let inner = self::index(inner);
                     for item in value.as_array_mut().into_iter().flatten() {
                         if let Some(item) = item.as_object_mut() {
                             prune_message(inner, item);
                         }
                     }
-                } else if let Some(nested) = value.as_object_mut() {
-                    prune_message(inner, nested);
                 }
-            }
-            Kind::Map(Kind::Message(name)) => {
-                let Some(inner) = schema::message(name) else {
-                    continue;
-                };
-                for item in value
-                    .as_object_mut()
-                    .into_iter()
-                    .flat_map(|m| m.values_mut())
-                {
-                    if let Some(item) = item.as_object_mut() {
-                        prune_message(inner, item);
+                Walk::Map(inner) => {
+                    let inner = self::index(inner);
+                    for item in value
+                        .as_object_mut()
+                        .into_iter()
+                        .flat_map(|m| m.values_mut())
+                    {
+                        if let Some(item) = item.as_object_mut() {
+                            prune_message(inner, item);
+                        }
                     }
                 }
             }
-            _ => {}
         }
+    }
+    for key in emptied {
+        object.remove(&key);
     }
 }
 

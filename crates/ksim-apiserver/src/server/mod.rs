@@ -210,6 +210,13 @@ impl ApiServer {
         handlers::bulk::create_items(&self.state, items, manager)
     }
 
+    /// How many handles share this server's state (this one, its clones,
+    /// the routers and clients serving it): 1 once only this handle is
+    /// left, so that dropping it frees the store there and then.
+    pub fn handles(&self) -> usize {
+        Arc::strong_count(&self.state)
+    }
+
     /// The cluster's clock.
     pub fn clock(&self) -> &Clock {
         &self.state.clock

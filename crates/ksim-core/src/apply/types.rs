@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use crate::patch::{PatchStrategy, field_patch_meta};
-use crate::schema::{BuildAddressHasher, REF_PREFIX, definitions};
+use crate::schema::{BuildAddressHasher, Properties, REF_PREFIX, definitions, hashed_properties};
 
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 
@@ -319,7 +319,7 @@ thread_local! {
 pub enum Shape {
     /// Named fields (definition name when known).
     Struct {
-        properties: &'static serde_json::Map<String, Value>,
+        properties: &'static Properties,
         definition: Option<&'static str>,
     },
     /// A map whose keys are owned one by one.
@@ -445,7 +445,7 @@ impl TypeRef {
             && !properties.is_empty()
         {
             return Shape::Struct {
-                properties,
+                properties: hashed_properties(properties),
                 definition,
             };
         }
@@ -507,8 +507,8 @@ impl TypeRef {
                 properties,
                 definition,
             } => match properties.get_key_value(field) {
-                Some((name, schema)) => {
-                    let declared_in = definition.map(|d| (d, name.as_str()));
+                Some((&name, &schema)) => {
+                    let declared_in = definition.map(|d| (d, name));
                     (
                         TypeRef {
                             schema: Some(schema),

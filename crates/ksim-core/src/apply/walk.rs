@@ -19,6 +19,11 @@ pub(super) enum Walk {
 }
 
 pub(super) fn walk_of(ty: &TypeRef, value: &Value) -> Walk {
+    // Scalars are leaves whatever their type: most nodes of an object,
+    // whose shapes need not be looked up.
+    if !matches!(value, Value::Object(_) | Value::Array(_)) {
+        return Walk::Leaf;
+    }
     match (ty.shape(), value) {
         (shape @ Shape::Struct { .. }, Value::Object(_)) => {
             Walk::Object(ObjectType::with_shape(*ty, shape), false)

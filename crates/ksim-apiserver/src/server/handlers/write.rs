@@ -369,7 +369,7 @@ pub(crate) fn create_object_with_status(
                 None => metadata.remove("managedFields"),
             };
         }
-        return store_new_object(state, resource, prepared);
+        return store_new_object(state, resource, prepared, true);
     }
     let mut prepared = prepare_new_object(state, resource, object, Some(manager))?;
     if let Some(status) = status {
@@ -387,7 +387,8 @@ pub(crate) fn create_object_with_status(
             &state.now(),
         );
     }
-    store_new_object(state, resource, prepared)
+    // Without managedFields sent, those stored are the text written above.
+    store_new_object(state, resource, prepared, !sent_managed_fields)
 }
 
 /// `json_patch::merge` of a patch that is not needed afterwards: its values
@@ -413,20 +414,25 @@ fn merge_owned(target: &mut Value, patch: Value) {
     }
 }
 
-/// Stores a prepared new object, with what its creation sets off.
+/// Stores a prepared new object, with what its creation sets off;
+/// `written`: its managedFields, if text, is what `ksim_core::apply` wrote
+/// for it (stored without checking it again).
 fn store_new_object(
     state: &State,
     resource: &ResourceInfo,
     prepared: Value,
+    written: bool,
 ) -> Result<Arc<StoredObject>, ApiError> {
     let name = prepared["metadata"]["name"]
         .as_str()
         .unwrap_or_default()
         .to_string();
-    let stored = state
-        .store
-        .create(&collection_of(resource), prepared)
-        .map_err(|error| store_error(resource, &name, error))?;
+    let collection = collection_of(resource);
+    let stored = match written {
+        true => state.store.create_written(&collection, prepared),
+        false => state.store.create(&collection, prepared),
+    }
+    .map_err(|error| store_error(resource, &name, error))?;
     after_create(state, resource, &name);
     Ok(stored)
 }
