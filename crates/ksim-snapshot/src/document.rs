@@ -91,7 +91,7 @@ impl Body {
         match self {
             Body::Object(object) => Ok(object),
             Body::Text { file, start, end } => {
-                crate::json::parse(&file[start..end]).map_err(|e| first_line(&e.to_string()))
+                serde_json::from_str(&file[start..end]).map_err(|e| first_line(&e.to_string()))
             }
         }
     }
@@ -206,7 +206,7 @@ fn parse_chunk(chunk: &Chunk<'_>, now: Option<DateTime<Utc>>) -> Result<Vec<Docu
         .text
         .trim_start()
         .starts_with('{')
-        .then(|| crate::json::parse(chunk.text).ok())
+        .then(|| serde_json::from_str::<Value>(chunk.text).ok())
         .flatten();
     let value = match json {
         Some(value) => value,

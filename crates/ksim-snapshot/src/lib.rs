@@ -16,7 +16,6 @@
 
 pub mod api;
 pub mod document;
-pub mod json;
 pub mod record;
 pub mod restore;
 pub mod save;
