@@ -1,6 +1,8 @@
 //! `ksim bench snapshot`: snapshots and recordings at scale. A source API
-//! server in process holds N nodes (`ksim scale node`'s shape) and P pods
-//! Running on them, owned by ReplicaSets; then:
+//! server in process holds N nodes (`ksim scale node`'s shape, initialized
+//! by the kubelet simulator as in a running cluster: Ready, with their
+//! Leases; `--bare-nodes` leaves them as created) and P pods Running on
+//! them, owned by ReplicaSets; then:
 //!
 //! - save: every object read through the in-process client and written as
 //!   YAML, as `ksim snapshot save` does (ksim's snapshot path; time, file
@@ -57,6 +59,13 @@ pub struct SnapshotBench {
     /// Stop after the saves (no restore, export or replay).
     #[arg(long)]
     pub save_only: bool,
+    /// Save nodes as they are created (no status, no Lease): the restored
+    /// cluster's kubelet simulator then initializes all of them, as for a
+    /// snapshot of nodes no kubelet ever ran. By default the source's
+    /// kubelet simulator first initializes them (Ready, with Leases), as in
+    /// any running cluster that is saved.
+    #[arg(long)]
+    pub bare_nodes: bool,
     /// Components not to start after the restore (as `ksim serve
     /// --disable`), to see what each one's start costs.
     #[arg(long, value_enum, value_delimiter = ',')]
@@ -101,6 +110,53 @@ fn running_status(index: usize, nodes: usize) -> Value {
             {"type": "Initialized", "status": "True"}, {"type": "PodScheduled", "status": "True"}],
         "containerStatuses": [{"name": "app", "image": "busybox", "imageID": "", "ready": true,
             "restartCount": 0, "started": true, "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]}})
+}
+
+/// Runs the kubelet simulator over the source until every node is Ready
+/// and holds its Lease, as in a running cluster, then stops it.
+async fn initialize_nodes(client: &kube::Client, nodes: usize) -> anyhow::Result<()> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Api, ListParams};
+
+    let kubelet = ksim_kubelet::KubeletSimulator::new(
+        client.clone(),
+        ksim_kubelet::KubeletOptions::default(),
+    );
+    let task = tokio::spawn(async move { kubelet.run().await });
+    let ready = |node: &Node| {
+        node.status
+            .as_ref()
+            .and_then(|status| status.conditions.as_ref())
+            .is_some_and(|conditions| {
+                conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+            })
+    };
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let listed = Api::<Node>::all(client.clone())
+            .list(&ListParams::default())
+            .await?;
+        let leases = Api::<Lease>::namespaced(client.clone(), "kube-node-lease")
+            .list_metadata(&ListParams::default())
+            .await?;
+        let initialized = listed.items.iter().filter(|node| ready(node)).count();
+        if initialized == nodes && leases.items.len() == nodes {
+            break;
+        }
+        if Instant::now() > deadline {
+            task.abort();
+            bail!(
+                "the kubelet simulator initialized {initialized} of {nodes} nodes ({} Leases) in 300 s",
+                leases.items.len()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    task.abort();
+    Ok(())
 }
 
 async fn fill_source(client: &kube::Client, bench: &SnapshotBench) -> anyhow::Result<()> {
@@ -353,9 +409,17 @@ async fn run_in(bench: &SnapshotBench, dir: &std::path::Path) -> anyhow::Result<
     let source_client = ksim_runtime::client::in_process(&source);
     let started = Instant::now();
     fill_source(&source_client, bench).await?;
+    if !bench.bare_nodes {
+        initialize_nodes(&source_client, bench.nodes).await?;
+    }
     print_line(format_args!(
-        "setup: source filled in {}",
-        millis(started.elapsed())
+        "setup: source filled in {} ({})",
+        millis(started.elapsed()),
+        if bench.bare_nodes {
+            "bare nodes: no status, no Lease"
+        } else {
+            "nodes initialized by the kubelet simulator: Ready, with their Leases"
+        }
     ))?;
     let expected = running_pods(&Target::new(source_client.clone())).await?;
 
