@@ -1061,6 +1061,12 @@ pub async fn replay(
                         &created,
                     )
                     .await;
+                    if change.kind == "DELETED" && matches!(applied, Err(Error::NotServed(_))) {
+                        // Its definition went between discovery and the
+                        // deletion: gone with it, nothing to wait for.
+                        last.remove(&key(&change.object));
+                        break Ok(());
+                    }
                     if !(defined && matches!(applied, Err(Error::NotServed(_))) && attempts < 150)
                     {
                         break applied;
