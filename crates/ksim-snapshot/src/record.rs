@@ -1150,17 +1150,25 @@ pub async fn replay(
                 }
             }
         }
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
         let api_version = change.object["apiVersion"].as_str().unwrap_or_default();
         let kind = change.object["kind"].as_str().unwrap_or_default();
         // Only after its definition's first change: a custom resource
-        // listed before its definition (a recording's initial state) waits
-        // for it to be served, so it must not queue behind it.
-        match routes.get(&(api_version.to_string(), kind.to_string())) {
-            Some((definition, first)) if *first < sent => definition.hash(&mut hasher),
-            _ => key(&change.object).hash(&mut hasher),
-        }
-        let worker = usize::try_from(hasher.finish() % workers as u64).unwrap_or(0);
+        // recorded before its definition (a recording's initial state, or
+        // a recorder's two watches of definitions told apart after a gap)
+        // waits for it to be served, so it must not queue behind it: not
+        // on its definition's worker at all.
+        let worker = match routes.get(&(api_version.to_string(), kind.to_string())) {
+            Some((definition, first)) if *first < sent => worker_of(definition, workers),
+            Some((definition, _)) => {
+                let worker = worker_of(&key(&change.object), workers);
+                if worker == worker_of(definition, workers) {
+                    (worker + 1) % workers
+                } else {
+                    worker
+                }
+            }
+            None => worker_of(&key(&change.object), workers),
+        };
         if senders[worker].send(change).await.is_err() {
             failed = Some(worker);
             break;
@@ -1344,6 +1352,13 @@ fn defined_kinds(changes: &[Change]) -> HashSet<(String, String)> {
         .filter(|c| c.kind == "ADDED" && is_definition(c))
         .flat_map(|c| crate::restore::crd_kinds(&c.object))
         .collect()
+}
+
+/// The replay worker of the changes of the object at `key`.
+fn worker_of(key: &str, workers: usize) -> usize {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut hasher);
+    usize::try_from(hasher.finish() % workers as u64).unwrap_or(0)
 }
 
 /// The key of the definition of each kind a CustomResourceDefinition of
