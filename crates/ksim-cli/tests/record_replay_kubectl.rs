@@ -314,30 +314,13 @@ fn a_kind_defined_while_recording_is_recorded_from_its_first_object_until_its_de
 #[test]
 fn a_definition_deleted_and_created_again_replays_its_custom_resources_in_order() {
     let cluster = TestCluster::start_api_only(ksim_binary());
-    let env = cluster.env();
-    let text = fixtures::widget_crd_created_again();
-    let path = env.write_file("widgets.jsonl", &text);
-    let replayed = env.ksim_ok(&[
-        "replay",
-        "--name",
-        cluster.name(),
-        "--path",
-        path.to_str().expect("utf-8"),
-        "--speed",
-        "max",
-    ]);
-    assert!(
-        replayed.starts_with("Replayed 8 of 8 changes"),
-        "{replayed}"
+    replay_max(
+        &cluster,
+        "widgets.jsonl",
+        &fixtures::widget_crd_created_again(),
+        8,
     );
-    let widgets = cluster.kubectl(&[
-        "get",
-        "widgets",
-        "-o",
-        "jsonpath={range .items[*]}{.metadata.name}={.spec.size} {end}",
-    ]);
-    widgets.success();
-    assert_eq!(widgets.stdout.trim_end(), "second=4");
+    assert_eq!(widget_sizes(&cluster), "second=4");
 }
 
 /// A recording's initial state may list custom resources before their
@@ -345,32 +328,11 @@ fn a_definition_deleted_and_created_again_replays_its_custom_resources_in_order(
 #[test]
 fn custom_resources_listed_before_their_definition_replay() {
     let cluster = TestCluster::start_api_only(ksim_binary());
-    let env = cluster.env();
     let definition = fixtures::with_uid(fixtures::widget_crd(), "crd-1");
     let widget = fixtures::with_uid(fixtures::widget("listed", "default", 5), "uid-listed");
     let text = fixtures::recording(&[(0, "ADDED", widget), (0, "ADDED", definition)]);
-    let path = env.write_file("listed.jsonl", &text);
-    let replayed = env.ksim_ok(&[
-        "replay",
-        "--name",
-        cluster.name(),
-        "--path",
-        path.to_str().expect("utf-8"),
-        "--speed",
-        "max",
-    ]);
-    assert!(
-        replayed.starts_with("Replayed 2 of 2 changes"),
-        "{replayed}"
-    );
-    let widgets = cluster.kubectl(&[
-        "get",
-        "widgets",
-        "-o",
-        "jsonpath={range .items[*]}{.metadata.name}={.spec.size} {end}",
-    ]);
-    widgets.success();
-    assert_eq!(widgets.stdout.trim_end(), "listed=5");
+    replay_max(&cluster, "listed.jsonl", &text, 2);
+    assert_eq!(widget_sizes(&cluster), "listed=5");
 }
 
 /// Custom resources recorded before their definition after the initial
@@ -381,7 +343,6 @@ fn custom_resources_listed_before_their_definition_replay() {
 #[test]
 fn custom_resources_recorded_before_their_definition_replay() {
     let cluster = TestCluster::start_api_only(ksim_binary());
-    let env = cluster.env();
     let mut changes: Vec<(i64, &str, serde_json::Value)> = (0..100)
         .map(|i| {
             let name = format!("early-{i}");
@@ -394,7 +355,17 @@ fn custom_resources_recorded_before_their_definition_replay() {
         "ADDED",
         fixtures::with_uid(fixtures::widget_crd(), "crd-1"),
     ));
-    let path = env.write_file("early.jsonl", &fixtures::recording(&changes));
+    replay_max(&cluster, "early.jsonl", &fixtures::recording(&changes), 101);
+    let widgets = cluster.kubectl(&["get", "widgets", "-o", "name"]);
+    widgets.success();
+    assert_eq!(widgets.stdout.lines().count(), 100, "{}", widgets.stdout);
+}
+
+/// Replays `text` (written to `file`) into `cluster` as fast as possible:
+/// it succeeds with all `changes` applied and none skipped.
+fn replay_max(cluster: &TestCluster, file: &str, text: &str, changes: usize) {
+    let env = cluster.env();
+    let path = env.write_file(file, text);
     let output = env.ksim(&[
         "replay",
         "--name",
@@ -408,10 +379,20 @@ fn custom_resources_recorded_before_their_definition_replay() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}{stderr}");
     assert!(
-        stdout.starts_with("Replayed 101 of 101 changes"),
+        stdout.starts_with(&format!("Replayed {changes} of {changes} changes")),
         "{stdout}{stderr}"
     );
-    let widgets = cluster.kubectl(&["get", "widgets", "-o", "name"]);
+    assert!(!stderr.contains("skipped"), "{stderr}");
+}
+
+/// `name=size` of each widget of `cluster`.
+fn widget_sizes(cluster: &TestCluster) -> String {
+    let widgets = cluster.kubectl(&[
+        "get",
+        "widgets",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name}={.spec.size} {end}",
+    ]);
     widgets.success();
-    assert_eq!(widgets.stdout.lines().count(), 100, "{}", widgets.stdout);
+    widgets.stdout.trim_end().to_string()
 }
