@@ -6,13 +6,18 @@
 //! random source. Recording never fails or slows a sync: the write runs in
 //! its own task (holding the clock busy). As client-go's
 //! `EventSourceObjectSpamFilter`, each object gets a burst of 25 events,
-//! then one more every 5 minutes; the rest are dropped.
+//! then one more every 5 minutes; the rest are dropped. As client-go's
+//! broadcaster (a queue of 1000 events, dropping when full), at most 1000
+//! events of one recorder wait to be written: a burst beyond that (the
+//! node controller registering 10,000 restored nodes at once) loses the
+//! rest, before the spam filter or a series sees them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ksim_runtime::clock::{Clock, Instant};
+use tokio::sync::Semaphore;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
@@ -72,7 +77,13 @@ pub(crate) struct Events {
     budgets: Arc<Mutex<HashMap<String, TokenBucket>>>,
     /// The number of budgets at which the next sweep runs.
     sweep_budgets_at: Arc<std::sync::atomic::AtomicUsize>,
+    /// One permit per event that may wait to be written.
+    queue: Arc<Semaphore>,
 }
+
+/// Events of one recorder that may wait to be written at once (client-go's
+/// `maxQueuedEvents`).
+const MAX_QUEUED_EVENTS: usize = 1000;
 
 /// Events allowed at once per object.
 const BURST: f64 = 25.0;
@@ -118,6 +129,7 @@ impl Events {
             recorded: Arc::default(),
             budgets: Arc::default(),
             sweep_budgets_at: Arc::new(std::sync::atomic::AtomicUsize::new(10_000)),
+            queue: Arc::new(Semaphore::new(MAX_QUEUED_EVENTS)),
         }
     }
 
@@ -129,6 +141,14 @@ impl Events {
         action: &str,
         note: String,
     ) {
+        let Ok(queued) = Arc::clone(&self.queue).try_acquire_owned() else {
+            tracing::debug!(
+                controller = %self.controller,
+                reason,
+                "event queue full: dropping the event"
+            );
+            return;
+        };
         if !self.allowed(regarding.uid.as_deref().unwrap_or_default()) {
             return;
         }
@@ -180,6 +200,7 @@ impl Events {
         let busy = self.clock.busy();
         tokio::spawn(async move {
             let _busy = busy;
+            let _queued = queued;
             let name = event.metadata.name.clone().unwrap_or_default();
             let written = if series {
                 api.patch(&name, &PatchParams::default(), &Patch::Merge(&event))
@@ -331,6 +352,40 @@ mod tests {
             Some(1),
             "a new event, not a series"
         );
+    }
+
+    /// Waits until the cluster holds `count` events in `default`, and returns how many
+    /// it holds then.
+    async fn events_reach(client: &Client, count: usize) -> usize {
+        let api: Api<Event> = Api::namespaced(client.clone(), "default");
+        for _ in 0..2_000 {
+            let listed = api.list(&Default::default()).await.expect("list events");
+            if listed.items.len() >= count {
+                return listed.items.len();
+            }
+            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("fewer than {count} events were written");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_burst_beyond_the_queue_is_dropped_and_later_events_are_written() {
+        let cluster = ksim_testutils::in_process::InProcessCluster::new();
+        let events = Events::new(cluster.client.clone(), "test", &Clock::real());
+        // Recorded in one go, as the node controller registers restored nodes: no
+        // write runs meanwhile, so the queue takes the first 1000 and drops the rest.
+        for i in 0..1_500 {
+            events.normal(pod(&format!("p{i}")), "Created", "Create", "made".into());
+        }
+        assert_eq!(events.recorded.lock().expect("lock").events.len(), 1_000);
+        assert_eq!(events_reach(&cluster.client, 1_000).await, 1_000);
+        // Once written, the queue takes events again.
+        while events.queue.available_permits() < MAX_QUEUED_EVENTS {
+            tokio::task::yield_now().await;
+        }
+        events.normal(pod("later"), "Created", "Create", "made".into());
+        assert_eq!(events_reach(&cluster.client, 1_001).await, 1_001);
     }
 
     #[test]
