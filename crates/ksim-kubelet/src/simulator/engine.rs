@@ -89,6 +89,18 @@ struct Pending {
     generation: u64,
 }
 
+/// How a managed node's next lease renewal starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum LeaseStart {
+    /// The node was in a list (the simulator started over a running or
+    /// restored cluster, or re-listed): its lease most likely exists, so it
+    /// is patched first and created only if missing.
+    Listed,
+    /// The simulator has created or renewed the lease: it is patched, and
+    /// created again only while the node still exists.
+    Held,
+}
+
 /// The objects of one kind, their pending stages and their work queue.
 #[derive(Debug)]
 pub struct Tracker {
@@ -243,9 +255,9 @@ pub struct Engine {
     pods_by_node: Mutex<HashMap<String, HashSet<String>>>,
     /// Nodes due for a lease renewal.
     pub leases: WorkQueue<String>,
-    /// Nodes whose lease this simulator has created or renewed (a renewal of the
-    /// others starts by creating the lease).
-    pub(super) leases_held: Mutex<HashSet<String>>,
+    /// What the simulator knows of each node's lease (see [`LeaseStart`]); a node
+    /// absent here is new: its first renewal starts by creating the lease.
+    pub(super) lease_starts: Mutex<HashMap<String, LeaseStart>>,
     events: std::sync::atomic::AtomicU64,
     /// Whether the Node and the Pod informers (in this order) have delivered
     /// their first complete list: no pod's stage is applied before both
@@ -286,7 +298,7 @@ impl Engine {
             network,
             pods_by_node: Mutex::new(HashMap::new()),
             leases: WorkQueue::with_clock(clock),
-            leases_held: Mutex::new(HashSet::new()),
+            lease_starts: Mutex::new(HashMap::new()),
             events: std::sync::atomic::AtomicU64::new(0),
             listed: [AtomicBool::new(false), AtomicBool::new(false)],
             listed_changed: tokio::sync::Notify::new(),
@@ -379,12 +391,23 @@ impl Engine {
 
     /// A Node or Pod was added or changed: `raw` is its JSON text.
     pub fn object_applied(&self, kind: SimulatedKind, raw: Box<RawValue>) {
+        self.object_seen(kind, raw, false);
+    }
+
+    /// A Node or Pod of a (re-)list: `raw` is its JSON text. A listed node
+    /// that is new to the simulator most likely holds its lease already: its
+    /// first renewal patches it rather than creating it.
+    pub fn object_listed(&self, kind: SimulatedKind, raw: Box<RawValue>) {
+        self.object_seen(kind, raw, true);
+    }
+
+    fn object_seen(&self, kind: SimulatedKind, raw: Box<RawValue>, listed: bool) {
         let set = self.compiled();
         let (fields, version) = set.fields(kind);
         let object = Arc::new(CachedObject::new(raw, fields, *version));
         drop(set);
         match kind {
-            SimulatedKind::Node => self.node_cached(object),
+            SimulatedKind::Node => self.node_cached(object, listed),
             SimulatedKind::Pod => self.pod_cached(object),
         }
     }
@@ -401,7 +424,7 @@ impl Engine {
         self.value_applied(SimulatedKind::Node, &node);
     }
 
-    fn node_cached(&self, cached: Arc<CachedObject>) {
+    fn node_cached(&self, cached: Arc<CachedObject>, listed: bool) {
         let node = cached.view();
         let name = object_key(SimulatedKind::Node, node);
         if name.is_empty() {
@@ -421,6 +444,11 @@ impl Engine {
             .insert(name.clone(), facts)
             .map(|previous| previous.stopped);
         self.nodes.insert(name.clone(), cached);
+        if listed && was_stopped.is_none() {
+            lock(&self.lease_starts)
+                .entry(name.clone())
+                .or_insert(LeaseStart::Listed);
+        }
         if was_stopped != Some(stopped) {
             match (was_stopped, stopped) {
                 (_, true) => {
@@ -463,7 +491,7 @@ impl Engine {
             .remove(name);
         self.nodes.remove(name);
         self.leases.forget(&name.to_owned());
-        lock(&self.leases_held).remove(name);
+        lock(&self.lease_starts).remove(name);
     }
 
     /// A Pod was added or changed.

@@ -161,9 +161,8 @@ pub async fn watch_objects(engine: Arc<Engine>, kind: SimulatedKind) -> Result<(
     let mut stream = std::pin::pin!(changes(api, config, &engine.options.clock));
     while let Some(change) = stream.next().await {
         match change {
-            Change::Listed(object) | Change::Applied(object) => {
-                engine.object_applied(kind, object.raw);
-            }
+            Change::Listed(object) => engine.object_listed(kind, object.raw),
+            Change::Applied(object) => engine.object_applied(kind, object.raw),
             Change::Deleted(object) => {
                 let key = ksim_runtime::informer::object_key(&object);
                 match kind {
