@@ -16,7 +16,7 @@
 //! version it was rendered from, so that a status another client wrote
 //! meanwhile (a restored pod's saved IP) is not overwritten.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -38,6 +38,11 @@ use crate::stage::{
     compile_stages, matching_stages, next_action,
 };
 use crate::template::{Renderer, TemplateEnv, format_time};
+
+// Keyed by the cluster's own names and UIDs: foldhash rather than SipHash
+// (every pod of a restored cluster goes through these maps at the start).
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
+type FastSet<K> = std::collections::HashSet<K, foldhash::fast::FixedState>;
 
 /// How long to wait before retrying an object whose action failed at the API.
 const API_RETRY: Duration = Duration::from_secs(1);
@@ -115,8 +120,8 @@ impl Tracker {
     fn new(kind: SimulatedKind, clock: Clock) -> Self {
         Self {
             kind,
-            objects: Mutex::new(HashMap::new()),
-            pending: Mutex::new(HashMap::new()),
+            objects: Mutex::new(HashMap::default()),
+            pending: Mutex::new(HashMap::default()),
             queue: WorkQueue::with_clock(clock),
         }
     }
@@ -252,7 +257,7 @@ pub struct Engine {
     pub pods: Tracker,
     /// Managed nodes' facts and pod IPs.
     pub network: Arc<Network>,
-    pods_by_node: Mutex<HashMap<String, HashSet<String>>>,
+    pods_by_node: Mutex<HashMap<String, FastSet<String>>>,
     /// Nodes due for a lease renewal.
     pub leases: WorkQueue<String>,
     /// What the simulator knows of each node's lease (see [`LeaseStart`]); a node
@@ -282,7 +287,7 @@ impl Engine {
     pub fn new(client: kube::Client, options: KubeletOptions) -> Self {
         let start_time = format_time(options.clock.now());
         let network = Arc::new(Network {
-            nodes: RwLock::new(HashMap::new()),
+            nodes: RwLock::new(HashMap::default()),
             ips: Mutex::new(PodIpAllocator::new(&options.default_pod_cidr)),
             default_node_ip: options.node_ip.clone(),
         });
@@ -296,9 +301,9 @@ impl Engine {
             nodes: Tracker::new(SimulatedKind::Node, clock.clone()),
             pods: Tracker::new(SimulatedKind::Pod, clock.clone()),
             network,
-            pods_by_node: Mutex::new(HashMap::new()),
+            pods_by_node: Mutex::new(HashMap::default()),
             leases: WorkQueue::with_clock(clock),
-            lease_starts: Mutex::new(HashMap::new()),
+            lease_starts: Mutex::new(HashMap::default()),
             events: std::sync::atomic::AtomicU64::new(0),
             listed: [AtomicBool::new(false), AtomicBool::new(false)],
             listed_changed: tokio::sync::Notify::new(),
@@ -533,7 +538,6 @@ impl Engine {
             .and_then(|spec| spec.get("hostNetwork"))
             .and_then(Value::as_bool)
             .unwrap_or(false)
-            || !self.network.manages(node)
         {
             return;
         }
@@ -551,8 +555,11 @@ impl Engine {
                 ips.push(ip.to_owned());
             }
         }
-        if !ips.is_empty() {
-            let cidrs = self.network.pod_cidrs(node);
+        if ips.is_empty() {
+            return;
+        }
+        // One look-up: whether the node is managed, and its CIDRs.
+        if let Some(cidrs) = self.network.managed_pod_cidrs(node) {
             lock(&self.network.ips).mark_used(str_at(pod, "/metadata/uid"), &cidrs, &ips);
         }
     }
