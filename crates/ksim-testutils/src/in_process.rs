@@ -74,6 +74,35 @@ impl InProcessCluster {
         ksim_runtime::client::in_process(&self.server)
     }
 
+    /// Another in-process client of the server whose requests (method, path,
+    /// response status) are logged in the returned [`RequestLog`]: what a
+    /// component asked of the server, counted at the HTTP layer.
+    pub fn observed_client(&self) -> (kube::Client, RequestLog) {
+        use tower::ServiceExt;
+        let log = RequestLog::default();
+        let router = self.server.router();
+        let observed = log.clone();
+        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            let router = router.clone();
+            let log = observed.clone();
+            async move {
+                let method = request.method().clone();
+                let path = request.uri().path().to_owned();
+                let response = router.oneshot(request).await?;
+                log.0
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(ObservedRequest {
+                        method,
+                        path,
+                        status: response.status(),
+                    });
+                Ok::<_, std::convert::Infallible>(response)
+            }
+        });
+        (kube::Client::new(service, "default"), log)
+    }
+
     /// A client of the server over HTTP on a free loopback port, built as
     /// every kubeconfig path builds one (`ksim_runtime::client::from_config`),
     /// as a stand-alone component talks to any cluster. The listener runs
@@ -186,6 +215,37 @@ impl InProcessCluster {
             )
             .await
             .expect("set the pod's phase");
+    }
+}
+
+/// A request a client sent, as [`InProcessCluster::observed_client`] logs it
+/// once answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObservedRequest {
+    /// The request's method.
+    pub method: http::Method,
+    /// The request's path (no query).
+    pub path: String,
+    /// The response's status.
+    pub status: http::StatusCode,
+}
+
+/// The requests of an observed client, in the order they were answered.
+#[derive(Clone, Debug, Default)]
+pub struct RequestLog(std::sync::Arc<std::sync::Mutex<Vec<ObservedRequest>>>);
+
+impl RequestLog {
+    /// Every request answered so far.
+    pub fn requests(&self) -> Vec<ObservedRequest> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The requests answered so far with `method` to `path`.
+    pub fn to(&self, method: &http::Method, path: &str) -> Vec<ObservedRequest> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.method == *method && r.path == path)
+            .collect()
     }
 }
 

@@ -2,10 +2,14 @@
 //! released ones first; per pod, the same IPs on every ask until the pod is released.
 //! hostNetwork pods get their node's IPs.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use crate::error::KubeletError;
+
+// Keyed by the cluster's own names and UIDs: foldhash rather than SipHash
+// (every pod of a restored cluster goes through these maps at the start).
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
 
 /// The CIDR pods get IPs from when their node has no podCIDR (KWOK's default).
 pub const DEFAULT_POD_CIDR: &str = "10.0.0.1/24";
@@ -168,9 +172,9 @@ impl PodIpAllocator {
     pub fn new(default_cidr: &str) -> Self {
         Self {
             default_cidr: default_cidr.to_owned(),
-            pools: HashMap::new(),
-            pods: HashMap::new(),
-            holders: HashMap::new(),
+            pools: HashMap::default(),
+            pods: HashMap::default(),
+            holders: HashMap::default(),
         }
     }
 

@@ -4,18 +4,17 @@
 //! Matching an object needs only the view; rendering a stage's next action
 //! (rare beside matching: a restored cluster's 100,000 Running pods match no
 //! stage) parses the whole object from the text. Building the view skips the
-//! rest of the text without building it, which costs a fraction of decoding
-//! the whole object into a JSON tree and keeps the cache small.
+//! rest of the text without decoding it (see [`super::scan`]), which costs a
+//! fraction of decoding the whole object into a JSON tree and keeps the
+//! cache small.
 //!
 //! `metadata.managedFields` is left out everywhere: no stage reads it, and it
 //! is the largest part of a watched object.
 
-use std::borrow::Cow;
-
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::scan::Scanner;
 use crate::stage::ReadFields;
 
 /// A cached Node or Pod.
@@ -60,15 +59,10 @@ impl CachedObject {
 }
 
 /// The `fields` of the object of JSON text `text` (valid JSON: text the
-/// server sent, already parsed once).
+/// server sent, already parsed once); what is not read is skipped by
+/// [`Scanner`], without decoding it.
 pub fn project(text: &str, fields: &ReadFields) -> Value {
-    let mut deserializer = serde_json::Deserializer::from_str(text);
-    Project {
-        fields,
-        place: Place::Root,
-    }
-    .deserialize(&mut deserializer)
-    .unwrap_or_default()
+    project_value(&mut Scanner::new(text), fields, Place::Root).unwrap_or_default()
 }
 
 /// Where a value sits in the object.
@@ -82,107 +76,33 @@ enum Place {
     Other,
 }
 
-/// Decodes the `fields` of a value at `place`.
-struct Project<'f> {
-    fields: &'f ReadFields,
-    place: Place,
-}
-
-impl<'de> DeserializeSeed<'de> for Project<'_> {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        if self.place == Place::Other && self.fields == &ReadFields::All {
-            return serde::Deserialize::deserialize(deserializer);
-        }
-        deserializer.deserialize_any(self)
+/// The `fields` of the next value, at `place`: an object keeps the fields
+/// read (and `metadata` never its `managedFields`); anything but an object
+/// is kept whole (what a path through it reads is the same in the view as
+/// in the object).
+fn project_value(scanner: &mut Scanner<'_>, fields: &ReadFields, place: Place) -> Option<Value> {
+    if scanner.peek()? != b'{' || (place == Place::Other && fields == &ReadFields::All) {
+        return scanner.value();
     }
-}
-
-/// A map key, borrowed from the text when it can be.
-pub(super) struct Key<'de>(pub(super) Cow<'de, str>);
-
-impl<'de> serde::Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl<'de> Visitor<'de> for KeyVisitor {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a field name")
-            }
-            fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(v)))
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v.to_owned())))
-            }
-            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v)))
-            }
-        }
-        deserializer.deserialize_str(KeyVisitor)
-    }
-}
-
-impl<'de> Visitor<'de> for Project<'_> {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a Kubernetes object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut object = serde_json::Map::new();
-        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
-            let wanted = match self.fields.field(&key) {
-                Some(_) if self.place == Place::Metadata && key == "managedFields" => None,
-                wanted => wanted,
-            };
-            let Some(fields) = wanted else {
-                map.next_value::<IgnoredAny>()?;
-                continue;
-            };
-            let place = if self.place == Place::Root && key == "metadata" {
-                Place::Metadata
-            } else {
-                Place::Other
-            };
-            let value = map.next_value_seed(Project { fields, place })?;
-            object.insert(key.into_owned(), value);
-        }
-        Ok(Value::Object(object))
-    }
-
-    // Anything but an object is kept whole (what a path through it reads is
-    // the same in the view as in the object).
-    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_owned()))
-    }
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_none<E: serde::de::Error>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element::<Value>()? {
-            items.push(item);
-        }
-        Ok(Value::Array(items))
-    }
+    let mut object = serde_json::Map::new();
+    scanner.object(|key, scanner| {
+        let wanted = match fields.field(&key) {
+            Some(_) if place == Place::Metadata && key == "managedFields" => None,
+            wanted => wanted,
+        };
+        let Some(fields) = wanted else {
+            return scanner.skip_value();
+        };
+        let place = if place == Place::Root && key == "metadata" {
+            Place::Metadata
+        } else {
+            Place::Other
+        };
+        let value = project_value(scanner, fields, place)?;
+        object.insert(key.into_owned(), value);
+        Some(())
+    })?;
+    Some(Value::Object(object))
 }
 
 #[cfg(test)]
@@ -254,5 +174,74 @@ mod tests {
         );
         let escaped = r#"{"a\"b": {"x": 1}, "a": {"b": "\u00e9"}}"#;
         assert_eq!(project(escaped, &fields), json!({"a": {"b": "é"}}));
+    }
+
+    /// The projection as a walk of the decoded object: what `project` must give.
+    fn projected(value: &Value, fields: &ReadFields, place: Place) -> Value {
+        match value {
+            Value::Object(map) if !(place == Place::Other && fields == &ReadFields::All) => map
+                .iter()
+                .filter(|(key, _)| !(place == Place::Metadata && *key == "managedFields"))
+                .filter_map(|(key, value)| {
+                    let fields = fields.field(key)?;
+                    let place = if place == Place::Root && key == "metadata" {
+                        Place::Metadata
+                    } else {
+                        Place::Other
+                    };
+                    Some((key.clone(), projected(value, fields, place)))
+                })
+                .collect(),
+            _ => value.clone(),
+        }
+    }
+
+    #[test]
+    fn views_agree_with_a_walk_of_the_decoded_object() {
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p\"q", "namespace": "ns", "uid": "u", "resourceVersion": "12",
+                "labels": {"app": "a", "x/y": "{\"]"}, "ownerReferences": [{"kind": "ReplicaSet", "name": "rs"}],
+                "managedFields": [{"manager": "m", "fieldsV1": {"f:status": {"f:phase": {}}}}],
+                "deletionTimestamp": null},
+            "spec": {"nodeName": "n", "hostNetwork": false, "priority": -5, "overhead": 1.5e3,
+                "containers": [{"name": "c", "args": ["a,b", "}", "\\"], "ports": []}]},
+            "status": {"phase": "Running", "podIP": "10.0.0.1", "podIPs": [{"ip": "10.0.0.1"}],
+                "conditions": [{"type": "Ready", "status": "True"}], "empty": {}},
+        });
+        let mut simulator = ReadFields::none();
+        for path in [
+            &["metadata", "name"][..],
+            &["metadata", "namespace"],
+            &["metadata", "deletionTimestamp"],
+            &["metadata", "ownerReferences"],
+            &["spec", "nodeName"],
+            &["spec", "hostNetwork"],
+            &["status", "podIPs"],
+            &["status", "conditions"],
+            &["status", "empty", "deeper"],
+        ] {
+            simulator.add(path);
+        }
+        let mut whole_metadata = ReadFields::none();
+        whole_metadata.add(&["metadata"]);
+        whole_metadata.add(&["spec", "containers"]);
+        for text in [
+            serde_json::to_string(&pod).expect("JSON"),
+            serde_json::to_string_pretty(&pod).expect("JSON"),
+        ] {
+            for fields in [
+                &simulator,
+                &whole_metadata,
+                &ReadFields::All,
+                &ReadFields::none(),
+            ] {
+                assert_eq!(
+                    project(&text, fields),
+                    projected(&pod, fields, Place::Root),
+                    "{fields:?}"
+                );
+            }
+        }
     }
 }

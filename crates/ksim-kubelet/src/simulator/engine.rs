@@ -16,7 +16,7 @@
 //! version it was rendered from, so that a status another client wrote
 //! meanwhile (a restored pod's saved IP) is not overwritten.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -38,6 +38,11 @@ use crate::stage::{
     compile_stages, matching_stages, next_action,
 };
 use crate::template::{Renderer, TemplateEnv, format_time};
+
+// Keyed by the cluster's own names and UIDs: foldhash rather than SipHash
+// (every pod of a restored cluster goes through these maps at the start).
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
+type FastSet<K> = std::collections::HashSet<K, foldhash::fast::FixedState>;
 
 /// How long to wait before retrying an object whose action failed at the API.
 const API_RETRY: Duration = Duration::from_secs(1);
@@ -89,6 +94,18 @@ struct Pending {
     generation: u64,
 }
 
+/// How a managed node's next lease renewal starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum LeaseStart {
+    /// The node was in a list (the simulator started over a running or
+    /// restored cluster, or re-listed): its lease most likely exists, so it
+    /// is patched first and created only if missing.
+    Listed,
+    /// The simulator has created or renewed the lease: it is patched, and
+    /// created again only while the node still exists.
+    Held,
+}
+
 /// The objects of one kind, their pending stages and their work queue.
 #[derive(Debug)]
 pub struct Tracker {
@@ -103,8 +120,8 @@ impl Tracker {
     fn new(kind: SimulatedKind, clock: Clock) -> Self {
         Self {
             kind,
-            objects: Mutex::new(HashMap::new()),
-            pending: Mutex::new(HashMap::new()),
+            objects: Mutex::new(HashMap::default()),
+            pending: Mutex::new(HashMap::default()),
             queue: WorkQueue::with_clock(clock),
         }
     }
@@ -240,12 +257,12 @@ pub struct Engine {
     pub pods: Tracker,
     /// Managed nodes' facts and pod IPs.
     pub network: Arc<Network>,
-    pods_by_node: Mutex<HashMap<String, HashSet<String>>>,
+    pods_by_node: Mutex<HashMap<String, FastSet<String>>>,
     /// Nodes due for a lease renewal.
     pub leases: WorkQueue<String>,
-    /// Nodes whose lease this simulator has created or renewed (a renewal of the
-    /// others starts by creating the lease).
-    pub(super) leases_held: Mutex<HashSet<String>>,
+    /// What the simulator knows of each node's lease (see [`LeaseStart`]); a node
+    /// absent here is new: its first renewal starts by creating the lease.
+    pub(super) lease_starts: Mutex<HashMap<String, LeaseStart>>,
     events: std::sync::atomic::AtomicU64,
     /// Whether the Node and the Pod informers (in this order) have delivered
     /// their first complete list: no pod's stage is applied before both
@@ -270,7 +287,7 @@ impl Engine {
     pub fn new(client: kube::Client, options: KubeletOptions) -> Self {
         let start_time = format_time(options.clock.now());
         let network = Arc::new(Network {
-            nodes: RwLock::new(HashMap::new()),
+            nodes: RwLock::new(HashMap::default()),
             ips: Mutex::new(PodIpAllocator::new(&options.default_pod_cidr)),
             default_node_ip: options.node_ip.clone(),
         });
@@ -284,9 +301,9 @@ impl Engine {
             nodes: Tracker::new(SimulatedKind::Node, clock.clone()),
             pods: Tracker::new(SimulatedKind::Pod, clock.clone()),
             network,
-            pods_by_node: Mutex::new(HashMap::new()),
+            pods_by_node: Mutex::new(HashMap::default()),
             leases: WorkQueue::with_clock(clock),
-            leases_held: Mutex::new(HashSet::new()),
+            lease_starts: Mutex::new(HashMap::default()),
             events: std::sync::atomic::AtomicU64::new(0),
             listed: [AtomicBool::new(false), AtomicBool::new(false)],
             listed_changed: tokio::sync::Notify::new(),
@@ -379,12 +396,23 @@ impl Engine {
 
     /// A Node or Pod was added or changed: `raw` is its JSON text.
     pub fn object_applied(&self, kind: SimulatedKind, raw: Box<RawValue>) {
+        self.object_seen(kind, raw, false);
+    }
+
+    /// A Node or Pod of a (re-)list: `raw` is its JSON text. A listed node
+    /// that is new to the simulator most likely holds its lease already: its
+    /// first renewal patches it rather than creating it.
+    pub fn object_listed(&self, kind: SimulatedKind, raw: Box<RawValue>) {
+        self.object_seen(kind, raw, true);
+    }
+
+    fn object_seen(&self, kind: SimulatedKind, raw: Box<RawValue>, listed: bool) {
         let set = self.compiled();
         let (fields, version) = set.fields(kind);
         let object = Arc::new(CachedObject::new(raw, fields, *version));
         drop(set);
         match kind {
-            SimulatedKind::Node => self.node_cached(object),
+            SimulatedKind::Node => self.node_cached(object, listed),
             SimulatedKind::Pod => self.pod_cached(object),
         }
     }
@@ -401,7 +429,7 @@ impl Engine {
         self.value_applied(SimulatedKind::Node, &node);
     }
 
-    fn node_cached(&self, cached: Arc<CachedObject>) {
+    fn node_cached(&self, cached: Arc<CachedObject>, listed: bool) {
         let node = cached.view();
         let name = object_key(SimulatedKind::Node, node);
         if name.is_empty() {
@@ -421,6 +449,11 @@ impl Engine {
             .insert(name.clone(), facts)
             .map(|previous| previous.stopped);
         self.nodes.insert(name.clone(), cached);
+        if listed && was_stopped.is_none() {
+            lock(&self.lease_starts)
+                .entry(name.clone())
+                .or_insert(LeaseStart::Listed);
+        }
         if was_stopped != Some(stopped) {
             match (was_stopped, stopped) {
                 (_, true) => {
@@ -463,7 +496,7 @@ impl Engine {
             .remove(name);
         self.nodes.remove(name);
         self.leases.forget(&name.to_owned());
-        lock(&self.leases_held).remove(name);
+        lock(&self.lease_starts).remove(name);
     }
 
     /// A Pod was added or changed.
@@ -505,7 +538,6 @@ impl Engine {
             .and_then(|spec| spec.get("hostNetwork"))
             .and_then(Value::as_bool)
             .unwrap_or(false)
-            || !self.network.manages(node)
         {
             return;
         }
@@ -523,8 +555,11 @@ impl Engine {
                 ips.push(ip.to_owned());
             }
         }
-        if !ips.is_empty() {
-            let cidrs = self.network.pod_cidrs(node);
+        if ips.is_empty() {
+            return;
+        }
+        // One look-up: whether the node is managed, and its CIDRs.
+        if let Some(cidrs) = self.network.managed_pod_cidrs(node) {
             lock(&self.network.ips).mark_used(str_at(pod, "/metadata/uid"), &cidrs, &ips);
         }
     }

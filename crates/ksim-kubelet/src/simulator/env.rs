@@ -1,13 +1,16 @@
 //! What the simulator knows about managed nodes (addresses, pod CIDRs, UID) and
 //! the template environment built over it for one rendering.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 use serde_json::Value;
 
 use crate::pod::PodIpAllocator;
 use crate::template::TemplateEnv;
+
+// Keyed by the cluster's own names and UIDs: foldhash rather than SipHash
+// (every pod of a restored cluster goes through these maps at the start).
+pub(super) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
 
 /// The facts of a managed node templates and leases need.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -106,6 +109,15 @@ impl Network {
             .is_some_and(|facts| !facts.stopped)
     }
 
+    /// The pod CIDRs of `node` if it is managed.
+    pub fn managed_pod_cidrs(&self, node: &str) -> Option<Vec<String>> {
+        self.nodes
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(node)
+            .map(|f| f.pod_cidrs.clone())
+    }
+
     /// The pod CIDRs of `node`.
     pub fn pod_cidrs(&self, node: &str) -> Vec<String> {
         self.nodes
@@ -183,7 +195,7 @@ mod tests {
 
     fn network() -> Arc<Network> {
         let network = Network {
-            nodes: RwLock::new(HashMap::new()),
+            nodes: RwLock::new(HashMap::default()),
             ips: Mutex::new(PodIpAllocator::new(crate::pod::DEFAULT_POD_CIDR)),
             default_node_ip: "10.128.0.1".into(),
         };

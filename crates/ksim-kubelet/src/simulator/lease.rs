@@ -3,7 +3,11 @@
 //! with a little jitter (as the kubelet's lease controller does). Renewals are
 //! deadlines on the cluster's clock and the jitter comes from its seeded random
 //! source. A stopped node's lease is not renewed (see
-//! [`super::KUBELET_ANNOTATION`]).
+//! [`super::KUBELET_ANNOTATION`]). A node's first renewal is a create when
+//! the node is new (added while the simulator watches), but a patch when
+//! the node was listed: over a restored or running cluster its lease most
+//! likely exists, and creating each first would cost a refused create per
+//! node; the lease is created only if the patch finds none.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +16,7 @@ use rand::Rng;
 use serde_json::{Value, json};
 
 use super::api;
-use super::engine::Engine;
+use super::engine::{Engine, LeaseStart};
 use super::rng::ClockRng;
 use crate::error::KubeletError;
 use crate::stage::PatchType;
@@ -137,36 +141,42 @@ async fn node_exists(engine: &Engine, name: &str, uid: &str) -> Result<bool, Kub
     }
 }
 
-/// Renews (or creates) node `name`'s lease once. The first time, the lease is created
-/// (and renewed if it exists already). Later, a missing lease is created again only
-/// while the node is still managed and still exists with the same UID: the lease of a
-/// deleted node (removed by the garbage collector through its ownerReference) is never
-/// recreated.
+/// Renews (or creates) node `name`'s lease once, as it starts (see [`LeaseStart`]):
+/// the lease of a node new to the simulator is created (and renewed if it exists
+/// already); that of a node seen in a list (the simulator started over a running
+/// or restored cluster) is renewed, and created if missing; later, a missing lease
+/// is created again only while the node is still managed and still exists with
+/// the same UID: the lease of a deleted node (removed by the garbage collector
+/// through its ownerReference) is never recreated.
 pub async fn renew(engine: &Engine, name: &str, uid: &str) -> Result<(), KubeletError> {
     let duration = engine.options.lease_duration_seconds;
     let now = micro_time(engine.options.clock.now());
-    let held = engine
-        .leases_held
+    let start = engine
+        .lease_starts
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .contains(name);
-    let renewed = if held {
-        renew_existing(engine, name, uid, duration, &now).await?
-    } else {
-        match create(engine, name, uid, duration, &now).await {
+        .get(name)
+        .copied();
+    let renewed = match start {
+        Some(LeaseStart::Held) => renew_existing(engine, name, uid, duration, &now, true).await?,
+        // The node was just listed: it exists (no need to ask the server).
+        Some(LeaseStart::Listed) => {
+            renew_existing(engine, name, uid, duration, &now, false).await?
+        }
+        None => match create(engine, name, uid, duration, &now).await {
             Ok(()) => true,
             Err(e) if api::is_conflict(&e) => {
-                renew_existing(engine, name, uid, duration, &now).await?
+                renew_existing(engine, name, uid, duration, &now, true).await?
             }
             Err(e) => return Err(KubeletError::api(format!("create lease of node {name}"), e)),
-        }
+        },
     };
     if renewed && engine.network.manages(name) {
         engine
-            .leases_held
+            .lease_starts
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(name.to_owned());
+            .insert(name.to_owned(), LeaseStart::Held);
     }
     Ok(())
 }
@@ -186,20 +196,24 @@ async fn create(
         .map(drop)
 }
 
-/// Patches the lease's renewTime; on 404 creates it again if the node still exists.
-/// Whether the node holds its lease afterwards.
+/// Patches the lease's renewTime; on 404 creates it (again) if the node is still
+/// managed and, when `verify_node`, still exists on the server. Whether the node
+/// holds its lease afterwards.
 async fn renew_existing(
     engine: &Engine,
     name: &str,
     uid: &str,
     duration: i32,
     now: &str,
+    verify_node: bool,
 ) -> Result<bool, KubeletError> {
     let body = renew_patch(name, duration, now);
     match api::patch_discarding(&engine.client, &lease_path(name), PatchType::Merge, body).await {
         Ok(()) => Ok(true),
         Err(e) if api::is_not_found(&e) => {
-            if !still_managed(engine, name, uid) || !node_exists(engine, name, uid).await? {
+            if !still_managed(engine, name, uid)
+                || (verify_node && !node_exists(engine, name, uid).await?)
+            {
                 return Ok(false);
             }
             match create(engine, name, uid, duration, now).await {

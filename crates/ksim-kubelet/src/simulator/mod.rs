@@ -26,6 +26,7 @@ mod env;
 mod lease;
 mod options;
 mod rng;
+mod scan;
 mod watch;
 
 use std::sync::Arc;

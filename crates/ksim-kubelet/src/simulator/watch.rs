@@ -16,8 +16,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::api::SimulatedKind;
-use super::cached::Key;
 use super::engine::Engine;
+use super::scan::Scanner;
 use crate::error::KubeletError;
 use crate::stage::Stage;
 
@@ -39,8 +39,7 @@ pub struct RawObject {
 }
 
 /// The identity fields of an object's `metadata`.
-#[derive(Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Default)]
 struct IdentityMeta {
     name: Option<String>,
     namespace: Option<String>,
@@ -48,47 +47,56 @@ struct IdentityMeta {
     uid: Option<String>,
 }
 
-/// Reads an object's `metadata` and stops there: the text was parsed once
-/// already (it is valid JSON), and what follows `metadata` (a pod's spec and
-/// status) need not be scanned again.
-struct IdentityVisitor<'a>(&'a mut Option<IdentityMeta>);
-
-/// The error that stops [`IdentityVisitor`] once it has the identity.
-const IDENTITY_READ: &str = "identity read";
-
-impl<'de> serde::de::Visitor<'de> for IdentityVisitor<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a Kubernetes object")
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
-            if key == "metadata" {
-                *self.0 = Some(map.next_value()?);
-                return Err(serde::de::Error::custom(IDENTITY_READ));
-            }
-            map.next_value::<serde::de::IgnoredAny>()?;
+/// Reads the identity in an object's `metadata` and stops there: the text was
+/// parsed once already (it is valid JSON), so what comes before `metadata`
+/// (or within it) is skipped without decoding, and what follows it (a pod's
+/// spec and status) is not scanned at all. `None` for anything but an object
+/// whose `metadata` is an object of string (or null) identity fields.
+fn identity(text: &str) -> Option<IdentityMeta> {
+    let mut scanner = Scanner::new(text);
+    let mut identity = None;
+    // The walk ends (`None`) once `metadata` has been read.
+    let _stopped = scanner.object(|key, scanner| {
+        if key != "metadata" {
+            return scanner.skip_value();
         }
-        Ok(())
-    }
+        let mut meta = IdentityMeta::default();
+        let read = scanner.object(|key, scanner| {
+            let field = match key.as_ref() {
+                "name" => &mut meta.name,
+                "namespace" => &mut meta.namespace,
+                "resourceVersion" => &mut meta.resource_version,
+                "uid" => &mut meta.uid,
+                _ => return scanner.skip_value(),
+            };
+            *field = match scanner.peek()? {
+                b'"' => Some(scanner.string()?.into_owned()),
+                b'n' => {
+                    scanner.skip_value()?;
+                    None
+                }
+                _ => return None,
+            };
+            Some(())
+        });
+        if read.is_some() {
+            identity = Some(meta);
+        }
+        None
+    });
+    identity
 }
 
 impl RawObject {
     /// Wraps an object's JSON text.
     pub fn new(raw: Box<RawValue>) -> Self {
         // Anything but an object (with an object as metadata) has no identity.
-        let mut identity = None;
-        let mut deserializer = serde_json::Deserializer::from_str(raw.get());
-        let _stopped =
-            serde::Deserializer::deserialize_map(&mut deserializer, IdentityVisitor(&mut identity));
         let IdentityMeta {
             name,
             namespace,
             resource_version,
             uid,
-        } = identity.unwrap_or_default();
+        } = identity(raw.get()).unwrap_or_default();
         let metadata = Box::new(ObjectMeta {
             name,
             namespace,
@@ -161,9 +169,8 @@ pub async fn watch_objects(engine: Arc<Engine>, kind: SimulatedKind) -> Result<(
     let mut stream = std::pin::pin!(changes(api, config, &engine.options.clock));
     while let Some(change) = stream.next().await {
         match change {
-            Change::Listed(object) | Change::Applied(object) => {
-                engine.object_applied(kind, object.raw);
-            }
+            Change::Listed(object) => engine.object_listed(kind, object.raw),
+            Change::Applied(object) => engine.object_applied(kind, object.raw),
             Change::Deleted(object) => {
                 let key = ksim_runtime::informer::object_key(&object);
                 match kind {
@@ -253,5 +260,16 @@ mod tests {
         let odd: RawObject = serde_json::from_str(r#"{"metadata": 3}"#).expect("decodes");
         assert!(odd.meta().name.is_none());
         assert!(serde_json::from_str::<RawObject>("[1, \"a\", null]").is_ok());
+        // Escaped names, identity read past other fields, null fields.
+        let text = r#"{"kind": "Pod", "spec": {"x": "}"}, "metadata": {"labels": {"a": "b"},
+            "name": "p\"\u00e9", "namespace": null, "uid": "u"}, "metadata": {"name": "later"}}"#;
+        let object: RawObject = serde_json::from_str(text).expect("decodes");
+        assert_eq!(object.meta().name.as_deref(), Some("p\"é"));
+        assert!(object.meta().namespace.is_none());
+        assert_eq!(object.meta().uid.as_deref(), Some("u"));
+        // A field of another type: no identity (as a typed decoding fails).
+        let odd: RawObject =
+            serde_json::from_str(r#"{"metadata": {"name": 3, "uid": "u"}}"#).expect("decodes");
+        assert!(odd.meta().uid.is_none());
     }
 }
