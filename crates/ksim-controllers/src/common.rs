@@ -123,9 +123,29 @@ pub(crate) async fn update_status<K>(
 where
     K: kube::Resource + Clone + Debug + Serialize + DeserializeOwned,
 {
+    update_status_from(api, name, None, change).await
+}
+
+/// [`update_status`] that first writes `current` (the object as the sync
+/// read it, resourceVersion included) without reading it again, as
+/// upstream's status updates do; the object is read afresh only after a
+/// conflict.
+pub(crate) async fn update_status_from<K>(
+    api: &Api<K>,
+    name: &str,
+    current: Option<K>,
+    change: impl Fn(&mut K),
+) -> Result<K, Error>
+where
+    K: kube::Resource + Clone + Debug + Serialize + DeserializeOwned,
+{
     let mut last = None;
+    let mut current = current;
     for _ in 0..4 {
-        let mut object = api.get(name).await?;
+        let mut object = match current.take() {
+            Some(object) => object,
+            None => api.get(name).await?,
+        };
         change(&mut object);
         match api
             .replace_status(name, &PostParams::default(), &object)

@@ -3,12 +3,18 @@
 //! objects whose state changed once every initial list is in: deletes
 //! objects whose owners are gone, finishes foreground deletions (dependents
 //! first) and orphaning deletions (owner references removed).
+//!
+//! Its lists and watches ask for metadata alone, as upstream's metadata
+//! informers do (`PartialObjectMetadataList` / `PartialObjectMetadata`,
+//! served by kube-apiserver and ksim alike), and decode only the fields the
+//! graph reads.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
-use ksim_runtime::WithoutManagedFields;
+use http::HeaderValue;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::Client;
 use kube::api::{
     Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
@@ -100,9 +106,10 @@ async fn run_once(client: &Client, clock: &Clock) -> Result<(), Error> {
         .enumerate()
         .map(|(i, r)| ((r.api.group.clone(), r.api.kind.clone()), i))
         .collect();
+    let metadata = metadata_client(client);
     let streams = resources.iter().enumerate().map(|(i, r)| {
-        // Metadata only, and without managedFields: owners and finalizers are all it reads.
-        let api: Api<WithoutManagedFields<Owned>> = Api::all_with(client.clone(), &r.api);
+        // Metadata only: owners and finalizers are all it reads.
+        let api: Api<Owned> = Api::all_with(metadata.clone(), &r.api);
         crate::common::backoff_on(watcher(api, watcher::Config::default()), clock)
             .map(move |event| (i, event))
             .boxed()
@@ -213,15 +220,98 @@ async fn run_once(client: &Client, clock: &Clock) -> Result<(), Error> {
     }
 }
 
-/// What the collector decodes of a watched object: its metadata alone;
-/// every other field is skipped unparsed. (kube's `PartialObjectMeta` reads
-/// its type fields through `#[serde(flatten)]`, which first buffers the whole
-/// object, spec and status included, into a tree: for a restored cluster's
-/// 100,000 pods that tree was most of the collector's start.)
-#[derive(Clone, Debug, Default, serde::Deserialize)]
+/// `Accept` of a list whose items are metadata alone.
+const METADATA_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+/// `Accept` of a watch whose objects are metadata alone.
+const METADATA: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+
+/// Whether a request is a watch (`watch=true` or `watch=1` in its query).
+fn is_watch(uri: &http::Uri) -> bool {
+    uri.query().is_some_and(|query| {
+        query
+            .split('&')
+            .any(|pair| matches!(pair, "watch=true" | "watch=1"))
+    })
+}
+
+/// A client over `client` whose GETs ask for metadata alone: the list and
+/// watch requests of kube's watcher then bring `PartialObjectMetadataList`s
+/// and `PartialObjectMetadata` events, which [`Owned`] decodes. (kube's
+/// `metadata_watcher` asks the same, but decodes every item through
+/// `PartialObjectMeta`, whose `#[serde(flatten)]` type fields buffer it,
+/// and whose `ObjectMeta` builds labels, annotations and managedFields.)
+fn metadata_client(client: &Client) -> Client {
+    let inner = client.clone();
+    let service = tower::service_fn(move |mut request: http::Request<kube::client::Body>| {
+        let inner = inner.clone();
+        async move {
+            if request.method() == http::Method::GET {
+                let accept = if is_watch(request.uri()) {
+                    METADATA
+                } else {
+                    METADATA_LIST
+                };
+                request
+                    .headers_mut()
+                    .insert(http::header::ACCEPT, HeaderValue::from_static(accept));
+            }
+            inner.send(request).await
+        }
+    });
+    Client::new(service, client.default_namespace())
+}
+
+/// What the collector decodes of a watched object: the metadata fields the
+/// graph reads; every other field (labels, annotations, managedFields, and
+/// spec and status should a server send them) is skipped unparsed.
+#[derive(Clone, Debug, Default)]
 struct Owned {
-    #[serde(default)]
     metadata: ObjectMeta,
+}
+
+/// The decoded form of [`Owned`].
+#[derive(serde::Deserialize)]
+struct LeanObject {
+    #[serde(default)]
+    metadata: LeanMeta,
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LeanMeta {
+    namespace: Option<String>,
+    name: Option<String>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+    owner_references: Option<Vec<OwnerReference>>,
+    finalizers: Option<Vec<String>>,
+    deletion_timestamp: Option<Time>,
+}
+
+impl<'de> serde::Deserialize<'de> for Owned {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let LeanMeta {
+            namespace,
+            name,
+            uid,
+            resource_version,
+            owner_references,
+            finalizers,
+            deletion_timestamp,
+        } = LeanObject::deserialize(deserializer)?.metadata;
+        Ok(Owned {
+            metadata: ObjectMeta {
+                namespace,
+                name,
+                uid,
+                resource_version,
+                owner_references,
+                finalizers,
+                deletion_timestamp,
+                ..ObjectMeta::default()
+            },
+        })
+    }
 }
 
 impl kube::Resource for Owned {
@@ -251,8 +341,8 @@ impl kube::Resource for Owned {
     }
 }
 
-fn to_node(resource: usize, object: WithoutManagedFields<Owned>) -> Node {
-    let meta = object.0.metadata;
+fn to_node(resource: usize, object: Owned) -> Node {
+    let meta = object.metadata;
     Node {
         resource,
         namespace: meta.namespace,
@@ -329,7 +419,7 @@ impl Collector {
     async fn owner_state_from_api(
         &self,
         node: &Node,
-        owner: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
+        owner: &OwnerReference,
     ) -> Result<OwnerState, Error> {
         let group = owner
             .api_version
@@ -452,5 +542,56 @@ fn ignore_not_found(result: Result<(), kube::Error>) -> Result<(), Error> {
     match result.map_err(Error::from) {
         Err(e) if !e.is_not_found() => Err(e),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watches_are_told_from_lists_by_their_query() {
+        let uri = |s: &str| s.parse::<http::Uri>().expect("uri");
+        assert!(is_watch(&uri(
+            "/api/v1/pods?&watch=true&timeoutSeconds=290&resourceVersion=5"
+        )));
+        assert!(is_watch(&uri("/api/v1/pods?watch=1")));
+        assert!(!is_watch(&uri("/api/v1/pods?&limit=500")));
+        assert!(!is_watch(&uri("/api/v1/pods?watch=false")));
+        assert!(!is_watch(&uri("/api/v1/pods")));
+    }
+
+    #[test]
+    fn a_partial_object_metadata_decodes_to_what_the_graph_reads() {
+        let item = json!({
+            "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+            "metadata": {
+                "name": "web-1", "namespace": "default", "uid": "u1", "resourceVersion": "7",
+                "labels": {"app": "web"}, "annotations": {"a": "b"},
+                "managedFields": [{"manager": "m", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}],
+                "finalizers": ["foregroundDeletion"],
+                "deletionTimestamp": "2026-01-01T00:00:00Z",
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web",
+                    "uid": "u0", "controller": true, "blockOwnerDeletion": true}]
+            }
+        });
+        let owned: Owned = serde_json::from_value(item).expect("decodes");
+        let node = to_node(3, owned);
+        assert_eq!(node.resource, 3);
+        assert_eq!(node.namespace.as_deref(), Some("default"));
+        assert_eq!(node.name, "web-1");
+        assert_eq!(node.uid, "u1");
+        assert_eq!(node.resource_version.as_deref(), Some("7"));
+        assert_eq!(node.finalizers, ["foregroundDeletion"]);
+        assert!(node.deleting);
+        assert_eq!(node.owners.len(), 1);
+        assert_eq!(node.owners[0].uid, "u0");
+        // A full object (a server that ignores the metadata media type)
+        // decodes the same way.
+        let full = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "uid": "u2"}, "spec": {"containers": []}, "status": {}});
+        let node = to_node(0, serde_json::from_value(full).expect("decodes"));
+        assert_eq!((node.name.as_str(), node.uid.as_str()), ("p", "u2"));
+        assert!(!node.deleting && node.owners.is_empty());
     }
 }

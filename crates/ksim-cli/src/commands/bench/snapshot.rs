@@ -201,6 +201,20 @@ async fn fill_source(client: &kube::Client, bench: &SnapshotBench) -> anyhow::Re
             .as_str()
             .unwrap_or_default()
             .to_string();
+        // Settled, as the ReplicaSet controller of a running cluster leaves
+        // it: its status counts its Running, Ready pods (a restored set
+        // whose status is right is not written again).
+        let count = per_set.min(bench.pods - set * per_set);
+        target
+            .merge_patch(
+                &sets,
+                Some("default"),
+                &name,
+                Some("status"),
+                &json!({"status": {"replicas": count, "fullyLabeledReplicas": count,
+                    "readyReplicas": count, "availableReplicas": count, "observedGeneration": 1}}),
+            )
+            .await?;
         owners.push((name, uid));
     }
     let node_count = bench.nodes;
