@@ -82,6 +82,24 @@ pub(crate) fn from_storage<'a>(resource: &ResourceInfo, stored: &'a Value) -> Co
     Cow::Owned(value)
 }
 
+/// The JSON of [`from_storage`] of a stored object, written from the stored
+/// value without copying it (an events.k8s.io Event answered to its POST);
+/// None when only the copy can make it.
+pub(crate) fn json_for_version(
+    resource: &ResourceInfo,
+    object: &ksim_store::StoredObject,
+) -> Option<Vec<u8>> {
+    if is_events_v1(resource) {
+        return object.renamed_json("events.k8s.io/v1", |name| {
+            EVENT_FIELDS
+                .iter()
+                .find(|(_, core)| *core == name)
+                .map(|(events, _)| *events)
+        });
+    }
+    object.renamed_json(&resource.api_version(), |_| None)
+}
+
 /// [`from_storage`] leaving `metadata.managedFields` in the stored form (one
 /// JSON text): for a patch that does not touch managedFields, which the
 /// field manager reads in either form. No copy when the versions agree.
@@ -209,5 +227,27 @@ mod tests {
             "involvedObject.name"
         );
         assert!(!is_identity(&resource, &stored));
+    }
+
+    #[test]
+    fn json_for_version_is_the_json_of_from_storage() {
+        let resource = events_v1();
+        let sent = json!({
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": "e", "namespace": "default", "managedFields": [
+                {"manager": "m", "operation": "Update", "apiVersion": "events.k8s.io/v1",
+                    "fieldsType": "FieldsV1", "fieldsV1": {"f:note": {}, "f:regarding": {}}}]},
+            "regarding": {"kind": "Node", "name": "n1"}, "note": "Registered Node n1",
+            "reason": "RegisteredNode", "type": "Normal", "eventTime": "2026-01-01T00:00:00.000000Z",
+            "reportingController": "node-controller", "reportingInstance": "node-controller",
+        });
+        let stored = ksim_store::StoredObject::dry_run(to_storage(&resource, sent.clone()));
+        let expected =
+            serde_json::to_vec(from_storage(&resource, &stored.value).as_ref()).expect("json");
+        assert_eq!(json_for_version(&resource, &stored), Some(expected.clone()));
+        assert_eq!(
+            serde_json::from_slice::<Value>(&expected).expect("json"),
+            sent
+        );
     }
 }
