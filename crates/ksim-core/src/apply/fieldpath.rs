@@ -317,6 +317,93 @@ impl FieldSet {
     }
 }
 
+/// An object key, borrowed from the JSON text when it has no escapes.
+pub(crate) struct BorrowedKey;
+
+impl<'de> serde::de::DeserializeSeed<'de> for BorrowedKey {
+    type Value = std::borrow::Cow<'de, str>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for BorrowedKey {
+    type Value = std::borrow::Cow<'de, str>;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        formatter.write_str("a string")
+    }
+
+    fn visit_borrowed_str<E: serde::de::Error>(self, key: &'de str) -> Result<Self::Value, E> {
+        Ok(std::borrow::Cow::Borrowed(key))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<Self::Value, E> {
+        Ok(std::borrow::Cow::Owned(key.to_owned()))
+    }
+
+    fn visit_string<E: serde::de::Error>(self, key: String) -> Result<Self::Value, E> {
+        Ok(std::borrow::Cow::Owned(key))
+    }
+}
+
+/// Parses a `FieldsV1` object straight from JSON text into a [`FieldSet`],
+/// giving what [`FieldSet::from_fields_v1`] gives of the parsed value, or
+/// an error whenever that might differ or fail (a non-object node, a bad
+/// key, two keys of one object naming the same element): the caller then
+/// takes the general path, which decides.
+pub(crate) struct FieldsV1Seed {
+    /// The root of a FieldsV1 (an empty root is the empty set; an empty
+    /// child is a member).
+    pub(crate) root: bool,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for FieldsV1Seed {
+    type Value = FieldSet;
+
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<FieldSet, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for FieldsV1Seed {
+    type Value = FieldSet;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        formatter.write_str("a FieldsV1 object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<FieldSet, A::Error> {
+        use serde::de::Error as _;
+        let mut set = FieldSet::new();
+        let mut keys = 0usize;
+        while let Some(key) = map.next_key_seed(BorrowedKey)? {
+            keys += 1;
+            if key == "." {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                set.member = true;
+                continue;
+            }
+            let element = PathElement::from_fields_v1_key(&key).map_err(A::Error::custom)?;
+            let node = map.next_value_seed(FieldsV1Seed { root: false })?;
+            if set.children.insert(element, node).is_some() {
+                return Err(A::Error::custom("two keys name one element"));
+            }
+        }
+        if keys == 0 && !self.root {
+            set.member = true;
+        }
+        Ok(set)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
