@@ -100,6 +100,19 @@ fn json_string(s: &str) -> String {
 
 /// The compact JSON text of a value (serialized directly: `Display` goes
 /// through the formatting machinery, several times slower).
+/// Appends `text` as a JSON string exactly as serde_json writes it (only
+/// quotes, backslashes and control characters are escaped, by serde_json).
+pub(crate) fn write_json_str(out: &mut String, text: &str) {
+    if text.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+        out.push_str(&json_string(text));
+    } else {
+        out.reserve(text.len() + 2);
+        out.push('"');
+        out.push_str(text);
+        out.push('"');
+    }
+}
+
 pub(crate) fn compact_json(value: &Value) -> String {
     serde_json::to_string(value).unwrap_or_default()
 }
@@ -293,6 +306,43 @@ impl FieldSet {
             object.insert(element.to_fields_v1_key(), encoded);
         }
         Value::Object(object)
+    }
+
+    /// Appends the compact JSON of [`Self::to_fields_v1`] (as serde_json
+    /// writes that value: keys in order, the last of equal keys kept)
+    /// without building it.
+    pub(crate) fn write_fields_v1(&self, out: &mut String) {
+        let mut keys: Vec<(String, &FieldSet)> = Vec::with_capacity(self.children.len());
+        for (element, child) in &self.children {
+            if !child.is_empty() {
+                keys.push((element.to_fields_v1_key(), child));
+            }
+        }
+        // Stable: of equal keys the last (the one a map keeps) is written.
+        keys.sort_by(|a, b| a.0.cmp(&b.0));
+        out.push('{');
+        let mut first = true;
+        if self.member && !keys.iter().any(|(key, _)| key == ".") {
+            out.push_str("\".\":{}");
+            first = false;
+        }
+        for (n, (key, child)) in keys.iter().enumerate() {
+            if keys.get(n + 1).is_some_and(|(next, _)| next == key) {
+                continue;
+            }
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            write_json_str(out, key);
+            out.push(':');
+            if child.children.values().all(FieldSet::is_empty) {
+                out.push_str("{}");
+            } else {
+                child.write_fields_v1(out);
+            }
+        }
+        out.push('}');
     }
 
     /// Parses a `FieldsV1` object.

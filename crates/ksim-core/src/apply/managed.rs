@@ -271,6 +271,68 @@ pub fn encode(entries: &[ManagedEntry]) -> Value {
     Value::Array(sorted.into_iter().map(ManagedEntry::encode).collect())
 }
 
+/// The compact JSON text of [`encode`] of `entries` (what serde_json writes
+/// of that list), written without building it; None when no entry has
+/// fields (the list is empty).
+pub fn encode_text(entries: &[ManagedEntry]) -> Option<String> {
+    use super::fieldpath::write_json_str;
+    let mut sorted: Vec<&ManagedEntry> = entries.iter().filter(|e| !e.set.is_empty()).collect();
+    if sorted.is_empty() {
+        return None;
+    }
+    sorted.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    let mut out = String::with_capacity(256 * sorted.len());
+    out.push('[');
+    for (n, entry) in sorted.into_iter().enumerate() {
+        if n > 0 {
+            out.push(',');
+        }
+        // The keys in the order a map of them serializes in.
+        out.push_str("{\"apiVersion\":");
+        write_json_str(&mut out, &entry.api_version);
+        out.push_str(",\"fieldsType\":\"FieldsV1\",\"fieldsV1\":");
+        entry.set.write_fields_v1(&mut out);
+        out.push_str(",\"manager\":");
+        write_json_str(&mut out, &entry.manager);
+        out.push_str(",\"operation\":");
+        write_json_str(&mut out, entry.operation.as_str());
+        if !entry.subresource.is_empty() {
+            out.push_str(",\"subresource\":");
+            write_json_str(&mut out, &entry.subresource);
+        }
+        if let Some(time) = &entry.time {
+            out.push_str(",\"time\":");
+            write_json_str(&mut out, time);
+        }
+        out.push('}');
+    }
+    out.push(']');
+    Some(out)
+}
+
+/// [`set_managed_fields`] in the store's form: the list as its compact JSON
+/// text ([`encode_text`]), the text a store would make of the list.
+pub fn set_managed_fields_text(object: &mut Value, entries: &[ManagedEntry]) {
+    let Some(object) = object.as_object_mut() else {
+        return;
+    };
+    let encoded = encode_text(entries);
+    let metadata = object
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Some(metadata) = metadata.as_object_mut() else {
+        return;
+    };
+    match encoded {
+        Some(text) => {
+            metadata.insert("managedFields".into(), Value::String(text));
+        }
+        None => {
+            metadata.remove("managedFields");
+        }
+    }
+}
+
 /// Removes `metadata.managedFields` from an object.
 pub fn remove_managed_fields(object: &mut Value) {
     if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {

@@ -43,7 +43,8 @@ impl ResourceRequest {
         let current = self.stored()?;
         let manager = self.field_manager("unknown");
         let new = self.prepare_write(&current, object, &manager)?;
-        let mut response = self.write(output, &current, new, expected)?;
+        let written = self.tracks_into_text();
+        let mut response = self.write(output, &current, new, expected, written)?;
         add_warnings(&mut response, &warnings);
         Ok(response)
     }
@@ -65,7 +66,8 @@ impl ResourceRequest {
                 if resource.custom {
                     admit_update(&self.state, resource, &current.value, &mut new)?;
                 }
-                ksim_core::apply::track_subresource_update(
+                // Written straight into the text the store keeps.
+                ksim_core::apply::track_subresource_update_text(
                     definition.as_deref(),
                     Some(&current.value),
                     &mut new,
@@ -85,7 +87,7 @@ impl ResourceRequest {
                 let mut new = sent;
                 strategy::prepare_for_update(resource, &current.value, &mut new);
                 admit_update(&self.state, resource, &current.value, &mut new)?;
-                ksim_core::apply::track_update(
+                ksim_core::apply::track_update_text(
                     definition.as_deref(),
                     Some(&current.value),
                     &mut new,
@@ -98,22 +100,33 @@ impl ResourceRequest {
         }
     }
 
-    /// Writes `new` over `current` and answers it.
+    /// Whether [`Self::prepare_write`] writes the managedFields it tracks
+    /// as the store's text (all but `finalize`, which tracks none).
+    pub(super) fn tracks_into_text(&self) -> bool {
+        self.target.subresource.as_deref() != Some("finalize")
+    }
+
+    /// Writes `new` over `current` and answers it; `written`: `new`'s
+    /// managedFields, if text, are what [`Self::prepare_write`] tracked
+    /// (stored without being checked again).
     pub(super) fn write(
         &self,
         output: Output,
         current: &StoredObject,
         new: Value,
         expected: Option<u64>,
+        written: bool,
     ) -> Result<Response, ApiError> {
         if self.query.dry_run() {
             return Ok(self.respond_object(StatusCode::OK, output, &StoredObject::dry_run(new)));
         }
-        let outcome = self
-            .state
-            .store
-            .update(&self.collection(), new, expected)
-            .map_err(|e| store_error(self.resource(), self.name(), e))?;
+        let store = &self.state.store;
+        let updated = if written {
+            store.update_written(&self.collection(), new, expected)
+        } else {
+            store.update(&self.collection(), new, expected)
+        };
+        let outcome = updated.map_err(|e| store_error(self.resource(), self.name(), e))?;
         self.after_write(current, &outcome);
         Ok(self.respond_object(StatusCode::OK, output, outcome.object()))
     }
