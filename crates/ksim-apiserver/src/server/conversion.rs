@@ -46,12 +46,37 @@ fn rename(object: &Value, api_version: &str, to_core: bool) -> Value {
     Value::Object(out)
 }
 
+/// [`rename`] of an object not needed afterwards: its fields are moved,
+/// not copied.
+fn rename_owned(object: Value, api_version: &str, to_core: bool) -> Value {
+    let Value::Object(map) = object else {
+        return object;
+    };
+    let mut out = Map::new();
+    for (key, value) in map {
+        let renamed = EVENT_FIELDS.iter().find_map(|(events, core)| {
+            let (from, to) = if to_core {
+                (events, core)
+            } else {
+                (core, events)
+            };
+            (key == *from).then_some(*to)
+        });
+        match renamed {
+            Some(to) => out.insert(to.to_string(), value),
+            None => out.insert(key, value),
+        };
+    }
+    out.insert("apiVersion".into(), json!(api_version));
+    Value::Object(out)
+}
+
 /// The stored form of an object a client sent (or a patch produced) for
 /// `resource`: what kube's decoding into the Go type keeps, so a built-in
 /// object loses its empty `omitempty` lists and maps here, on every write.
 pub(crate) fn to_storage(resource: &ResourceInfo, object: Value) -> Value {
     let mut object = if is_events_v1(resource) {
-        rename(&object, "v1", true)
+        rename_owned(object, "v1", true)
     } else {
         object
     };
@@ -227,6 +252,20 @@ mod tests {
             "involvedObject.name"
         );
         assert!(!is_identity(&resource, &stored));
+    }
+
+    #[test]
+    fn renaming_a_sent_object_moves_what_a_copy_would_hold() {
+        let sent = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": "e"}, "regarding": {"name": "p"}, "note": "n",
+            "involvedObject": "later in key order: kept", "deprecatedCount": 2, "reason": "r"});
+        for to_core in [true, false] {
+            assert_eq!(
+                rename_owned(sent.clone(), "v1", to_core),
+                rename(&sent, "v1", to_core)
+            );
+        }
+        assert_eq!(rename_owned(json!([1]), "v1", true), json!([1]));
     }
 
     #[test]
