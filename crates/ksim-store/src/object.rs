@@ -194,6 +194,56 @@ impl StoredObject {
         out
     }
 
+    /// This version in the API form with its top-level fields renamed
+    /// (`rename` gives a field's new name, None keeps it) and `apiVersion`
+    /// set to `api_version`: exactly the JSON of a copy renamed field by
+    /// field in key order (a later field wins a name two fields get), its
+    /// managedFields expanded, then serialized; written from the stored
+    /// value without that copy. None when the object is not a JSON object
+    /// or keeps managedFields as text not in the stored form (the copy
+    /// must be made then).
+    pub fn renamed_json(
+        &self,
+        api_version: &str,
+        rename: impl Fn(&str) -> Option<&'static str>,
+    ) -> Option<Vec<u8>> {
+        let Value::Object(fields) = &self.value else {
+            return None;
+        };
+        let managed_text = self
+            .metadata()
+            .and_then(|m| m.get("managedFields"))
+            .is_some_and(Value::is_string);
+        if managed_text && !self.managed_fields_text {
+            return None;
+        }
+        // None: the new apiVersion.
+        let mut renamed: std::collections::BTreeMap<&str, Option<&Value>> =
+            std::collections::BTreeMap::new();
+        for (name, field) in fields {
+            renamed.insert(rename(name).unwrap_or(name), Some(field));
+        }
+        renamed.insert("apiVersion", None);
+        let mut out = Vec::with_capacity(self.json.len() + 64);
+        out.push(b'{');
+        for (n, (name, field)) in renamed.into_iter().enumerate() {
+            if n > 0 {
+                out.push(b',');
+            }
+            write_str(&mut out, name);
+            out.push(b':');
+            match field {
+                None => write_str(&mut out, api_version),
+                Some(Value::Object(metadata)) if name == "metadata" => {
+                    write_metadata(&mut out, metadata, self.managed_fields_text);
+                }
+                Some(other) => write_json(&mut out, other),
+            }
+        }
+        out.push(b'}');
+        Some(out)
+    }
+
     /// The namespace (`""` when cluster-scoped).
     pub fn namespace(&self) -> &str {
         &self.key.0
@@ -609,6 +659,40 @@ mod tests {
         let mut other = object;
         other["metadata"]["managedFields"][0]["fieldsV1"] = json!({"f:spec": {}});
         assert!(!same_content(&stored.value, &other));
+    }
+
+    #[test]
+    fn renamed_json_is_the_json_of_a_renamed_copy() {
+        let object = json!({"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": "a", "namespace": "n", "managedFields": [
+                {"manager": "m", "operation": "Update", "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:message": {}, "f:involvedObject": {}}}]},
+            "involvedObject": {"kind": "Node", "name": "n1"}, "message": "a \"quoted\" note",
+            "reportingComponent": "c", "zz": [1, 2.5, null, true], "regarding": "wins over involvedObject, later in key order"});
+        let stored = StoredObject::new(object, 5, ("n".into(), "a".into()));
+        let rename = |name: &str| match name {
+            "involvedObject" => Some("regarding"),
+            "message" => Some("note"),
+            "reportingComponent" => Some("reportingController"),
+            _ => None,
+        };
+        // The copy as a caller would make it: renamed in key order, the new
+        // apiVersion, managedFields expanded, serialized.
+        let mut copy = serde_json::Map::new();
+        for (key, value) in stored.value.as_object().expect("an object") {
+            copy.insert(rename(key).unwrap_or(key).to_string(), value.clone());
+        }
+        copy.insert("apiVersion".into(), json!("events.k8s.io/v1"));
+        let mut copy = Value::Object(copy);
+        expand_managed_fields(&mut copy);
+        assert_eq!(
+            stored.renamed_json("events.k8s.io/v1", rename),
+            Some(serde_json::to_vec(&copy).expect("json"))
+        );
+        assert_eq!(
+            StoredObject::new(json!("text"), 5, ("".into(), "".into())).renamed_json("v1", rename),
+            None
+        );
     }
 
     #[test]

@@ -340,10 +340,36 @@ impl Store {
         value: Value,
         expected_revision: Option<u64>,
     ) -> Result<UpdateOutcome, StoreError> {
+        self.update_prepared(collection, value, expected_revision, false)
+    }
+
+    /// [`Self::update`] of an object whose `metadata.managedFields`, when it
+    /// is a string, was written by `ksim_core::apply` for it (as
+    /// [`Self::create_written`] takes it): stored as it is, not checked.
+    pub fn update_written(
+        &self,
+        collection: &str,
+        value: Value,
+        expected_revision: Option<u64>,
+    ) -> Result<UpdateOutcome, StoreError> {
+        self.update_prepared(collection, value, expected_revision, true)
+    }
+
+    fn update_prepared(
+        &self,
+        collection: &str,
+        value: Value,
+        expected_revision: Option<u64>,
+        written: bool,
+    ) -> Result<UpdateOutcome, StoreError> {
         let key = key_of(&value)
             .ok_or_else(|| StoreError::InvalidObject("metadata.name is required".into()))?;
         let finished = is_finished_terminating(&value);
-        let prepared = UnstampedObject::new(value);
+        let prepared = if written {
+            UnstampedObject::written(value)
+        } else {
+            UnstampedObject::new(value)
+        };
         let mut current = self.current(collection, &key)?;
         loop {
             if let Some(expected) = expected_revision
@@ -728,6 +754,31 @@ mod tests {
         let mut expected = written.value.clone();
         crate::expand_managed_fields(&mut expected);
         assert_eq!(served, expected);
+    }
+
+    #[test]
+    fn a_written_managed_fields_text_is_updated_as_a_checked_one() {
+        let text = r#"[{"apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{"f:data":{"f:x":{}}},"manager":"m","operation":"Update","time":"2026-01-01T00:00:00Z"}]"#;
+        let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "namespace": "n"}, "data": {"x": "1"}});
+        let mut changed = object.clone();
+        changed["data"]["x"] = json!("2");
+        changed["metadata"]["managedFields"] = json!(text);
+        let (checked_store, written_store) = (Store::default(), Store::default());
+        for store in [&checked_store, &written_store] {
+            store.create("/configmaps", object.clone()).expect("create");
+        }
+        let checked = checked_store
+            .update("/configmaps", changed.clone(), None)
+            .expect("update");
+        let written = written_store
+            .update_written("/configmaps", changed, None)
+            .expect("update");
+        assert!(matches!(written, UpdateOutcome::Updated(_)));
+        assert_eq!(written.object().json, checked.object().json);
+        assert_eq!(written.object().value, checked.object().value);
+        let served: Value = serde_json::from_slice(&written.object().json).expect("json");
+        assert_eq!(served["metadata"]["managedFields"][0]["manager"], "m");
     }
 
     #[test]

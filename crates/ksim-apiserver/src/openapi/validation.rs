@@ -187,9 +187,10 @@ pub(super) fn structural_unknown_fields(
 /// is not JSON gives none (decoding reports that error).
 pub fn duplicate_fields(body: &[u8]) -> Vec<String> {
     let mut problems = Vec::new();
+    let mut path = String::new();
     let mut deserializer = serde_json::Deserializer::from_slice(body);
     let seed = DuplicateSeed {
-        path: String::new(),
+        path: &mut path,
         problems: &mut problems,
         depth: 0,
     };
@@ -199,9 +200,17 @@ pub fn duplicate_fields(body: &[u8]) -> Vec<String> {
     problems
 }
 
-/// Walks a JSON document, noting keys seen twice in one object.
+/// Keys of one object up to this many are checked for repeats by a scan;
+/// past it, by a hash set (a large map stays linear).
+const SCANNED_KEYS: usize = 32;
+
+/// Walks a JSON document, noting keys seen twice in one object. The path
+/// of the value being walked is kept in one buffer shared by the whole walk
+/// (its children append to it and truncate it back), and keys are borrowed
+/// from the body when they have no escapes: a body without duplicates
+/// costs a parse without allocations.
 struct DuplicateSeed<'p> {
-    path: String,
+    path: &'p mut String,
     problems: &'p mut Vec<String>,
     depth: usize,
 }
@@ -211,6 +220,37 @@ impl<'de> DeserializeSeed<'de> for DuplicateSeed<'_> {
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
         deserializer.deserialize_any(self)
+    }
+}
+
+/// A key of an object, borrowed from the body when it can be.
+struct KeySeed;
+
+impl<'de> DeserializeSeed<'de> for KeySeed {
+    type Value = std::borrow::Cow<'de, str>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeySeed {
+    type Value = std::borrow::Cow<'de, str>;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        formatter.write_str("a string key")
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, key: &'de str) -> Result<Self::Value, E> {
+        Ok(std::borrow::Cow::Borrowed(key))
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<Self::Value, E> {
+        Ok(std::borrow::Cow::Owned(key.to_string()))
+    }
+
+    fn visit_string<E: de::Error>(self, key: String) -> Result<Self::Value, E> {
+        Ok(std::borrow::Cow::Owned(key))
     }
 }
 
@@ -241,17 +281,23 @@ impl<'de> Visitor<'de> for DuplicateSeed<'_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        use std::fmt::Write as _;
         if self.depth > MAX_DEPTH {
             return Err(de::Error::custom("too deep"));
         }
+        let parent = self.path.len();
         let mut i = 0;
         loop {
+            self.path.truncate(parent);
+            let _ = write!(self.path, "[{i}]");
             let seed = DuplicateSeed {
-                path: format!("{}[{i}]", self.path),
+                path: &mut *self.path,
                 problems: &mut *self.problems,
                 depth: self.depth + 1,
             };
-            if seq.next_element_seed(seed)?.is_none() {
+            let more = seq.next_element_seed(seed)?.is_some();
+            self.path.truncate(parent);
+            if !more {
                 return Ok(());
             }
             i += 1;
@@ -262,17 +308,36 @@ impl<'de> Visitor<'de> for DuplicateSeed<'_> {
         if self.depth > MAX_DEPTH {
             return Err(de::Error::custom("too deep"));
         }
-        let mut seen = HashSet::new();
-        while let Some(key) = map.next_key::<String>()? {
-            let path = child(&self.path, &key);
-            if !seen.insert(key) {
-                self.problems.push(format!("duplicate field {path:?}"));
+        let parent = self.path.len();
+        let mut scanned: Vec<std::borrow::Cow<'de, str>> = Vec::new();
+        let mut hashed: HashSet<std::borrow::Cow<'de, str>> = HashSet::new();
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            if parent > 0 {
+                self.path.push('.');
+            }
+            self.path.push_str(&key);
+            let repeated = if hashed.is_empty() && scanned.len() < SCANNED_KEYS {
+                let repeated = scanned.contains(&key);
+                if !repeated {
+                    scanned.push(key);
+                }
+                repeated
+            } else {
+                if hashed.is_empty() {
+                    hashed.extend(scanned.drain(..));
+                }
+                !hashed.insert(key)
+            };
+            if repeated {
+                self.problems
+                    .push(format!("duplicate field {:?}", self.path.as_str()));
             }
             map.next_value_seed(DuplicateSeed {
-                path,
+                path: &mut *self.path,
                 problems: &mut *self.problems,
                 depth: self.depth + 1,
             })?;
+            self.path.truncate(parent);
         }
         Ok(())
     }
@@ -325,6 +390,37 @@ mod tests {
         );
         assert!(duplicate_fields(br#"{"a":1,"b":{"a":1}}"#).is_empty());
         assert!(duplicate_fields(b"not json").is_empty());
+    }
+
+    #[test]
+    fn duplicate_fields_of_large_objects_escaped_keys_and_arrays_are_found() {
+        // 40 distinct keys (past the scanned ones), then two repeats.
+        let mut body = String::from(r#"{"data":{"#);
+        for i in 0..40 {
+            body.push_str(&format!(r#""k{i}":"v","#));
+        }
+        body.push_str(r#""k3":"again","k39":"again"},"#);
+        // An escaped key repeats its unescaped spelling; array items get
+        // their index, the path goes back to the parent after each.
+        body.push_str(r#""m":{"a\u0062":1,"ab":2},"l":[{"x":1},{"x":1,"x":2}],"l":[],"#);
+        body.push_str(r#""":{"":1,"":2}}"#);
+        assert_eq!(
+            duplicate_fields(body.as_bytes()),
+            vec![
+                "duplicate field \"data.k3\"",
+                "duplicate field \"data.k39\"",
+                "duplicate field \"m.ab\"",
+                "duplicate field \"l[1].x\"",
+                "duplicate field \"l\"",
+                // A key under an empty path is its path (as before).
+                "duplicate field \"\"",
+            ]
+        );
+        assert!(duplicate_fields(br#"[{"a":1},{"a":1}]"#).is_empty());
+        assert_eq!(
+            duplicate_fields(br#"[{"a":1},{"a":1,"a":1}]"#),
+            vec!["duplicate field \"[1].a\""]
+        );
     }
 
     #[test]

@@ -46,12 +46,37 @@ fn rename(object: &Value, api_version: &str, to_core: bool) -> Value {
     Value::Object(out)
 }
 
+/// [`rename`] of an object not needed afterwards: its fields are moved,
+/// not copied.
+fn rename_owned(object: Value, api_version: &str, to_core: bool) -> Value {
+    let Value::Object(map) = object else {
+        return object;
+    };
+    let mut out = Map::new();
+    for (key, value) in map {
+        let renamed = EVENT_FIELDS.iter().find_map(|(events, core)| {
+            let (from, to) = if to_core {
+                (events, core)
+            } else {
+                (core, events)
+            };
+            (key == *from).then_some(*to)
+        });
+        match renamed {
+            Some(to) => out.insert(to.to_string(), value),
+            None => out.insert(key, value),
+        };
+    }
+    out.insert("apiVersion".into(), json!(api_version));
+    Value::Object(out)
+}
+
 /// The stored form of an object a client sent (or a patch produced) for
 /// `resource`: what kube's decoding into the Go type keeps, so a built-in
 /// object loses its empty `omitempty` lists and maps here, on every write.
 pub(crate) fn to_storage(resource: &ResourceInfo, object: Value) -> Value {
     let mut object = if is_events_v1(resource) {
-        rename(&object, "v1", true)
+        rename_owned(object, "v1", true)
     } else {
         object
     };
@@ -80,6 +105,24 @@ pub(crate) fn from_storage<'a>(resource: &ResourceInfo, stored: &'a Value) -> Co
     };
     ksim_store::expand_managed_fields(&mut value);
     Cow::Owned(value)
+}
+
+/// The JSON of [`from_storage`] of a stored object, written from the stored
+/// value without copying it (an events.k8s.io Event answered to its POST);
+/// None when only the copy can make it.
+pub(crate) fn json_for_version(
+    resource: &ResourceInfo,
+    object: &ksim_store::StoredObject,
+) -> Option<Vec<u8>> {
+    if is_events_v1(resource) {
+        return object.renamed_json("events.k8s.io/v1", |name| {
+            EVENT_FIELDS
+                .iter()
+                .find(|(_, core)| *core == name)
+                .map(|(events, _)| *events)
+        });
+    }
+    object.renamed_json(&resource.api_version(), |_| None)
 }
 
 /// [`from_storage`] leaving `metadata.managedFields` in the stored form (one
@@ -209,5 +252,41 @@ mod tests {
             "involvedObject.name"
         );
         assert!(!is_identity(&resource, &stored));
+    }
+
+    #[test]
+    fn renaming_a_sent_object_moves_what_a_copy_would_hold() {
+        let sent = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": "e"}, "regarding": {"name": "p"}, "note": "n",
+            "involvedObject": "later in key order: kept", "deprecatedCount": 2, "reason": "r"});
+        for to_core in [true, false] {
+            assert_eq!(
+                rename_owned(sent.clone(), "v1", to_core),
+                rename(&sent, "v1", to_core)
+            );
+        }
+        assert_eq!(rename_owned(json!([1]), "v1", true), json!([1]));
+    }
+
+    #[test]
+    fn json_for_version_is_the_json_of_from_storage() {
+        let resource = events_v1();
+        let sent = json!({
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": "e", "namespace": "default", "managedFields": [
+                {"manager": "m", "operation": "Update", "apiVersion": "events.k8s.io/v1",
+                    "fieldsType": "FieldsV1", "fieldsV1": {"f:note": {}, "f:regarding": {}}}]},
+            "regarding": {"kind": "Node", "name": "n1"}, "note": "Registered Node n1",
+            "reason": "RegisteredNode", "type": "Normal", "eventTime": "2026-01-01T00:00:00.000000Z",
+            "reportingController": "node-controller", "reportingInstance": "node-controller",
+        });
+        let stored = ksim_store::StoredObject::dry_run(to_storage(&resource, sent.clone()));
+        let expected =
+            serde_json::to_vec(from_storage(&resource, &stored.value).as_ref()).expect("json");
+        assert_eq!(json_for_version(&resource, &stored), Some(expected.clone()));
+        assert_eq!(
+            serde_json::from_slice::<Value>(&expected).expect("json"),
+            sent
+        );
     }
 }

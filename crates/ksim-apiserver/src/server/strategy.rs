@@ -169,7 +169,8 @@ pub(crate) fn prepare_for_update(resource: &ResourceInfo, old: &Value, new: &mut
         merge_string_data(new);
     }
     let bump = has_generation(resource) && spec_changed(old, new);
-    let old_metadata = old.get("metadata").cloned().unwrap_or(json!({}));
+    // Read in place: only the fields below are copied.
+    let old_field = |field: &str| old.get("metadata").and_then(|m| m.get(field));
     let metadata = metadata_mut(new);
     for field in [
         "uid",
@@ -178,7 +179,7 @@ pub(crate) fn prepare_for_update(resource: &ResourceInfo, old: &Value, new: &mut
         "deletionGracePeriodSeconds",
         "generation",
     ] {
-        match old_metadata.get(field) {
+        match old_field(field) {
             Some(value) => {
                 metadata.insert(field.into(), value.clone());
             }
@@ -188,7 +189,7 @@ pub(crate) fn prepare_for_update(resource: &ResourceInfo, old: &Value, new: &mut
         }
     }
     if bump {
-        let generation = old_metadata["generation"].as_i64().unwrap_or(0) + 1;
+        let generation = old_field("generation").and_then(Value::as_i64).unwrap_or(0) + 1;
         metadata.insert("generation".into(), json!(generation));
     }
     drop_empty_metadata(new);
@@ -209,7 +210,17 @@ pub(crate) fn prepare_for_update(resource: &ResourceInfo, old: &Value, new: &mut
 /// A status update: the stored object with the new status (and the new
 /// managedFields and resourceVersion); everything else is kept.
 pub(crate) fn prepare_for_status_update(old: &Value, new: &Value) -> Value {
-    let mut result = old.clone();
+    // The stored object but its status (not copied only to be replaced).
+    let mut result = match old.as_object() {
+        Some(fields) => Value::Object(
+            fields
+                .iter()
+                .filter(|(name, _)| name.as_str() != "status")
+                .map(|(name, field)| (name.clone(), field.clone()))
+                .collect(),
+        ),
+        None => old.clone(),
+    };
     match new.get("status") {
         Some(status) => result["status"] = status.clone(),
         None => {

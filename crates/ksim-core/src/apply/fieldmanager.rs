@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use super::fieldpath::{FieldSet, PathElement, field_key, path_string};
 use super::managed::{
     ManagedEntry, Operation, decode, managed_fields_of, remove_managed_fields, set_managed_fields,
+    set_managed_fields_text,
 };
 use super::types::{ObjectType, TypeRef};
 use super::walk::{
@@ -445,6 +446,67 @@ pub fn track_subresource_update(
     api_version: &str,
     now: &str,
 ) {
+    track(
+        definition,
+        old,
+        new,
+        manager,
+        subresource,
+        api_version,
+        now,
+        false,
+    );
+}
+
+/// [`track_update`] writing the managedFields in the store's form (the
+/// compact JSON text of the list) without building the list first.
+pub fn track_update_text(
+    definition: Option<&str>,
+    old: Option<&Value>,
+    new: &mut Value,
+    manager: &str,
+    api_version: &str,
+    now: &str,
+) {
+    track(definition, old, new, manager, "", api_version, now, true);
+}
+
+/// [`track_subresource_update`] writing the managedFields in the store's
+/// form, as [`track_update_text`] does.
+pub fn track_subresource_update_text(
+    definition: Option<&str>,
+    old: Option<&Value>,
+    new: &mut Value,
+    manager: &str,
+    subresource: &str,
+    api_version: &str,
+    now: &str,
+) {
+    track(
+        definition,
+        old,
+        new,
+        manager,
+        subresource,
+        api_version,
+        now,
+        true,
+    );
+}
+
+/// [`track_subresource_update`]; `text`: the managedFields are written as
+/// the compact JSON text of the list (what a store makes of the list).
+#[allow(clippy::too_many_arguments)]
+fn track(
+    definition: Option<&str>,
+    old: Option<&Value>,
+    new: &mut Value,
+    manager: &str,
+    subresource: &str,
+    api_version: &str,
+    now: &str,
+    text: bool,
+) {
     if !new.is_object() {
         return;
     }
@@ -475,6 +537,7 @@ pub fn track_subresource_update(
         subresource,
         api_version,
         now,
+        text,
     );
 }
 
@@ -538,6 +601,7 @@ pub fn track_field_update(
         subresource,
         api_version,
         now,
+        false,
     );
 }
 
@@ -599,7 +663,9 @@ fn untouched_entries_position(
 }
 
 /// The managedFields after a write that made `comparison`: what changed
-/// moves to the writer's entry (by manager and subresource).
+/// moves to the writer's entry (by manager and subresource); `text`: written
+/// as the list's compact JSON text.
+#[allow(clippy::too_many_arguments)]
 fn record_update(
     mut entries: Vec<ManagedEntry>,
     comparison: Comparison,
@@ -608,6 +674,7 @@ fn record_update(
     subresource: &str,
     api_version: &str,
     now: &str,
+    text: bool,
 ) {
     let mut changed = comparison.added;
     changed.union_with(&comparison.modified);
@@ -634,7 +701,11 @@ fn record_update(
         }
     }
     entries.retain(|e| !e.set.is_empty());
-    set_managed_fields(new, &entries);
+    if text {
+        set_managed_fields_text(new, &entries);
+    } else {
+        set_managed_fields(new, &entries);
+    }
 }
 
 /// Top-level fields managedFields never tracks (their children may be).
@@ -1049,6 +1120,72 @@ mod tests {
         let previous = entry(&object, "kubectl-client-side-apply").expect("update entry");
         assert_eq!(previous["fieldsV1"]["f:spec"].get("f:replicas"), None);
         assert!(previous["fieldsV1"]["f:spec"].get("f:selector").is_some());
+    }
+
+    #[test]
+    fn tracking_into_text_writes_the_text_of_the_list() {
+        let pod = Some("io.k8s.api.core.v1.Pod");
+        let live = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "labels": {"a\"b": "1", "c": "2"}, "managedFields": [
+                {"manager": "kubelet", "operation": "Update", "apiVersion": "v1", "time": "t0",
+                    "fieldsType": "FieldsV1", "subresource": "status",
+                    "fieldsV1": {"f:status": {"f:conditions": {".": {}, "k:{\"type\":\"Ready\"}": {".": {}, "f:status": {}, "f:type": {}}}}}},
+                {"manager": "creator", "operation": "Update", "apiVersion": "v1", "time": "t0",
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:a\"b": {}, "f:c": {}}},
+                        "f:spec": {"f:containers": {"k:{\"name\":\"app\"}": {".": {}, "f:image": {}, "f:name": {}}}}}}]},
+            "spec": {"containers": [{"name": "app", "image": "busybox"}]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+        let mut status = live.clone();
+        status["status"]["conditions"] = json!([{"type": "Ready", "status": "False"},
+            {"type": "PodScheduled", "status": "True", "message": "x\ny"}]);
+        let mut spec = live.clone();
+        spec["spec"]["containers"][0]["image"] = json!("nginx");
+        spec["metadata"]["labels"]["c"] = json!("3");
+        let mut unchanged = live.clone();
+        unchanged["metadata"]["resourceVersion"] = json!("9");
+        let mut none_left = live.clone();
+        none_left["metadata"]["managedFields"] = json!([]);
+        for (new, subresource) in [
+            (status, "status"),
+            (spec, ""),
+            (unchanged, ""),
+            (none_left, ""),
+        ] {
+            let mut as_list = new.clone();
+            track_subresource_update(
+                pod,
+                Some(&live),
+                &mut as_list,
+                "m\u{1}",
+                subresource,
+                "v1",
+                "t1",
+            );
+            let mut as_text = new.clone();
+            track_subresource_update_text(
+                pod,
+                Some(&live),
+                &mut as_text,
+                "m\u{1}",
+                subresource,
+                "v1",
+                "t1",
+            );
+            let list = as_list["metadata"]
+                .as_object_mut()
+                .expect("metadata")
+                .remove("managedFields");
+            let text = as_text["metadata"]
+                .as_object_mut()
+                .expect("metadata")
+                .remove("managedFields");
+            assert_eq!(as_text, as_list);
+            assert_eq!(
+                text,
+                list.map(|list| Value::String(serde_json::to_string(&list).expect("json")))
+            );
+        }
     }
 
     #[test]

@@ -100,6 +100,19 @@ fn json_string(s: &str) -> String {
 
 /// The compact JSON text of a value (serialized directly: `Display` goes
 /// through the formatting machinery, several times slower).
+/// Appends `text` as a JSON string exactly as serde_json writes it (only
+/// quotes, backslashes and control characters are escaped, by serde_json).
+pub(crate) fn write_json_str(out: &mut String, text: &str) {
+    if text.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+        out.push_str(&json_string(text));
+    } else {
+        out.reserve(text.len() + 2);
+        out.push('"');
+        out.push_str(text);
+        out.push('"');
+    }
+}
+
 pub(crate) fn compact_json(value: &Value) -> String {
     serde_json::to_string(value).unwrap_or_default()
 }
@@ -295,6 +308,43 @@ impl FieldSet {
         Value::Object(object)
     }
 
+    /// Appends the compact JSON of [`Self::to_fields_v1`] (as serde_json
+    /// writes that value: keys in order, the last of equal keys kept)
+    /// without building it.
+    pub(crate) fn write_fields_v1(&self, out: &mut String) {
+        let mut keys: Vec<(String, &FieldSet)> = Vec::with_capacity(self.children.len());
+        for (element, child) in &self.children {
+            if !child.is_empty() {
+                keys.push((element.to_fields_v1_key(), child));
+            }
+        }
+        // Stable: of equal keys the last (the one a map keeps) is written.
+        keys.sort_by(|a, b| a.0.cmp(&b.0));
+        out.push('{');
+        let mut first = true;
+        if self.member && !keys.iter().any(|(key, _)| key == ".") {
+            out.push_str("\".\":{}");
+            first = false;
+        }
+        for (n, (key, child)) in keys.iter().enumerate() {
+            if keys.get(n + 1).is_some_and(|(next, _)| next == key) {
+                continue;
+            }
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            write_json_str(out, key);
+            out.push(':');
+            if child.children.values().all(FieldSet::is_empty) {
+                out.push_str("{}");
+            } else {
+                child.write_fields_v1(out);
+            }
+        }
+        out.push('}');
+    }
+
     /// Parses a `FieldsV1` object.
     pub fn from_fields_v1(value: &Value) -> Result<FieldSet, String> {
         let object = value
@@ -312,6 +362,93 @@ impl FieldSet {
                 node.member = true;
             }
             set.children.insert(element, node);
+        }
+        Ok(set)
+    }
+}
+
+/// An object key, borrowed from the JSON text when it has no escapes.
+pub(crate) struct BorrowedKey;
+
+impl<'de> serde::de::DeserializeSeed<'de> for BorrowedKey {
+    type Value = std::borrow::Cow<'de, str>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for BorrowedKey {
+    type Value = std::borrow::Cow<'de, str>;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        formatter.write_str("a string")
+    }
+
+    fn visit_borrowed_str<E: serde::de::Error>(self, key: &'de str) -> Result<Self::Value, E> {
+        Ok(std::borrow::Cow::Borrowed(key))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<Self::Value, E> {
+        Ok(std::borrow::Cow::Owned(key.to_owned()))
+    }
+
+    fn visit_string<E: serde::de::Error>(self, key: String) -> Result<Self::Value, E> {
+        Ok(std::borrow::Cow::Owned(key))
+    }
+}
+
+/// Parses a `FieldsV1` object straight from JSON text into a [`FieldSet`],
+/// giving what [`FieldSet::from_fields_v1`] gives of the parsed value, or
+/// an error whenever that might differ or fail (a non-object node, a bad
+/// key, two keys of one object naming the same element): the caller then
+/// takes the general path, which decides.
+pub(crate) struct FieldsV1Seed {
+    /// The root of a FieldsV1 (an empty root is the empty set; an empty
+    /// child is a member).
+    pub(crate) root: bool,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for FieldsV1Seed {
+    type Value = FieldSet;
+
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<FieldSet, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for FieldsV1Seed {
+    type Value = FieldSet;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        formatter.write_str("a FieldsV1 object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<FieldSet, A::Error> {
+        use serde::de::Error as _;
+        let mut set = FieldSet::new();
+        let mut keys = 0usize;
+        while let Some(key) = map.next_key_seed(BorrowedKey)? {
+            keys += 1;
+            if key == "." {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                set.member = true;
+                continue;
+            }
+            let element = PathElement::from_fields_v1_key(&key).map_err(A::Error::custom)?;
+            let node = map.next_value_seed(FieldsV1Seed { root: false })?;
+            if set.children.insert(element, node).is_some() {
+                return Err(A::Error::custom("two keys name one element"));
+            }
+        }
+        if keys == 0 && !self.root {
+            set.member = true;
         }
         Ok(set)
     }

@@ -13,7 +13,8 @@ mod walk;
 pub use created::{created_text, created_then_field_written};
 pub use fieldmanager::{
     ApplyOutcome, ApplyRequest, FieldConflict, LAST_APPLIED_CONFIG_ANNOTATION, conflict_message,
-    server_side_apply, track_field_update, track_subresource_update, track_update,
+    server_side_apply, track_field_update, track_subresource_update, track_subresource_update_text,
+    track_update, track_update_text,
 };
 pub use fieldpath::{FieldPath, FieldSet, PathElement, path_string};
 pub use managed::Operation;

@@ -320,6 +320,10 @@ impl ResourceRequest {
             {
                 codec::respond(status, "application/json", object.json.clone())
             }
+            Output::Json => match conversion::json_for_version(self.resource(), object) {
+                Some(json) => codec::respond(status, "application/json", Bytes::from(json)),
+                None => codec::respond_value(status, Output::Json, &self.for_version(object)),
+            },
             Output::Table { v1beta1 } => {
                 let value = conversion::for_table(self.resource(), &object.value);
                 let table = self.table(&[value.as_ref()], false, v1beta1);

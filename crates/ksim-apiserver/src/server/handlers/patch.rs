@@ -102,7 +102,9 @@ impl ResourceRequest {
             let written = if self.target.subresource.as_deref() == Some("scale") {
                 self.write_scale(output, new, Some(current.revision))
             } else {
-                self.write(output, &current, new, Some(current.revision))
+                // Tracked by prepare_write unless applied.
+                let written = !apply && self.tracks_into_text();
+                self.write(output, &current, new, Some(current.revision), written)
             };
             match written {
                 Err(error) if error.reason == "Conflict" && sent_version.is_none() => continue,

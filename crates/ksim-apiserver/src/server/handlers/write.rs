@@ -43,7 +43,8 @@ impl ResourceRequest {
         let current = self.stored()?;
         let manager = self.field_manager("unknown");
         let new = self.prepare_write(&current, object, &manager)?;
-        let mut response = self.write(output, &current, new, expected)?;
+        let written = self.tracks_into_text();
+        let mut response = self.write(output, &current, new, expected, written)?;
         add_warnings(&mut response, &warnings);
         Ok(response)
     }
@@ -65,7 +66,8 @@ impl ResourceRequest {
                 if resource.custom {
                     admit_update(&self.state, resource, &current.value, &mut new)?;
                 }
-                ksim_core::apply::track_subresource_update(
+                // Written straight into the text the store keeps.
+                ksim_core::apply::track_subresource_update_text(
                     definition.as_deref(),
                     Some(&current.value),
                     &mut new,
@@ -85,7 +87,7 @@ impl ResourceRequest {
                 let mut new = sent;
                 strategy::prepare_for_update(resource, &current.value, &mut new);
                 admit_update(&self.state, resource, &current.value, &mut new)?;
-                ksim_core::apply::track_update(
+                ksim_core::apply::track_update_text(
                     definition.as_deref(),
                     Some(&current.value),
                     &mut new,
@@ -98,22 +100,33 @@ impl ResourceRequest {
         }
     }
 
-    /// Writes `new` over `current` and answers it.
+    /// Whether [`Self::prepare_write`] writes the managedFields it tracks
+    /// as the store's text (all but `finalize`, which tracks none).
+    pub(super) fn tracks_into_text(&self) -> bool {
+        self.target.subresource.as_deref() != Some("finalize")
+    }
+
+    /// Writes `new` over `current` and answers it; `written`: `new`'s
+    /// managedFields, if text, are what [`Self::prepare_write`] tracked
+    /// (stored without being checked again).
     pub(super) fn write(
         &self,
         output: Output,
         current: &StoredObject,
         new: Value,
         expected: Option<u64>,
+        written: bool,
     ) -> Result<Response, ApiError> {
         if self.query.dry_run() {
             return Ok(self.respond_object(StatusCode::OK, output, &StoredObject::dry_run(new)));
         }
-        let outcome = self
-            .state
-            .store
-            .update(&self.collection(), new, expected)
-            .map_err(|e| store_error(self.resource(), self.name(), e))?;
+        let store = &self.state.store;
+        let updated = if written {
+            store.update_written(&self.collection(), new, expected)
+        } else {
+            store.update(&self.collection(), new, expected)
+        };
+        let outcome = updated.map_err(|e| store_error(self.resource(), self.name(), e))?;
         self.after_write(current, &outcome);
         Ok(self.respond_object(StatusCode::OK, output, outcome.object()))
     }
@@ -155,9 +168,21 @@ pub(crate) fn generated_name(state: &State, scope: &str, prefix: &str) -> String
 pub(crate) fn prepare_new_object(
     state: &State,
     resource: &ResourceInfo,
-    mut object: Value,
+    object: Value,
     manager: Option<&str>,
 ) -> Result<Value, ApiError> {
+    let (object, now) = admit_new_object(state, resource, object)?;
+    Ok(track_new_object(resource, object, manager, &now))
+}
+
+/// [`prepare_new_object`] up to its managedFields: names, server metadata,
+/// allocations, defaulting, validation and admission (all that may refuse
+/// the create). The object and its creation time.
+fn admit_new_object(
+    state: &State,
+    resource: &ResourceInfo,
+    mut object: Value,
+) -> Result<(Value, String), ApiError> {
     admit_priority(state, resource, &mut object, None)?;
     let metadata = &mut object["metadata"];
     let has_name = metadata["name"].as_str().is_some_and(|n| !n.is_empty());
@@ -205,6 +230,17 @@ pub(crate) fn prepare_new_object(
             admit_service_account(state, &mut object)?;
         }
     }
+    Ok((object, now))
+}
+
+/// The managedFields of a new object [`admit_new_object`] admitted at
+/// `now`, written by `manager` (None: kept as they are).
+fn track_new_object(
+    resource: &ResourceInfo,
+    mut object: Value,
+    manager: Option<&str>,
+    now: &str,
+) -> Value {
     let sent_managed_fields = object
         .get("metadata")
         .and_then(|m| m.get("managedFields"))
@@ -222,7 +258,7 @@ pub(crate) fn prepare_new_object(
             skip,
             manager,
             &resource.api_version(),
-            &now,
+            now,
         );
         if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
             match managed {
@@ -245,13 +281,13 @@ pub(crate) fn prepare_new_object(
             &mut object,
             manager,
             &resource.api_version(),
-            &now,
+            now,
         );
         if let Some(status) = reset_status {
             object["status"] = status;
         }
     }
-    Ok(object)
+    object
 }
 
 /// Creates an object as a POST does (used by the handlers and bootstrap).
@@ -296,22 +332,48 @@ pub(crate) fn create_object_tracked(
         } else {
             std::mem::take(&mut object)
         };
-        let prepared = match manager {
-            Some(manager) => prepare_new_object(state, resource, attempt, Some(manager))?,
-            None => {
-                let managed = attempt["metadata"]["managedFields"].clone();
-                let mut prepared = prepare_new_object(state, resource, attempt, None)?;
-                if !managed.is_null() {
-                    prepared["metadata"]["managedFields"] = managed;
-                }
-                prepared
-            }
+        let managed = match manager {
+            Some(_) => Value::Null,
+            None => attempt["metadata"]["managedFields"].clone(),
         };
-        let name = prepared["metadata"]["name"]
+        let (admitted, now) = admit_new_object(state, resource, attempt)?;
+        let name = admitted["metadata"]["name"]
             .as_str()
             .unwrap_or_default()
             .to_string();
-        match state.store.create(&collection, prepared) {
+        // An object that exists already is refused as the store would
+        // refuse it, without its managedFields or JSON being made first (a
+        // kubelet's lease create on a restored cluster). The store still
+        // decides when another write creates it meanwhile.
+        if !generate
+            && state
+                .store
+                .get(
+                    &collection,
+                    admitted["metadata"]["namespace"]
+                        .as_str()
+                        .unwrap_or_default(),
+                    &name,
+                )
+                .is_some()
+        {
+            return Err(store_error(resource, &name, StoreError::AlreadyExists));
+        }
+        // managedFields written here (none sent) are stored as written.
+        let written = manager.is_some()
+            && admitted["metadata"]
+                .get("managedFields")
+                .is_none_or(Value::is_null);
+        let mut prepared = track_new_object(resource, admitted, manager, &now);
+        if !managed.is_null() {
+            prepared["metadata"]["managedFields"] = managed;
+        }
+        let created = if written {
+            state.store.create_written(&collection, prepared)
+        } else {
+            state.store.create(&collection, prepared)
+        };
+        match created {
             Ok(stored) => {
                 after_create(state, resource, &name);
                 return Ok(stored);
