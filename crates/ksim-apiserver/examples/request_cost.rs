@@ -4,15 +4,23 @@
 //! Event creates, paged lists of pods and nodes (limit=500) and node status
 //! heartbeats (strategic merge PATCH of nodes/X/status).
 //!
-//! Each phase runs in its own never-inlined function `phase_<name>`, so that
-//! callgrind counts one phase at a time:
+//! Each phase runs in its own never-inlined function `phase_<name>`, whose
+//! inclusive instruction count callgrind gives (only the phases are
+//! counted, not the setup):
 //!
 //! ```text
-//! cargo build --release -p ksim-apiserver --example request_cost
+//! CARGO_PROFILE_RELEASE_DEBUG=line-tables-only \
+//!     cargo build --release -p ksim-apiserver --example request_cost
 //! valgrind --tool=callgrind --collect-atstart=no \
-//!     --toggle-collect='*request_cost::phase_*' --dump-after='*request_cost::phase_*' \
-//!     target/release/examples/request_cost
+//!     --toggle-collect='*request_cost::phase_*' --callgrind-out-file=rc.cg \
+//!     target/release/examples/request_cost answers.txt
+//! callgrind_annotate --threshold=100 --inclusive=yes rc.cg | grep 'request_cost::phase_'
 //! ```
+//!
+//! Divide by the phase's requests: 200 for each write phase ([`NODES`]),
+//! 20 for `list_pods` (pages of 500 of [`PODS`], [`LIST_RUNS`] times), 5 for
+//! `list_nodes` (one page, [`LIST_RUNS`] times). The counts include the
+//! in-process client's side (building the request, reading the body).
 //!
 //! Every response (status and body) is written to the file named by the
 //! first argument, if any, so that two builds' answers can be compared

@@ -14,7 +14,7 @@ mod validation;
 
 pub use v2::{PROTOBUF as V2_PROTOBUF, negotiate as negotiate_v2};
 
-pub use validation::{duplicate_fields, strict_error, warning_headers};
+pub use validation::{decode_with_duplicates, duplicate_fields, strict_error, warning_headers};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{DefaultHasher, Hasher};

@@ -200,6 +200,142 @@ pub fn duplicate_fields(body: &[u8]) -> Vec<String> {
     problems
 }
 
+/// A JSON body decoded as `serde_json::from_slice::<Value>` decodes it,
+/// with its [`duplicate_fields`], in one parse. None when the body is not a
+/// JSON object or holds anything unusual (an error, nesting past the
+/// walk's depth, serde_json's private raw-value key): decoding it and
+/// [`duplicate_fields`] apart then give the object or the error.
+pub fn decode_with_duplicates(body: &[u8]) -> Option<(Value, Vec<String>)> {
+    let mut problems = Vec::new();
+    let mut path = String::new();
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let seed = ValueSeed {
+        path: &mut path,
+        problems: &mut problems,
+        depth: 0,
+    };
+    let value = seed.deserialize(&mut deserializer).ok()?;
+    deserializer.end().ok()?;
+    value.is_object().then_some((value, problems))
+}
+
+/// [`DuplicateSeed`] building the value as serde_json's `Value` does.
+struct ValueSeed<'p> {
+    path: &'p mut String,
+    problems: &'p mut Vec<String>,
+    depth: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for ValueSeed<'_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ValueSeed<'_> {
+    type Value = Value;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        formatter.write_str("any valid JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, value: bool) -> Result<Value, E> {
+        Ok(Value::Bool(value))
+    }
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Value, E> {
+        Ok(Value::Number(value.into()))
+    }
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Value, E> {
+        Ok(Value::Number(value.into()))
+    }
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<Value, E> {
+        Ok(Value::String(value.to_owned()))
+    }
+    fn visit_string<E: de::Error>(self, value: String) -> Result<Value, E> {
+        Ok(Value::String(value))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        use std::fmt::Write as _;
+        if self.depth > MAX_DEPTH {
+            return Err(de::Error::custom("too deep"));
+        }
+        let parent = self.path.len();
+        let mut items = Vec::new();
+        loop {
+            self.path.truncate(parent);
+            let _ = write!(self.path, "[{}]", items.len());
+            let seed = ValueSeed {
+                path: &mut *self.path,
+                problems: &mut *self.problems,
+                depth: self.depth + 1,
+            };
+            let item = seq.next_element_seed(seed)?;
+            self.path.truncate(parent);
+            match item {
+                Some(item) => items.push(item),
+                None => return Ok(Value::Array(items)),
+            }
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        if self.depth > MAX_DEPTH {
+            return Err(de::Error::custom("too deep"));
+        }
+        let parent = self.path.len();
+        let mut fields = serde_json::Map::new();
+        let mut scanned: Vec<std::borrow::Cow<'de, str>> = Vec::new();
+        let mut hashed: HashSet<std::borrow::Cow<'de, str>> = HashSet::new();
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            // serde_json's Value reads this key specially (raw values).
+            if key == "$serde_json::private::RawValue" {
+                return Err(de::Error::custom("a raw value token"));
+            }
+            if parent > 0 {
+                self.path.push('.');
+            }
+            self.path.push_str(&key);
+            let owned = key.clone().into_owned();
+            let repeated = if hashed.is_empty() && scanned.len() < SCANNED_KEYS {
+                let repeated = scanned.contains(&key);
+                if !repeated {
+                    scanned.push(key);
+                }
+                repeated
+            } else {
+                if hashed.is_empty() {
+                    hashed.extend(scanned.drain(..));
+                }
+                !hashed.insert(key)
+            };
+            if repeated {
+                self.problems
+                    .push(format!("duplicate field {:?}", self.path.as_str()));
+            }
+            let value = map.next_value_seed(ValueSeed {
+                path: &mut *self.path,
+                problems: &mut *self.problems,
+                depth: self.depth + 1,
+            })?;
+            self.path.truncate(parent);
+            fields.insert(owned, value);
+        }
+        Ok(Value::Object(fields))
+    }
+}
+
 /// Keys of one object up to this many are checked for repeats by a scan;
 /// past it, by a hash set (a large map stays linear).
 const SCANNED_KEYS: usize = 32;
@@ -390,6 +526,39 @@ mod tests {
         );
         assert!(duplicate_fields(br#"{"a":1,"b":{"a":1}}"#).is_empty());
         assert!(duplicate_fields(b"not json").is_empty());
+    }
+
+    #[test]
+    fn one_parse_gives_the_value_and_the_duplicates_of_two() {
+        let mut large = String::from(r#"{"data":{"#);
+        for i in 0..40 {
+            large.push_str(&format!(r#""k{i}":{i}.5,"#));
+        }
+        large.push_str(r#""k3":"again"},"l":[{"x":1},{"x":-1,"x":18446744073709551615}],"e":"\u00e9\n","n":null,"b":[true,false,[]]}"#);
+        let bodies = [
+            large.as_str(),
+            r#"{"spec":{"replicas":1,"replicas":2},"kind":"x","f":1e400}"#,
+            r#"{"a\u0062":1,"ab":{"":{"":1,"":2}}}"#,
+            // Not an object, not JSON, or unusual: decoded apart.
+            "[1]",
+            "{} x",
+            "{\"a\":",
+            r#"{"$serde_json::private::RawValue":"1"}"#,
+        ];
+        for body in bodies {
+            let apart = serde_json::from_slice::<Value>(body.as_bytes())
+                .ok()
+                .filter(Value::is_object)
+                .map(|value| (value, duplicate_fields(body.as_bytes())));
+            let together = decode_with_duplicates(body.as_bytes());
+            if together.is_some() {
+                assert_eq!(together, apart, "{body}");
+            }
+        }
+        assert!(decode_with_duplicates(large.as_bytes()).is_some());
+        assert!(decode_with_duplicates(b"[1]").is_none());
+        let deep = format!("{}{}", r#"{"a":"#.repeat(100), "}".repeat(100));
+        assert_eq!(decode_with_duplicates(deep.as_bytes()), None);
     }
 
     #[test]

@@ -447,6 +447,19 @@ impl ResourceRequest {
         object: &mut Value,
         raw: Option<&[u8]>,
     ) -> Result<Vec<String>, ApiError> {
+        let duplicates = match raw {
+            Some(body) => Duplicates::Body(body),
+            None => Duplicates::None,
+        };
+        self.validate_fields_with(object, duplicates)
+    }
+
+    /// [`Self::validate_fields`] with the body's duplicate fields as known.
+    fn validate_fields_with(
+        &self,
+        object: &mut Value,
+        duplicates: Duplicates<'_>,
+    ) -> Result<Vec<String>, ApiError> {
         let mode = self.query.get("fieldValidation").unwrap_or("Warn");
         if !matches!(mode, "Strict" | "Warn" | "Ignore") {
             return Err(ApiError::bad_request(format!(
@@ -470,8 +483,10 @@ impl ResourceRequest {
             return Ok(Vec::new());
         }
         let mut problems = unknown;
-        if let Some(raw) = raw {
-            problems.extend(crate::openapi::duplicate_fields(raw));
+        match duplicates {
+            Duplicates::None => {}
+            Duplicates::Body(raw) => problems.extend(crate::openapi::duplicate_fields(raw)),
+            Duplicates::Found(found) => problems.extend(found),
         }
         if problems.is_empty() {
             Ok(Vec::new())
@@ -481,6 +496,16 @@ impl ResourceRequest {
             Ok(crate::openapi::warning_headers(&problems))
         }
     }
+}
+
+/// The duplicate fields of a sent body, for field validation.
+pub(crate) enum Duplicates<'b> {
+    /// Not a JSON body: none are looked for.
+    None,
+    /// To be found in this JSON body.
+    Body(&'b [u8]),
+    /// Found already (by the parse that decoded the body).
+    Found(Vec<String>),
 }
 
 /// Defaulting and validation of an update of the main resource (or, for a

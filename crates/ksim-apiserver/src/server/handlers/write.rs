@@ -13,10 +13,9 @@ impl ResourceRequest {
                 "the server does not allow this method on the requested resource (post)",
             ));
         }
-        let mut object = codec::decode_object(&self.headers, body)?;
+        let (mut object, duplicates) = self.decode_sent(body)?;
         self.check_body(&mut object, false)?;
-        let raw = (codec::content_type(&self.headers) == "application/json").then_some(body);
-        let warnings = self.validate_fields(&mut object, raw)?;
+        let warnings = self.validate_fields_with(&mut object, duplicates)?;
         let object = conversion::to_storage(self.resource(), object);
         let manager = self.field_manager("unknown");
         let created = if self.query.dry_run() {
@@ -31,10 +30,9 @@ impl ResourceRequest {
     }
 
     pub(super) fn update(&self, output: Output, body: &[u8]) -> Result<Response, ApiError> {
-        let mut object = codec::decode_object(&self.headers, body)?;
+        let (mut object, duplicates) = self.decode_sent(body)?;
         self.check_body(&mut object, true)?;
-        let raw = (codec::content_type(&self.headers) == "application/json").then_some(body);
-        let warnings = self.validate_fields(&mut object, raw)?;
+        let warnings = self.validate_fields_with(&mut object, duplicates)?;
         let object = conversion::to_storage(self.resource(), object);
         let expected = match object["metadata"]["resourceVersion"].as_str() {
             Some(v) if !v.is_empty() => Some(parse_revision(v)?),
@@ -47,6 +45,21 @@ impl ResourceRequest {
         let mut response = self.write(output, &current, new, expected, written)?;
         add_warnings(&mut response, &warnings);
         Ok(response)
+    }
+
+    /// The object a create or update sent, and the duplicate fields of a
+    /// JSON body (found by the same parse when it can be).
+    fn decode_sent<'b>(&self, body: &'b [u8]) -> Result<(Value, Duplicates<'b>), ApiError> {
+        if codec::content_type(&self.headers) != "application/json" {
+            return Ok((codec::decode_object(&self.headers, body)?, Duplicates::None));
+        }
+        match crate::openapi::decode_with_duplicates(body) {
+            Some((object, found)) => Ok((object, Duplicates::Found(found))),
+            None => Ok((
+                codec::decode_object(&self.headers, body)?,
+                Duplicates::Body(body),
+            )),
+        }
     }
 
     /// Turns what the client sent into the object to store, by subresource.
