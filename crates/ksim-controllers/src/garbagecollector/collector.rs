@@ -220,10 +220,14 @@ async fn run_once(client: &Client, clock: &Clock) -> Result<(), Error> {
     }
 }
 
-/// `Accept` of a list whose items are metadata alone.
-const METADATA_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
-/// `Accept` of a watch whose objects are metadata alone.
-const METADATA: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+/// `Accept` of a list whose items are metadata alone; full objects from a
+/// server that cannot (an aggregated API, say), as client-go's metadata
+/// client asks ([`Owned`] decodes either).
+const METADATA_LIST: &str =
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+/// `Accept` of a watch whose objects are metadata alone (else full objects).
+const METADATA: &str =
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
 
 /// Whether a request is a watch (`watch=true` or `watch=1` in its query).
 fn is_watch(uri: &http::Uri) -> bool {
@@ -559,6 +563,83 @@ mod tests {
         assert!(!is_watch(&uri("/api/v1/pods?&limit=500")));
         assert!(!is_watch(&uri("/api/v1/pods?watch=false")));
         assert!(!is_watch(&uri("/api/v1/pods")));
+    }
+
+    /// The `Accept` of every request a recording server received.
+    type Accepts = std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>;
+
+    /// A client whose server records each request's path and `Accept` and
+    /// answers `body`.
+    fn recording_client(body: &'static str) -> (Client, Accepts) {
+        let accepts = Accepts::default();
+        let seen = accepts.clone();
+        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            let accept = request
+                .headers()
+                .get(http::header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            seen.lock()
+                .expect("lock")
+                .push((request.uri().to_string(), accept));
+            let response = http::Response::new(kube::client::Body::from(body.as_bytes().to_vec()));
+            std::future::ready(Ok::<_, std::convert::Infallible>(response))
+        });
+        (Client::new(service, "default"), accepts)
+    }
+
+    #[tokio::test]
+    async fn lists_and_watches_ask_for_metadata_alone() {
+        let pods = ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&());
+        let list = r#"{"apiVersion":"meta.k8s.io/v1","kind":"PartialObjectMetadataList",
+            "metadata":{"resourceVersion":"9"},
+            "items":[{"apiVersion":"meta.k8s.io/v1","kind":"PartialObjectMetadata",
+                "metadata":{"name":"a","namespace":"default","uid":"u1"}}]}"#;
+        let (client, accepts) = recording_client(list);
+        let api: Api<Owned> = Api::all_with(metadata_client(&client), &pods);
+        let listed = api
+            .list(&kube::api::ListParams::default().limit(500))
+            .await
+            .expect("list");
+        assert_eq!(listed.items[0].metadata.uid.as_deref(), Some("u1"));
+
+        // One line: watch events are newline-delimited.
+        let event = concat!(
+            r#"{"type":"ADDED","object":{"apiVersion":"meta.k8s.io/v1","#,
+            r#""kind":"PartialObjectMetadata","metadata":{"name":"b","uid":"u2"}}}"#,
+            "\n"
+        );
+        let (client, watch_accepts) = recording_client(event);
+        let api: Api<Owned> = Api::all_with(metadata_client(&client), &pods);
+        let mut events = api
+            .watch(&kube::api::WatchParams::default(), "9")
+            .await
+            .expect("watch")
+            .boxed();
+        match events.next().await {
+            Some(Ok(kube::api::WatchEvent::Added(object))) => {
+                assert_eq!(object.metadata.uid.as_deref(), Some("u2"));
+            }
+            other => panic!("an ADDED event: {other:?}"),
+        }
+        let accepts = accepts.lock().expect("lock").clone();
+        let watch_accepts = watch_accepts.lock().expect("lock").clone();
+        assert_eq!(accepts.len(), 1);
+        assert!(accepts[0].0.starts_with("/api/v1/pods?"), "{accepts:?}");
+        assert_eq!(accepts[0].1, METADATA_LIST);
+        assert!(
+            watch_accepts[0].0.contains("watch=true"),
+            "{watch_accepts:?}"
+        );
+        assert_eq!(watch_accepts[0].1, METADATA);
+        assert!(
+            METADATA_LIST
+                .starts_with("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,")
+        );
+        assert!(
+            METADATA.starts_with("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,")
+        );
     }
 
     #[test]

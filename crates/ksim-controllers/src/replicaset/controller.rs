@@ -167,13 +167,17 @@ async fn follow_pods(stream: impl Stream<Item = Event<Arc<Pod>>>, follower: PodF
     let mut stream = std::pin::pin!(stream);
     // While a list is read (`Init` to `InitDone`), the ReplicaSets its pods
     // concern are gathered and queued once at its end, not once per pod (a
-    // restored cluster lists 100,000 pods of 100 sets): no sync reads the
-    // pods before the first list is in, and a re-list's changes are all
-    // seen by the syncs queued after it.
+    // restored cluster lists 100,000 pods of 100 sets): a re-list's changes
+    // are all seen by the syncs queued after it. After the first list,
+    // nothing is queued: every ReplicaSet was queued as its own watch
+    // listed or added it, and no sync reads the pods before the first list
+    // is in, so each one's first sync already sees them all (one sync, not
+    // two, per restored set).
     let mut listing: Option<HashSet<ObjectRef<ReplicaSet>>> = None;
     while let Some(event) = stream.next().await {
         let mut changed: Vec<Arc<Pod>> = Vec::new();
         let mut list_done = false;
+        let mut first_list = false;
         {
             let mut pods = follower.pods.write().expect("pod index lock poisoned");
             match event {
@@ -219,7 +223,7 @@ async fn follow_pods(stream: impl Stream<Item = Event<Arc<Pod>>>, follower: PodF
                         changed.push(pod);
                     }
                     tracing::debug!(pods = pods.len(), "replicaset controller pod cache synced");
-                    follower.synced.send_replace(true);
+                    first_list = !follower.synced.send_replace(true);
                 }
             }
         }
@@ -234,6 +238,10 @@ async fn follow_pods(stream: impl Stream<Item = Event<Arc<Pod>>>, follower: PodF
         let queued: Vec<ObjectRef<ReplicaSet>> = match listing.as_mut() {
             Some(gathered) if !list_done => {
                 gathered.extend(concerned);
+                continue;
+            }
+            Some(_) if first_list => {
+                listing = None;
                 continue;
             }
             Some(_) => {
