@@ -296,8 +296,7 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
         }
         let parent = self.path.len();
         let mut fields = serde_json::Map::new();
-        let mut scanned: Vec<std::borrow::Cow<'de, str>> = Vec::new();
-        let mut hashed: HashSet<std::borrow::Cow<'de, str>> = HashSet::new();
+        let mut seen = SeenKeys::default();
         while let Some(key) = map.next_key_seed(KeySeed)? {
             // serde_json's Value reads this key specially (raw values).
             if key == "$serde_json::private::RawValue" {
@@ -308,18 +307,7 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
             }
             self.path.push_str(&key);
             let owned = key.clone().into_owned();
-            let repeated = if hashed.is_empty() && scanned.len() < SCANNED_KEYS {
-                let repeated = scanned.contains(&key);
-                if !repeated {
-                    scanned.push(key);
-                }
-                repeated
-            } else {
-                if hashed.is_empty() {
-                    hashed.extend(scanned.drain(..));
-                }
-                !hashed.insert(key)
-            };
+            let repeated = seen.repeated(key);
             if repeated {
                 self.problems
                     .push(format!("duplicate field {:?}", self.path.as_str()));
@@ -339,6 +327,32 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
 /// Keys of one object up to this many are checked for repeats by a scan;
 /// past it, by a hash set (a large map stays linear).
 const SCANNED_KEYS: usize = 32;
+
+/// The keys of one JSON object read so far: a short list scanned while the
+/// object has few keys, a hash set past [`SCANNED_KEYS`].
+#[derive(Default)]
+struct SeenKeys<'de> {
+    scanned: Vec<std::borrow::Cow<'de, str>>,
+    hashed: HashSet<std::borrow::Cow<'de, str>>,
+}
+
+impl<'de> SeenKeys<'de> {
+    /// Notes `key`; whether the object had it already.
+    fn repeated(&mut self, key: std::borrow::Cow<'de, str>) -> bool {
+        if self.hashed.is_empty() && self.scanned.len() < SCANNED_KEYS {
+            let repeated = self.scanned.contains(&key);
+            if !repeated {
+                self.scanned.push(key);
+            }
+            repeated
+        } else {
+            if self.hashed.is_empty() {
+                self.hashed.extend(self.scanned.drain(..));
+            }
+            !self.hashed.insert(key)
+        }
+    }
+}
 
 /// Walks a JSON document, noting keys seen twice in one object. The path
 /// of the value being walked is kept in one buffer shared by the whole walk
@@ -445,25 +459,13 @@ impl<'de> Visitor<'de> for DuplicateSeed<'_> {
             return Err(de::Error::custom("too deep"));
         }
         let parent = self.path.len();
-        let mut scanned: Vec<std::borrow::Cow<'de, str>> = Vec::new();
-        let mut hashed: HashSet<std::borrow::Cow<'de, str>> = HashSet::new();
+        let mut seen = SeenKeys::default();
         while let Some(key) = map.next_key_seed(KeySeed)? {
             if parent > 0 {
                 self.path.push('.');
             }
             self.path.push_str(&key);
-            let repeated = if hashed.is_empty() && scanned.len() < SCANNED_KEYS {
-                let repeated = scanned.contains(&key);
-                if !repeated {
-                    scanned.push(key);
-                }
-                repeated
-            } else {
-                if hashed.is_empty() {
-                    hashed.extend(scanned.drain(..));
-                }
-                !hashed.insert(key)
-            };
+            let repeated = seen.repeated(key);
             if repeated {
                 self.problems
                     .push(format!("duplicate field {:?}", self.path.as_str()));
