@@ -21,12 +21,8 @@ const PODS: &[&str] = &[
 ];
 
 fn pods(env: &KsimEnv, cluster: &str) -> Vec<String> {
-    let context = format!("--context=ksim-{cluster}");
-    let mut args = vec![context.as_str()];
-    args.extend_from_slice(PODS);
-    let output = env.kubectl(&args);
-    output.success();
-    let mut lines: Vec<String> = output.stdout.lines().map(str::to_string).collect();
+    let stdout = env.kubectl_ok_in(cluster, PODS);
+    let mut lines: Vec<String> = stdout.lines().map(str::to_string).collect();
     lines.sort();
     lines
 }

@@ -105,16 +105,6 @@ spec:
         image: busybox
 ";
 
-/// `kubectl --context ksim-<cluster> <args>`, which must succeed.
-fn kubectl(env: &KsimEnv, cluster: &str, args: &[&str]) -> String {
-    let context = format!("--context=ksim-{cluster}");
-    let mut all = vec![context.as_str()];
-    all.extend_from_slice(args);
-    let output = env.kubectl(&all);
-    output.success();
-    output.stdout
-}
-
 /// Waits until `kubectl get <object> -o jsonpath=<path>` in `cluster`
 /// prints `want`.
 fn wait_for_field(env: &KsimEnv, cluster: &str, object: &str, path: &str, want: &str) {
@@ -147,7 +137,7 @@ fn wait_for_settled(env: &KsimEnv, cluster: &str, generation: u32, nodes: u32) {
 /// server after a second (`timeoutSeconds`), once the history is sent.
 fn history(env: &KsimEnv, cluster: &str, resource: &str) -> Vec<(String, Value)> {
     let path = format!("{resource}?watch=1&resourceVersion=1&timeoutSeconds=1");
-    kubectl(env, cluster, &["get", "--raw", &path])
+    env.kubectl_ok_in(cluster, &["get", "--raw", &path])
         .lines()
         .filter(|line| !line.trim().is_empty())
         .map(|line| {
@@ -206,11 +196,10 @@ fn a_restored_settled_cluster_is_not_written_by_its_controllers() {
         .kubectl_stdin(&["apply", "-f", "-"], WORKLOADS)
         .success();
     // A second generation of each (the Job's spec cannot change).
-    kubectl(env, "source", &["scale", "deploy/web", "--replicas=2"]);
-    kubectl(env, "source", &["scale", "rs/bare", "--replicas=2"]);
-    kubectl(env, "source", &["scale", "sts/db", "--replicas=2"]);
-    kubectl(
-        env,
+    env.kubectl_ok_in("source", &["scale", "deploy/web", "--replicas=2"]);
+    env.kubectl_ok_in("source", &["scale", "rs/bare", "--replicas=2"]);
+    env.kubectl_ok_in("source", &["scale", "sts/db", "--replicas=2"]);
+    env.kubectl_ok_in(
         "source",
         &[
             "patch",
@@ -230,9 +219,9 @@ fn a_restored_settled_cluster_is_not_written_by_its_controllers() {
 
     // Changes the controllers react to: each one's reaction is the sign it
     // has synced its restored objects.
-    kubectl(env, "copy", &["scale", "deploy/web", "--replicas=3"]);
-    kubectl(env, "copy", &["scale", "rs/bare", "--replicas=3"]);
-    kubectl(env, "copy", &["scale", "sts/db", "--replicas=3"]);
+    env.kubectl_ok_in("copy", &["scale", "deploy/web", "--replicas=3"]);
+    env.kubectl_ok_in("copy", &["scale", "rs/bare", "--replicas=3"]);
+    env.kubectl_ok_in("copy", &["scale", "sts/db", "--replicas=3"]);
     env.ksim_ok(&["scale", "node", "--replicas", "3", "--name", "copy"]);
     let ready = "{.metadata.generation} {.status.observedGeneration} {.status.readyReplicas}";
     wait_for_field(env, "copy", "deploy/web", ready, "2 2 3");
@@ -245,8 +234,7 @@ fn a_restored_settled_cluster_is_not_written_by_its_controllers() {
         "{.status.desiredNumberScheduled} {.status.numberReady}",
         "3 3",
     );
-    let web_rs = kubectl(
-        env,
+    let web_rs = env.kubectl_ok_in(
         "copy",
         &[
             "get",

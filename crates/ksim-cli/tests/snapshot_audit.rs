@@ -42,23 +42,6 @@ fn ksim_binary() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_ksim"))
 }
 
-/// `kubectl --context ksim-<cluster> <args>`, which must succeed.
-fn kubectl(env: &KsimEnv, cluster: &str, args: &[&str]) -> String {
-    let context = format!("--context=ksim-{cluster}");
-    let mut all = vec![context.as_str()];
-    all.extend_from_slice(args);
-    let output = env.kubectl(&all);
-    output.success();
-    output.stdout
-}
-
-fn kubectl_stdin(env: &KsimEnv, cluster: &str, args: &[&str], stdin: &str) {
-    let context = format!("--context=ksim-{cluster}");
-    let mut all = vec![context.as_str()];
-    all.extend_from_slice(args);
-    env.kubectl_stdin(&all, stdin).success();
-}
-
 fn eventually(what: &str, check: impl Fn() -> bool) {
     poll_until(what, || check().then_some(()).ok_or_else(String::new));
 }
@@ -184,8 +167,7 @@ fn a_save_holds_every_kind_and_events_only_when_asked() {
         path_str(&plain),
     ]);
     assert_eq!(
-        kubectl(
-            env,
+        env.kubectl_ok_in(
             "copy",
             &[
                 "get",
@@ -198,16 +180,14 @@ fn a_save_holds_every_kind_and_events_only_when_asked() {
         "platform"
     );
     assert_eq!(
-        kubectl(
-            env,
+        env.kubectl_ok_in(
             "copy",
             &["get", "priorityclass", "high", "-o", "jsonpath={.value}"]
         ),
         "1000"
     );
     assert_eq!(
-        kubectl(
-            env,
+        env.kubectl_ok_in(
             "copy",
             &[
                 "get",
@@ -222,8 +202,7 @@ fn a_save_holds_every_kind_and_events_only_when_asked() {
         "fast"
     );
     assert_eq!(
-        kubectl(
-            env,
+        env.kubectl_ok_in(
             "copy",
             &[
                 "get",
@@ -238,8 +217,7 @@ fn a_save_holds_every_kind_and_events_only_when_asked() {
         "3"
     );
     assert_eq!(
-        kubectl(
-            env,
+        env.kubectl_ok_in(
             "copy",
             &[
                 "get",
@@ -303,8 +281,7 @@ fn sorted(text: &str) -> Vec<String> {
 /// default namespace (repeats are counted in one event).
 fn event_reasons(env: &KsimEnv, cluster: &str, kind: &str) -> Vec<String> {
     let selector = format!("involvedObject.kind={kind}");
-    kubectl(
-        env,
+    env.kubectl_ok_in(
         cluster,
         &[
             "get",
@@ -324,15 +301,19 @@ fn event_reasons(env: &KsimEnv, cluster: &str, kind: &str) -> Vec<String> {
 /// event (no pod created or deleted, no ReplicaSet scaled), and pods created
 /// afterwards get IPs none of the restored pods shows.
 fn check_quiet_copy(env: &KsimEnv, copy: &str, pods: &[String], budget: &str) {
-    assert_eq!(sorted(&kubectl(env, copy, PODS)), pods);
+    assert_eq!(sorted(&env.kubectl_ok_in(copy, PODS)), pods);
     // The controllers have seen the restored objects: the Deployment's
     // status is observed and the budget counts the pods.
     wait_for_settled_web(env, copy, budget);
     assert_eq!(event_reasons(env, copy, "ReplicaSet"), Vec::<String>::new());
     assert_eq!(event_reasons(env, copy, "Deployment"), Vec::<String>::new());
-    assert_eq!(sorted(&kubectl(env, copy, PODS)), pods, "the same pods");
+    assert_eq!(
+        sorted(&env.kubectl_ok_in(copy, PODS)),
+        pods,
+        "the same pods"
+    );
 
-    kubectl(env, copy, &["scale", "deploy/web", "--replicas=12"]);
+    env.kubectl_ok_in(copy, &["scale", "deploy/web", "--replicas=12"]);
     let after = env.wait_for_in(copy, PODS, |out| {
         out.lines()
             .filter(|l| {
@@ -542,10 +523,10 @@ fn export_reads_the_context_named_narrowed_by_namespace_and_selector() {
     let source = TestCluster::start_named(ksim_binary(), "source");
     let env = source.env();
     env.ksim_ok(&["scale", "node", "--replicas", "1", "--name", "source"]);
-    kubectl_stdin(env, "source", &["apply", "-f", "-"], NARROWED);
+    env.kubectl_stdin_in("source", &["apply", "-f", "-"], NARROWED)
+        .success();
     // stringData is stored as data, as kube-apiserver does.
-    let secret = kubectl(
-        env,
+    let secret = env.kubectl_ok_in(
         "source",
         &["get", "secret", "web-password", "-n", "a", "-o", "json"],
     );
@@ -554,15 +535,14 @@ fn export_reads_the_context_named_narrowed_by_namespace_and_selector() {
         "{secret}"
     );
     assert!(!secret.contains("\"stringData\""), "{secret}");
-    kubectl(env, "source", &["label", "node", "node-000000", "zone=z1"]);
-    kubectl(
-        env,
+    env.kubectl_ok_in("source", &["label", "node", "node-000000", "zone=z1"]);
+    env.kubectl_ok_in(
         "source",
         &["taint", "node", "node-000000", "dedicated=db:NoSchedule"],
     );
     // Another cluster, now the kubeconfig's current context.
     env.ksim_ok(&["create", "cluster", "--name", "other"]);
-    kubectl(env, "other", &["create", "configmap", "only-in-other"]);
+    env.kubectl_ok_in("other", &["create", "configmap", "only-in-other"]);
     let current = env.kubectl(&["config", "current-context"]);
     assert_eq!(current.stdout.trim(), "ksim-other");
 
@@ -822,16 +802,14 @@ fn record_and_replay_through_a_kubeconfig_keep_each_objects_order() {
         ],
         &recording,
     );
-    kubectl(env, "source", &["create", "configmap", "marker"]);
+    env.kubectl_ok_in("source", &["create", "configmap", "marker"]);
     recorder.wait_for_object("marker");
-    kubectl(
-        env,
+    env.kubectl_ok_in(
         "source",
         &["create", "configmap", "step-settings", "--from-literal=v=1"],
     );
     for v in 2..=4 {
-        kubectl(
-            env,
+        env.kubectl_ok_in(
             "source",
             &[
                 "patch",
@@ -843,12 +821,11 @@ fn record_and_replay_through_a_kubeconfig_keep_each_objects_order() {
             ],
         );
     }
-    kubectl(
-        env,
+    env.kubectl_ok_in(
         "source",
         &["create", "configmap", "step-temp", "--from-literal=v=t"],
     );
-    kubectl(env, "source", &["delete", "configmap", "step-temp"]);
+    env.kubectl_ok_in("source", &["delete", "configmap", "step-temp"]);
     eventually("the deletion is recorded", || {
         changes_by_object(&recording, "step-")
             .get("step-temp")
@@ -874,7 +851,7 @@ fn record_and_replay_through_a_kubeconfig_keep_each_objects_order() {
     let replica_kubeconfig = own_kubeconfig(env, "replica");
     let followed = env.root().join("replica.jsonl");
     let follower = env.start_recorder(&["--name", "replica", "--kinds", "configmaps"], &followed);
-    kubectl(env, "replica", &["create", "configmap", "replica-marker"]);
+    env.kubectl_ok_in("replica", &["create", "configmap", "replica-marker"]);
     follower.wait_for_object("replica-marker");
     let replayed = env.ksim_ok(&[
         "replay",
@@ -901,7 +878,7 @@ fn a_recorder_killed_while_writing_leaves_its_complete_lines_to_replay() {
     let env = source.env();
     let recording = env.root().join("changes.jsonl");
     let recorder = env.start_recorder(&["--name", "source", "--kinds", "configmaps"], &recording);
-    kubectl(env, "source", &["create", "configmap", "marker"]);
+    env.kubectl_ok_in("source", &["create", "configmap", "marker"]);
     recorder.wait_for_object("marker");
     // Many large config maps at once: the recorder is writing when killed.
     let filler = "x".repeat(20_000);
@@ -962,20 +939,20 @@ fn a_recorder_killed_while_writing_leaves_its_complete_lines_to_replay() {
         "--speed",
         "max",
     ]);
-    let replayed: HashSet<String> = kubectl(
-        env,
-        "replica",
-        &[
-            "get",
-            "configmaps",
-            "-o",
-            "jsonpath={range .items[*]}{.metadata.name}{\"\\n\"}{end}",
-        ],
-    )
-    .lines()
-    .filter(|n| n.starts_with("load-"))
-    .map(str::to_string)
-    .collect();
+    let replayed: HashSet<String> = env
+        .kubectl_ok_in(
+            "replica",
+            &[
+                "get",
+                "configmaps",
+                "-o",
+                "jsonpath={range .items[*]}{.metadata.name}{\"\\n\"}{end}",
+            ],
+        )
+        .lines()
+        .filter(|n| n.starts_with("load-"))
+        .map(str::to_string)
+        .collect();
     assert_eq!(replayed, complete, "exactly the complete lines replay");
 }
 
@@ -1020,8 +997,7 @@ fn a_virtual_cluster_is_recorded_and_replayed_on_its_own_clock() {
     virtual_cluster(&env, "source");
     let recording = env.root().join("changes.jsonl");
     let recorder = env.start_recorder(&["--name", "source", "--kinds", "configmaps"], &recording);
-    kubectl(
-        &env,
+    env.kubectl_ok_in(
         "source",
         &["create", "configmap", "paced-first", "--from-literal=v=1"],
     );
@@ -1029,13 +1005,12 @@ fn a_virtual_cluster_is_recorded_and_replayed_on_its_own_clock() {
         recorded_times(&recording, "paced-").contains_key("ADDED paced-first")
     });
     env.ksim_ok(&["clock", "--name", "source", "advance", "90s"]);
-    kubectl(&env, "source", &["create", "configmap", "paced-second"]);
+    env.kubectl_ok_in("source", &["create", "configmap", "paced-second"]);
     eventually("the second change is recorded", || {
         recorded_times(&recording, "paced-").contains_key("ADDED paced-second")
     });
     env.ksim_ok(&["clock", "--name", "source", "advance", "30s"]);
-    kubectl(
-        &env,
+    env.kubectl_ok_in(
         "source",
         &[
             "patch",
@@ -1079,8 +1054,7 @@ fn a_virtual_cluster_is_recorded_and_replayed_on_its_own_clock() {
     ]);
     assert!(replayed.starts_with("Replayed "), "{replayed}");
     let created = |name: &str| {
-        kubectl(
-            &env,
+        env.kubectl_ok_in(
             "replica",
             &[
                 "get",
@@ -1111,8 +1085,7 @@ fn a_virtual_cluster_is_recorded_and_replayed_on_its_own_clock() {
         "1",
     ]);
     assert_eq!(
-        kubectl(
-            &env,
+        env.kubectl_ok_in(
             "paced",
             &[
                 "get",
@@ -1202,8 +1175,7 @@ fn a_replacing_restore_keeps_each_pods_ip_while_the_kubelet_runs() {
         "every pod shows its saved IP"
     );
     assert_eq!(
-        kubectl(
-            env,
+        env.kubectl_ok_in(
             "source",
             &[
                 "get",
@@ -1239,8 +1211,7 @@ fn a_replacing_restore_of_a_running_deployment_changes_nothing_it_runs() {
     let env = source.env();
     let path = save(env, "source", "snapshot.yaml");
     let replica_sets = || {
-        kubectl(
-            env,
+        env.kubectl_ok_in(
             "source",
             &["get", "rs", "-o", "jsonpath={.items[*].metadata.name}"],
         )
@@ -1248,9 +1219,7 @@ fn a_replacing_restore_of_a_running_deployment_changes_nothing_it_runs() {
     let before_rs = replica_sets();
     // Which pods and ReplicaSet exist, by uid, and the Deployment's revision.
     let identities = || {
-        kubectl(
-            env,
-            "source",
+        env.kubectl_ok_in("source",
             &[
                 "get",
                 "pods,rs,deploy",
@@ -1268,8 +1237,7 @@ fn a_replacing_restore_of_a_running_deployment_changes_nothing_it_runs() {
     let replaced = restore(env, "source", &path, &["--replace"]);
     assert!(replaced.contains(" replaced."), "{replaced}");
     wait_for_settled_web(env, "source", &budget);
-    let rs_uid = kubectl(
-        env,
+    let rs_uid = env.kubectl_ok_in(
         "source",
         &["get", "rs", &before_rs, "-o", "jsonpath={.metadata.uid}"],
     );
@@ -1285,7 +1253,7 @@ fn a_replacing_restore_of_a_running_deployment_changes_nothing_it_runs() {
     );
     assert_eq!(replica_sets(), before_rs, "the same ReplicaSet");
     assert_eq!(
-        sorted(&kubectl(env, "source", PODS)),
+        sorted(&env.kubectl_ok_in("source", PODS)),
         pods,
         "the same pods and IPs"
     );
@@ -1314,16 +1282,15 @@ fn a_recorded_definition_and_its_custom_resources_replay() {
     }
     let recording = env.root().join("changes.jsonl");
     let recorder = env.start_recorder(&["--name", "source"], &recording);
-    kubectl(&env, "source", &["create", "configmap", "marker"]);
+    env.kubectl_ok_in("source", &["create", "configmap", "marker"]);
     recorder.wait_for_object("marker");
-    kubectl_stdin(
-        &env,
+    env.kubectl_stdin_in(
         "source",
         &["apply", "-f", "-"],
         &fixtures::widget_crd_manifest(),
-    );
-    kubectl(
-        &env,
+    )
+    .success();
+    env.kubectl_ok_in(
         "source",
         &[
             "wait",
@@ -1334,7 +1301,8 @@ fn a_recorded_definition_and_its_custom_resources_replay() {
     );
     let widget = fixtures::widget("w", "default", 3).to_string();
     env.wait_for_in("source", &["get", "widgets"], |_| true);
-    kubectl_stdin(&env, "source", &["apply", "-f", "-"], &widget);
+    env.kubectl_stdin_in("source", &["apply", "-f", "-"], &widget)
+        .success();
     eventually("the widget is recorded", || {
         std::fs::read_to_string(&recording).is_ok_and(|t| {
             t.lines()
@@ -1357,8 +1325,7 @@ fn a_recorded_definition_and_its_custom_resources_replay() {
     assert!(output.status.success(), "{stderr}");
     assert!(!stderr.contains("skipped"), "{stderr}");
     assert_eq!(
-        kubectl(
-            &env,
+        env.kubectl_ok_in(
             "replica",
             &["get", "widgets", "w", "-o", "jsonpath={.spec.size}"]
         ),
@@ -1423,5 +1390,5 @@ fn a_replay_skips_unserved_kinds_with_a_warning_or_fails_under_strict() {
     );
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.starts_with("Replayed 1 of 3 changes"), "{stdout}");
-    kubectl(&env, "replica", &["get", "configmap", "settings"]);
+    env.kubectl_ok_in("replica", &["get", "configmap", "settings"]);
 }

@@ -53,16 +53,6 @@ stringData:
   password: hunter2
 ";
 
-/// `kubectl --context ksim-<cluster> <args>`, which must succeed.
-fn kubectl(env: &KsimEnv, cluster: &str, args: &[&str]) -> String {
-    let context = format!("--context=ksim-{cluster}");
-    let mut all = vec![context.as_str()];
-    all.extend_from_slice(args);
-    let output = env.kubectl(&all);
-    output.success();
-    output.stdout
-}
-
 /// name node podIP phase, one pod a line, sorted.
 const PODS: &[&str] = &[
     "get",
@@ -104,8 +94,7 @@ fn source_cluster() -> (TestCluster, Vec<String>, String, String) {
     let numbers = cluster
         .env()
         .wait_for_in("source", PDB_NUMBERS, |out| out == "4 3 1 4");
-    let rs = kubectl(
-        cluster.env(),
+    let rs = cluster.env().kubectl_ok_in(
         "source",
         &["get", "rs", "-o", "jsonpath={.items[*].metadata.name}"],
     );
@@ -116,23 +105,17 @@ fn source_cluster() -> (TestCluster, Vec<String>, String, String) {
 /// by its new uid), same budget numbers; then a scale to 5 adds exactly one
 /// pod beside the restored four, in the same ReplicaSet.
 fn check_copy(env: &KsimEnv, copy: &str, pods: &[String], rs: &str, numbers: &str) {
-    let restored = sorted_lines(&kubectl(env, copy, PODS));
+    let restored = sorted_lines(&env.kubectl_ok_in(copy, PODS));
     assert_eq!(restored, pods, "the pods, their nodes, IPs and phases");
     assert_eq!(
-        kubectl(
-            env,
+        env.kubectl_ok_in(
             copy,
             &["get", "rs", "-o", "jsonpath={.items[*].metadata.name}"]
         ),
         rs
     );
-    let rs_uid = kubectl(
-        env,
-        copy,
-        &["get", "rs", rs, "-o", "jsonpath={.metadata.uid}"],
-    );
-    let owners = kubectl(
-        env,
+    let rs_uid = env.kubectl_ok_in(copy, &["get", "rs", rs, "-o", "jsonpath={.metadata.uid}"]);
+    let owners = env.kubectl_ok_in(
         copy,
         &[
             "get",
@@ -145,14 +128,12 @@ fn check_copy(env: &KsimEnv, copy: &str, pods: &[String], rs: &str, numbers: &st
         owners.lines().count() == 4 && owners.lines().all(|uid| uid == rs_uid),
         "every pod is owned by the restored ReplicaSet {rs_uid}: {owners}"
     );
-    let deployment_uid = kubectl(
-        env,
+    let deployment_uid = env.kubectl_ok_in(
         copy,
         &["get", "deploy", "web", "-o", "jsonpath={.metadata.uid}"],
     );
     assert_eq!(
-        kubectl(
-            env,
+        env.kubectl_ok_in(
             copy,
             &[
                 "get",
@@ -165,13 +146,13 @@ fn check_copy(env: &KsimEnv, copy: &str, pods: &[String], rs: &str, numbers: &st
         deployment_uid
     );
     assert_eq!(
-        kubectl(env, copy, PDB_NUMBERS),
+        env.kubectl_ok_in(copy, PDB_NUMBERS),
         numbers,
         "the budget's numbers"
     );
 
     // The controllers own the restored objects: a scale adds exactly one pod.
-    kubectl(env, copy, &["scale", "deploy/web", "--replicas=5"]);
+    env.kubectl_ok_in(copy, &["scale", "deploy/web", "--replicas=5"]);
     let after = env.wait_for_in(copy, PODS, |out| {
         out.lines().filter(|l| l.ends_with(" Running")).count() == 5
     });
@@ -181,8 +162,7 @@ fn check_copy(env: &KsimEnv, copy: &str, pods: &[String], rs: &str, numbers: &st
         assert!(after.contains(pod), "{pod} is still there: {after:?}");
     }
     assert_eq!(
-        kubectl(
-            env,
+        env.kubectl_ok_in(
             copy,
             &["get", "rs", "-o", "jsonpath={.items[*].metadata.name}"]
         ),
@@ -461,8 +441,7 @@ fn a_kwokctl_k8s_snapshot_restores() {
             "app-6d8f7b5c9-fghij kwok-node-1 10.0.1.2 Running",
         ]
     );
-    let rs_uid = kubectl(
-        &env,
+    let rs_uid = env.kubectl_ok_in(
         "ksim",
         &[
             "get",
@@ -473,8 +452,7 @@ fn a_kwokctl_k8s_snapshot_restores() {
         ],
     );
     assert_ne!(rs_uid, "0c6a3a40-7b5e-4c44-9b70-4e2f4f1f0002", "a new uid");
-    let owners = kubectl(
-        &env,
+    let owners = env.kubectl_ok_in(
         "ksim",
         &[
             "get",
@@ -485,8 +463,7 @@ fn a_kwokctl_k8s_snapshot_restores() {
     );
     assert_eq!(owners, format!("{rs_uid} {rs_uid}"));
     // kwok's relative times are resolved.
-    let start = kubectl(
-        &env,
+    let start = env.kubectl_ok_in(
         "ksim",
         &[
             "get",
@@ -500,7 +477,7 @@ fn a_kwokctl_k8s_snapshot_restores() {
         start.ends_with('Z') && !start.contains("time-offset"),
         "{start}"
     );
-    kubectl(&env, "ksim", &["scale", "deploy/app", "--replicas=3"]);
+    env.kubectl_ok_in("ksim", &["scale", "deploy/app", "--replicas=3"]);
     env.wait_for_in("ksim", PODS, |out| {
         out.lines().filter(|l| l.ends_with(" Running")).count() == 3
     });

@@ -213,10 +213,7 @@ impl KsimEnv {
     /// (`kubectl --context ksim-<name> <args>`).
     #[track_caller]
     pub fn wait_for_in(&self, name: &str, args: &[&str], done: impl Fn(&str) -> bool) -> String {
-        let context = format!("--context=ksim-{name}");
-        let mut all = vec![context.as_str()];
-        all.extend_from_slice(args);
-        self.wait_for(&all, done)
+        in_context(name, args, |all| self.wait_for(all, done))
     }
 
     /// [`KsimEnv::wait_for`] whose timeout message ends with `context()`
@@ -251,6 +248,25 @@ impl KsimEnv {
             .output()
             .expect("cannot run kubectl");
         KubectlOutput::from_output(output)
+    }
+
+    /// [`KsimEnv::kubectl`] against cluster `name` of this environment
+    /// (`kubectl --context ksim-<name> <args>`).
+    pub fn kubectl_in(&self, name: &str, args: &[&str]) -> KubectlOutput {
+        in_context(name, args, |all| self.kubectl(all))
+    }
+
+    /// [`KsimEnv::kubectl_in`], which must succeed: its stdout.
+    #[track_caller]
+    pub fn kubectl_ok_in(&self, name: &str, args: &[&str]) -> String {
+        let output = self.kubectl_in(name, args);
+        output.success();
+        output.stdout
+    }
+
+    /// [`KsimEnv::kubectl_stdin`] against cluster `name` of this environment.
+    pub fn kubectl_stdin_in(&self, name: &str, args: &[&str], stdin: &str) -> KubectlOutput {
+        in_context(name, args, |all| self.kubectl_stdin(all, stdin))
     }
 
     /// Like [`KsimEnv::kubectl`], with `stdin` as kubectl's standard input.
@@ -496,4 +512,12 @@ impl Drop for TestCluster {
     fn drop(&mut self) {
         let _ = self.env.ksim(&["delete", "cluster", "--name", &self.name]);
     }
+}
+
+/// `run` given `--context=ksim-<name>` followed by `args`.
+fn in_context<T>(name: &str, args: &[&str], run: impl FnOnce(&[&str]) -> T) -> T {
+    let context = format!("--context=ksim-{name}");
+    let mut all = vec![context.as_str()];
+    all.extend_from_slice(args);
+    run(&all)
 }

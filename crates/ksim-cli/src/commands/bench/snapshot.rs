@@ -134,7 +134,7 @@ async fn initialize_nodes(client: &kube::Client, nodes: usize) -> anyhow::Result
                     .any(|c| c.type_ == "Ready" && c.status == "True")
             })
     };
-    let deadline = Instant::now() + Duration::from_secs(300);
+    let deadline = Instant::now() + Duration::from_secs(300); // wall-clock: the bench's give-up time
     loop {
         let listed = Api::<Node>::all(client.clone())
             .list(&ListParams::default())
@@ -146,7 +146,8 @@ async fn initialize_nodes(client: &kube::Client, nodes: usize) -> anyhow::Result
         if initialized == nodes && leases.items.len() == nodes {
             break;
         }
-        if Instant::now() > deadline {
+        let expired = Instant::now() > deadline; // wall-clock: the bench's give-up time
+        if expired {
             task.abort();
             bail!(
                 "the kubelet simulator initialized {initialized} of {nodes} nodes ({} Leases) in 300 s",
@@ -477,7 +478,7 @@ async fn run_in(bench: &SnapshotBench, dir: &std::path::Path) -> anyhow::Result<
     // while the restore below runs (over a second of CPU counted as the
     // load's, more or less of it by chance).
     drop(source_client);
-    let waited = Instant::now();
+    let waited = Instant::now(); // wall-clock: the bench waits for the source to be freed
     while source.handles() > 1 && waited.elapsed() < Duration::from_secs(10) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
