@@ -27,23 +27,20 @@ fn is_events_v1(resource: &ResourceInfo) -> bool {
 }
 
 fn rename(object: &Value, api_version: &str, to_core: bool) -> Value {
-    let Some(map) = object.as_object() else {
-        return object.clone();
-    };
-    let mut out = Map::with_capacity(map.len());
-    for (key, value) in map {
-        let renamed = EVENT_FIELDS.iter().find_map(|(events, core)| {
-            let (from, to) = if to_core {
-                (events, core)
-            } else {
-                (core, events)
-            };
-            (key == from).then_some(*to)
-        });
-        out.insert(renamed.unwrap_or(key).to_string(), value.clone());
-    }
-    out.insert("apiVersion".into(), json!(api_version));
-    Value::Object(out)
+    rename_owned(object.clone(), api_version, to_core)
+}
+
+/// The name `key` takes between events.k8s.io and core Events (towards
+/// core when `to_core`), None when it keeps its name.
+fn renamed_key(key: &str, to_core: bool) -> Option<&'static str> {
+    EVENT_FIELDS.iter().find_map(|&(events, core)| {
+        let (from, to) = if to_core {
+            (events, core)
+        } else {
+            (core, events)
+        };
+        (key == from).then_some(to)
+    })
 }
 
 /// [`rename`] of an object not needed afterwards: its fields are moved,
@@ -54,15 +51,7 @@ fn rename_owned(object: Value, api_version: &str, to_core: bool) -> Value {
     };
     let mut out = Map::new();
     for (key, value) in map {
-        let renamed = EVENT_FIELDS.iter().find_map(|(events, core)| {
-            let (from, to) = if to_core {
-                (events, core)
-            } else {
-                (core, events)
-            };
-            (key == *from).then_some(*to)
-        });
-        match renamed {
+        match renamed_key(&key, to_core) {
             Some(to) => out.insert(to.to_string(), value),
             None => out.insert(key, value),
         };
@@ -115,12 +104,7 @@ pub(crate) fn json_for_version(
     object: &ksim_store::StoredObject,
 ) -> Option<Vec<u8>> {
     if is_events_v1(resource) {
-        return object.renamed_json("events.k8s.io/v1", |name| {
-            EVENT_FIELDS
-                .iter()
-                .find(|(_, core)| *core == name)
-                .map(|(events, _)| *events)
-        });
+        return object.renamed_json("events.k8s.io/v1", |name| renamed_key(name, false));
     }
     object.renamed_json(&resource.api_version(), |_| None)
 }
