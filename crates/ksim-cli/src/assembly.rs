@@ -4,11 +4,23 @@
 //! components are API clients of the server (in-process transport), as they
 //! would be of any cluster. A snapshot is loaded before they start, its
 //! objects handed to the API server's own bulk creation (no encoding).
+//!
+//! On a real clock the components run on a runtime of their own whose
+//! threads run at a lower priority than the API server's (nice
+//! +[`COMPONENTS_NICENESS`]): in a real cluster kubelets and controllers do
+//! not share the API server's CPU, and a user's `kubectl` is answered ahead
+//! of the components' start work (their first lists of a restored cluster's
+//! 100,000 pods) rather than queued behind it. The in-process client does
+//! the server's work for a request in the task that sent it, so what the API
+//! server does for the components runs at their priority too. When nothing
+//! else asks for the CPU they have all of it. On a virtual clock everything
+//! stays on the caller's runtime (one thread: runs repeat).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context;
 use futures::future::BoxFuture;
 use ksim_apiserver::{ApiServer, BulkItem};
 use ksim_runtime::clock::Clock;
@@ -32,10 +44,18 @@ pub struct Components {
     pub dpdb: ksim_controllers::dpdb::DpdbConfig,
 }
 
+/// How much lower the components' threads run than the API server's, in
+/// nice steps (each about 1.25 times less CPU when both want it: +5 gives
+/// the API server about three quarters of a contended core).
+pub const COMPONENTS_NICENESS: i32 = 5;
+
 /// An API server and its running components, on one clock.
 pub struct Cluster {
     server: ApiServer,
     clock: Clock,
+    /// The components' own runtime (real clock only), shut down with the
+    /// cluster.
+    runtime: Option<tokio::runtime::Runtime>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -46,6 +66,7 @@ impl Cluster {
         Self {
             server: ApiServer::with_clock(clock.clone()),
             clock,
+            runtime: None,
             tasks: Vec::new(),
         }
     }
@@ -98,9 +119,39 @@ impl Cluster {
         crate::commands::restore_at_start(&self.snapshot_target(), documents, path).await
     }
 
-    /// Starts the components not disabled. Must be called inside the
-    /// runtime that will run them.
+    /// Starts the components not disabled: on a runtime of their own at a
+    /// lower priority on a real clock, on the caller's runtime on a virtual
+    /// one. Must be called inside a runtime.
     pub async fn start(&mut self, components: Components) -> anyhow::Result<()> {
+        let handle = if self.clock.is_virtual() {
+            tokio::runtime::Handle::current()
+        } else {
+            let runtime = self.runtime.insert(components_runtime()?);
+            runtime.handle().clone()
+        };
+        // The descheduler reads the cluster before it runs: started in a
+        // task of the components' runtime, so its client is that runtime's.
+        let descheduler = match components.descheduler.clone() {
+            Some((policy, interval)) => {
+                let server = self.server.clone();
+                let clock = self.clock.clone();
+                let started = handle.spawn(async move {
+                    crate::commands::start_descheduler(&server, &policy, interval, clock).await
+                });
+                Some(started.await.context("the descheduler's start failed")??)
+            }
+            None => None,
+        };
+        // Everything below spawns onto (and builds its clients in) the
+        // components' runtime; no await while it is entered.
+        let _entered = handle.enter();
+        self.spawn_components(components)?;
+        self.tasks.extend(descheduler);
+        Ok(())
+    }
+
+    /// Spawns the components (but the descheduler) on the current runtime.
+    fn spawn_components(&mut self, components: Components) -> anyhow::Result<()> {
         let enabled = |component: Component| !components.disabled.contains(&component);
         if enabled(Component::Kubelet) {
             // All nodes managed; stopped with the cluster.
@@ -141,16 +192,6 @@ impl Cluster {
                 components.scheduler.as_deref(),
                 self.clock.clone(),
             )?;
-            self.tasks.push(task);
-        }
-        if let Some((policy, interval)) = &components.descheduler {
-            let task = crate::commands::start_descheduler(
-                &self.server,
-                policy,
-                *interval,
-                self.clock.clone(),
-            )
-            .await?;
             self.tasks.push(task);
         }
         if let Some(flags) = &components.autoscaler {
@@ -222,10 +263,38 @@ fn status_of(error: &ksim_apiserver::ApiError) -> kube::core::Status {
     status
 }
 
+/// The components' runtime: as many workers as cores, each thread (the
+/// blocking pool's too) lowered by [`COMPONENTS_NICENESS`] as it starts.
+fn components_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .thread_name("ksim-components")
+        .on_thread_start(lower_priority)
+        .enable_all()
+        .build()
+        .context("cannot start the components' runtime")
+}
+
+/// Lowers the calling thread's priority by [`COMPONENTS_NICENESS`] (on
+/// Linux a thread's nice value is its own). Where it cannot (another
+/// platform, a limit), the thread runs as it is.
+fn lower_priority() {
+    let thread = rustix::thread::gettid();
+    let lowered = rustix::process::getpriority_process(Some(thread)).and_then(|nice| {
+        rustix::process::setpriority_process(Some(thread), nice + COMPONENTS_NICENESS)
+    });
+    if let Err(error) = lowered {
+        tracing::debug!(%error, "the components' thread keeps its priority");
+    }
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
         for task in &self.tasks {
             task.abort();
+        }
+        // Not waited for: a cluster may be dropped inside another runtime.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The in-process cluster the component benchmarks (`workloads`,
 //! `daemonset`, `drain`) run against: the API server with the kubelet
-//! simulator, the scheduler and every controller on in-process clients,
-//! the async runtime they run on, and the waits and figures they share.
+//! simulator, the scheduler and every controller on in-process clients, as
+//! `ksim serve` assembles them; the async runtime the benchmark runs on,
+//! and the waits and figures they share.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -9,7 +10,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams, PostParams};
-use tokio::task::JoinSet;
 
 use super::measure::cpu_time;
 use crate::commands::print_line;
@@ -32,48 +32,30 @@ pub fn run_on_runtime<F: Future<Output = anyhow::Result<()>>>(bench: F) -> anyho
     result
 }
 
-/// A cluster in this process; its components stop when it is dropped.
+/// A cluster in this process, assembled as `ksim serve` assembles it (the
+/// components on their own lower-priority runtime); its components stop
+/// when it is dropped.
 pub struct Cluster {
     /// A client of its API server.
     pub client: kube::Client,
-    components: JoinSet<()>,
-    _server: ksim_apiserver::ApiServer,
+    _cluster: crate::assembly::Cluster,
 }
 
 impl Cluster {
     /// Starts the API server, the kubelet simulator, every controller and
-    /// the scheduler.
-    pub fn start() -> Self {
-        let server = ksim_apiserver::ApiServer::new();
-        let client = ksim_runtime::client::in_process(&server);
-        // Each component on a client of its own, as over the network.
-        let mut components = JoinSet::new();
-        let kubelet = ksim_kubelet::KubeletSimulator::new(
-            ksim_runtime::client::in_process(&server),
-            ksim_kubelet::KubeletOptions::default(),
-        );
-        components.spawn(async move {
-            if let Err(error) = kubelet.run().await {
-                tracing::error!(%error, "the kubelet simulator stopped");
-            }
-        });
-        components.spawn(ksim_controllers::run_controllers(
-            ksim_runtime::client::in_process(&server),
-            ksim_controllers::ALL_CONTROLLERS,
-        ));
-        let scheduler_client = ksim_runtime::client::in_process(&server);
-        components.spawn(async move {
-            if let Err(error) =
-                ksim_scheduler::scheduler::run(scheduler_client, Default::default()).await
-            {
-                tracing::error!(%error, "the scheduler stopped");
-            }
-        });
-        Cluster {
-            client,
-            components,
-            _server: server,
-        }
+    /// the scheduler (not the DPDB controller).
+    pub async fn start() -> anyhow::Result<Self> {
+        let mut cluster = crate::assembly::Cluster::new(ksim_runtime::clock::Clock::real());
+        cluster
+            .start(crate::assembly::Components {
+                disabled: vec![crate::commands::Component::Dpdb],
+                ..crate::assembly::Components::default()
+            })
+            .await?;
+        Ok(Cluster {
+            client: cluster.client(),
+            _cluster: cluster,
+        })
     }
 
     /// Creates nodes `first..first + count` (`ksim scale node`'s shape)
@@ -97,12 +79,6 @@ impl Cluster {
             (ready == want).then_some(())
         })
         .await
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        self.components.abort_all();
     }
 }
 

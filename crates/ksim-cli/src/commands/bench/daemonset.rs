@@ -39,7 +39,7 @@ pub fn bench_daemonset(bench: &DaemonSetBench) -> anyhow::Result<()> {
 }
 
 async fn run(bench: &DaemonSetBench) -> anyhow::Result<()> {
-    let cluster = Cluster::start();
+    let cluster = Cluster::start().await?;
     let client = cluster.client.clone();
     let timeout = Duration::from_secs(bench.timeout);
     let started = Instant::now();

@@ -94,7 +94,7 @@ fn int_or_string(value: &str) -> anyhow::Result<serde_json::Value> {
 }
 
 async fn run(bench: &DrainBench) -> anyhow::Result<()> {
-    let cluster = Cluster::start();
+    let cluster = Cluster::start().await?;
     drain_all(&cluster.client, bench).await
 }
 

@@ -40,7 +40,7 @@ pub fn bench_workloads(bench: &WorkloadsBench) -> anyhow::Result<()> {
 }
 
 async fn run(bench: &WorkloadsBench) -> anyhow::Result<()> {
-    let cluster = Cluster::start();
+    let cluster = Cluster::start().await?;
     let client = cluster.client.clone();
     let timeout = Duration::from_secs(bench.timeout);
     let started = Instant::now();
