@@ -240,3 +240,102 @@ async fn a_large_replica_set_creates_exactly_its_replicas_while_its_pods_change(
         "no pod beyond the replicas"
     );
 }
+
+/// The requests a client sent: method, and path with the query.
+type SentRequests = std::sync::Arc<std::sync::Mutex<Vec<(http::Method, String)>>>;
+
+/// A client of `cluster` whose pod watches are held until `release` says
+/// so (a pod cache lagging behind the ReplicaSet watch), and the requests
+/// it sent.
+fn lagging_pod_watch_client(
+    cluster: &support::Cluster,
+    release: tokio::sync::watch::Receiver<bool>,
+) -> (kube::Client, SentRequests) {
+    use tower::ServiceExt;
+    let router = cluster.server.router();
+    let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = sent.clone();
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let router = router.clone();
+        let mut release = release.clone();
+        let log = log.clone();
+        async move {
+            let uri = request.uri().clone();
+            log.lock()
+                .expect("request log")
+                .push((request.method().clone(), uri.to_string()));
+            let query = uri.query().unwrap_or_default();
+            if uri.path() == "/api/v1/pods" && query.contains("watch=true") {
+                // A closed sender releases too.
+                let _ = release.wait_for(|released| *released).await;
+            }
+            router.oneshot(request).await
+        }
+    });
+    (kube::Client::new(service, "default"), sent)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_set_synced_before_its_pods_reach_the_cache_creates_none_twice() {
+    let mut cluster = support::Cluster::start(&[]);
+    let (release, held) = tokio::sync::watch::channel(false);
+    let (client, sent) = lagging_pod_watch_client(&cluster, held);
+    cluster.spawn(async move {
+        ksim_controllers::run_controllers(client, &[ControllerName::ReplicaSet]).await;
+    });
+    // The controller's pod cache has listed (nothing) and waits on its
+    // watch.
+    eventually("the pod watch to be held", || async {
+        let sent = sent.lock().expect("request log");
+        sent.iter()
+            .any(|(_, uri)| uri.starts_with("/api/v1/pods?") && uri.contains("watch=true"))
+            .then_some(())
+    })
+    .await;
+    // Pods first, then the set that will own them (as a snapshot restored
+    // into a running cluster does).
+    let pods_api: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
+    for name in ["lag-a", "lag-b", "lag-c"] {
+        let pod = builders::pod(name).image("nginx").label("app", "lag").obj();
+        pods_api
+            .create(&PostParams::default(), &pod)
+            .await
+            .expect("create pod");
+    }
+    let api: Api<ReplicaSet> = Api::namespaced(cluster.client.clone(), "default");
+    api.create(&PostParams::default(), &replica_set("lag", 3))
+        .await
+        .expect("create rs");
+    // The set, synced with an empty cache, asked the API server for its
+    // pods instead of creating three.
+    eventually("the set to count its pods on the server", || async {
+        let sent = sent.lock().expect("request log");
+        sent.iter()
+            .any(|(method, uri)| {
+                method == http::Method::GET
+                    && uri.starts_with("/api/v1/namespaces/default/pods?")
+                    && uri.contains("labelSelector=app%3Dlag")
+            })
+            .then_some(())
+    })
+    .await;
+    release.send_replace(true);
+    eventually("the three pods adopted", || async {
+        let s = api.get("lag").await.ok()?.status?;
+        (s.replicas == 3).then_some(())
+    })
+    .await;
+    let names: Vec<String> = pods(&cluster.client, "default", "app=lag")
+        .await
+        .into_iter()
+        .filter_map(|pod| pod.metadata.name)
+        .collect();
+    assert_eq!(names, ["lag-a", "lag-b", "lag-c"]);
+    let creations = sent
+        .lock()
+        .expect("request log")
+        .iter()
+        .filter(|(method, uri)| method == http::Method::POST && uri.contains("/pods"))
+        .count();
+    assert_eq!(creations, 0, "the controller created pods");
+}

@@ -41,6 +41,9 @@ pub const BURST_REPLICAS: usize = 500;
 /// How long to wait before retrying a failed sync.
 const RETRY: Duration = Duration::from_millis(500);
 
+/// How long a set whose pods the cache does not hold yet waits for it.
+const CACHE_LAG_RETRY: Duration = Duration::from_millis(100);
+
 struct Context {
     client: Client,
     events: Events,
@@ -52,6 +55,9 @@ struct Context {
     expectations: Arc<Expectations>,
     /// ReplicaSets owning pods that stopped matching their selector.
     release_hints: Arc<Mutex<HashSet<(String, String)>>>,
+    /// ReplicaSets (by uid) whose pod count the API server confirmed
+    /// before they first created pods (see [`cache_lags`]).
+    confirmed: Arc<Mutex<HashSet<String>>>,
     pacer: SyncPacer,
     clock: Clock,
 }
@@ -62,6 +68,7 @@ pub async fn run(client: Client, informers: SharedInformers) {
     let pods = Arc::new(RwLock::new(PodIndex::of_controller_kind("ReplicaSet")));
     let expectations = Arc::new(Expectations::default());
     let release_hints = Arc::new(Mutex::new(HashSet::new()));
+    let confirmed = Arc::new(Mutex::new(HashSet::new()));
     let (queue, requests) = requests::<ReplicaSet>(informers.clock());
     let (pods_synced_tx, pods_synced) = tokio::sync::watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
@@ -71,6 +78,7 @@ pub async fn run(client: Client, informers: SharedInformers) {
             watch_all::<ReplicaSet>(client.clone(), informers.clock()),
         ),
         Arc::clone(&expectations),
+        Arc::clone(&confirmed),
         queue.clone(),
     ));
     tasks.spawn(follow_pods(
@@ -97,6 +105,7 @@ pub async fn run(client: Client, informers: SharedInformers) {
         replica_sets: rs_store.clone(),
         expectations,
         release_hints,
+        confirmed,
         pacer: SyncPacer::new(informers.clock()),
     });
     run_work_queue(
@@ -112,10 +121,12 @@ pub async fn run(client: Client, informers: SharedInformers) {
 }
 
 /// Keeps the ReplicaSet store (the reflector does) and enqueues every
-/// ReplicaSet that changes; a deleted one's expectations are forgotten.
+/// ReplicaSet that changes; a deleted one's expectations and confirmation
+/// are forgotten.
 async fn follow_replica_sets(
     stream: impl Stream<Item = Result<Event<ReplicaSet>, watcher::Error>>,
     expectations: Arc<Expectations>,
+    confirmed: Arc<Mutex<HashSet<String>>>,
     queue: Requests<ReplicaSet>,
 ) {
     let mut stream = std::pin::pin!(stream);
@@ -125,6 +136,10 @@ async fn follow_replica_sets(
             Ok(Event::Delete(rs)) => {
                 if let Some(uid) = rs.metadata.uid.as_deref() {
                     expectations.forget(uid);
+                    confirmed
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .remove(uid);
                 }
                 continue;
             }
@@ -399,6 +414,17 @@ async fn reconcile(cached: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Act
     let mut manage_error = None;
     if !deleting && may_manage {
         let want = usize::try_from(spec.replicas.unwrap_or(1).max(0)).unwrap_or(0);
+        if active.len() < want && !context.is_confirmed(&owner.uid) {
+            if cache_lags(&lean_pods_api, &spec.selector, &owner.uid, active.len()).await? {
+                tracing::debug!(replicaset = %name, %namespace, "the pod cache lags: creations wait");
+                return Ok(Action::requeue(CACHE_LAG_RETRY));
+            }
+            context
+                .confirmed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(owner.uid.clone());
+        }
         if active.len() < want {
             let count = (want - active.len()).min(BURST_REPLICAS);
             context
@@ -507,6 +533,46 @@ async fn reconcile(cached: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Act
         )));
     }
     Ok(Action::await_change())
+}
+
+impl Context {
+    /// Whether the ReplicaSet with `uid` had its pods counted by the API
+    /// server before its first creations.
+    fn is_confirmed(&self, uid: &str) -> bool {
+        self.confirmed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(uid)
+    }
+}
+
+/// Whether the API server holds more active pods of the ReplicaSet
+/// `owner_uid` (controlled by it, or orphans its `selector` matches, which
+/// it would adopt) than the `cached` the pod cache gave. Asked once per
+/// set, the first time it would create pods: the pod cache and the
+/// ReplicaSet watch are separate streams, so a set created just after its
+/// pods (a snapshot restored into a running cluster creates the pods
+/// first, for the set to adopt) may be synced before the cache holds them,
+/// and would create them twice. Later creations are covered by the
+/// expectations.
+async fn cache_lags(
+    pods: &Api<WithoutManagedFields<Pod>>,
+    selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    owner_uid: &str,
+    cached: usize,
+) -> Result<bool, Error> {
+    let selector = ksim_core::selector::label_selector_string(selector)
+        .map_err(|e| Error::Invalid(e.to_string()))?;
+    let listed = pods
+        .list(&kube::api::ListParams::default().labels(&selector))
+        .await?;
+    let held = listed
+        .items
+        .iter()
+        .filter(|pod| is_pod_active(pod))
+        .filter(|pod| controller_of(&pod.metadata).is_none_or(|owner| owner.uid == owner_uid))
+        .count();
+    Ok(held > cached)
 }
 
 /// The status a ReplicaSet reports for its active pods.
