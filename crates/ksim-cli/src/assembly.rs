@@ -13,8 +13,8 @@
 //! 100,000 pods) rather than queued behind it. The in-process client does
 //! the server's work for a request in the task that sent it, so what the API
 //! server does for the components runs at their priority too. When nothing
-//! else asks for the CPU they have all of it. On a virtual clock everything
-//! stays on the caller's runtime (one thread: runs repeat).
+//! else asks for the CPU they have all of it. A caller on one thread (a
+//! virtual clock, where runs repeat; `ksim run`) keeps everything on it.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -53,8 +53,8 @@ pub const COMPONENTS_NICENESS: i32 = 5;
 pub struct Cluster {
     server: ApiServer,
     clock: Clock,
-    /// The components' own runtime (real clock only), shut down with the
-    /// cluster.
+    /// The components' own runtime (beside a multi-threaded caller), shut
+    /// down with the cluster.
     runtime: Option<tokio::runtime::Runtime>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -120,14 +120,15 @@ impl Cluster {
     }
 
     /// Starts the components not disabled: on a runtime of their own at a
-    /// lower priority on a real clock, on the caller's runtime on a virtual
-    /// one. Must be called inside a runtime.
+    /// lower priority when the caller's runtime is multi-threaded, else on
+    /// the caller's (one thread). Must be called inside a runtime.
     pub async fn start(&mut self, components: Components) -> anyhow::Result<()> {
-        let handle = if self.clock.is_virtual() {
-            tokio::runtime::Handle::current()
-        } else {
-            let runtime = self.runtime.insert(components_runtime()?);
-            runtime.handle().clone()
+        let caller = tokio::runtime::Handle::current();
+        let handle = match caller.runtime_flavor() {
+            tokio::runtime::RuntimeFlavor::MultiThread => {
+                self.runtime.insert(components_runtime()?).handle().clone()
+            }
+            _ => caller,
         };
         // The descheduler reads the cluster before it runs: started in a
         // task of the components' runtime, so its client is that runtime's.
