@@ -19,6 +19,7 @@ mod cache;
 mod decisions;
 mod handlers;
 mod informers;
+mod lean_pod;
 
 use std::collections::HashMap;
 use std::sync::Arc;
