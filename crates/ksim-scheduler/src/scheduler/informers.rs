@@ -9,6 +9,7 @@
 
 use std::convert::identity;
 use std::fmt::Debug;
+use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
@@ -115,7 +116,7 @@ impl<'a, K> IntoIterator for &'a Listed<K> {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Message {
-    Pod(Change<Pod>),
+    Pod(Change<Arc<Pod>>),
     Node(Change<Node>),
     Namespace(Change<Namespace>),
     DisruptionBudget(Change<PodDisruptionBudget>),
@@ -226,11 +227,11 @@ pub fn spawn_all(
     tx: &UnboundedSender<Envelope>,
 ) -> Vec<JoinHandle<()>> {
     vec![
-        spawn_one::<PodForScheduling, Pod>(
+        spawn_one::<PodForScheduling, Arc<Pod>>(
             client,
             clock,
             tx.clone(),
-            PodForScheduling::into_pod,
+            PodForScheduling::into_shared_pod,
             Message::Pod,
         ),
         spawn_one::<Node, _>(client, clock, tx.clone(), identity, Message::Node),

@@ -15,6 +15,7 @@
 //! plugins see the same `Pod` they would with a full decode.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -25,10 +26,12 @@ use serde::Deserialize;
 pub struct PodForScheduling {
     #[serde(default, deserialize_with = "null_as_default")]
     metadata: ObjectMeta,
+    // Boxed: the decoded value is moved through kube's list and watch
+    // streams and the informer's channel; a whole pod is 2 KB.
     #[serde(default)]
-    spec: Option<PodSpec>,
+    spec: Option<Box<PodSpec>>,
     #[serde(default)]
-    status: Option<StatusForScheduling>,
+    status: Option<Box<StatusForScheduling>>,
 }
 
 /// `null` as the default value (as k8s-openapi reads `"metadata": null`).
@@ -55,11 +58,17 @@ struct StatusForScheduling {
 }
 
 impl PodForScheduling {
+    /// The pod, shared (the one place it is built: the cache and the
+    /// queue keep this allocation).
+    pub fn into_shared_pod(self) -> Arc<Pod> {
+        Arc::new(self.into_pod())
+    }
+
     /// The pod, with the fields decoded.
     pub fn into_pod(self) -> Pod {
         Pod {
             metadata: self.metadata,
-            spec: self.spec,
+            spec: self.spec.map(|spec| *spec),
             status: self.status.map(|status| PodStatus {
                 phase: status.phase,
                 nominated_node_name: status.nominated_node_name,
