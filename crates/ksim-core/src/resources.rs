@@ -143,6 +143,31 @@ pub fn pod_requests(pod: &Pod, options: &PodResourcesOptions) -> ResourceList {
     requests
 }
 
+/// The pod's requests with the default options and with
+/// [`PodResourcesOptions::non_zero`] (what the scheduler accounts and what
+/// it scores with). The second is `None` when it is the first: when every
+/// container, init containers included, requests both cpu and memory, no
+/// default fills in anything, so the pod is added up once.
+pub fn pod_requests_and_non_zero(pod: &Pod) -> (ResourceList, Option<ResourceList>) {
+    let requests = pod_requests(pod, &PodResourcesOptions::default());
+    let says_both = |container: &Container| {
+        container
+            .resources
+            .as_ref()
+            .and_then(|r| r.requests.as_ref())
+            .is_some_and(|r| r.contains_key(RESOURCE_CPU) && r.contains_key(RESOURCE_MEMORY))
+    };
+    let all_say_both = pod.spec.as_ref().is_none_or(|spec| {
+        spec.containers.iter().all(says_both)
+            && spec.init_containers.iter().flatten().all(says_both)
+    });
+    if all_say_both {
+        return (requests, None);
+    }
+    let non_zero = pod_requests(pod, &PodResourcesOptions::non_zero());
+    (requests, Some(non_zero))
+}
+
 /// Whether a name is in the `kubernetes.io/` namespace (no prefix counts as it).
 pub fn is_native_resource(name: &str) -> bool {
     !name.contains('/') || name.contains("kubernetes.io/")
@@ -481,6 +506,58 @@ mod tests {
         assert_eq!(
             cpu_memory(&pod_requests(&p, &PodResourcesOptions::default())),
             (0, 1 << 20)
+        );
+    }
+
+    #[test]
+    fn requests_and_non_zero_requests_at_once_are_the_two_computations() {
+        let both = [("cpu", "1"), ("memory", "1Gi")];
+        let cases = [
+            (
+                "every container says both",
+                vec![container(&both, false)],
+                vec![container(&both, true)],
+                true,
+            ),
+            ("no requests", vec![container(&[], false)], vec![], false),
+            (
+                "cpu only",
+                vec![container(&both, false), container(&[("cpu", "1")], false)],
+                vec![],
+                false,
+            ),
+            (
+                "an init container says memory only",
+                vec![container(&both, false)],
+                vec![container(&[("memory", "1")], false)],
+                false,
+            ),
+            (
+                "zero is said",
+                vec![container(&[("cpu", "0"), ("memory", "0")], false)],
+                vec![],
+                true,
+            ),
+        ];
+        for (name, containers, init, once) in cases {
+            let p = pod(containers, init, &[("cpu", "10m")]);
+            let (requests, non_zero) = pod_requests_and_non_zero(&p);
+            assert_eq!(
+                requests,
+                pod_requests(&p, &PodResourcesOptions::default()),
+                "{name}"
+            );
+            assert_eq!(non_zero.is_none(), once, "{name}");
+            assert_eq!(
+                non_zero.as_ref().unwrap_or(&requests),
+                &pod_requests(&p, &PodResourcesOptions::non_zero()),
+                "{name}"
+            );
+        }
+        let no_spec = Pod::default();
+        assert_eq!(
+            pod_requests_and_non_zero(&no_spec),
+            (ResourceList::new(), None)
         );
     }
 

@@ -515,8 +515,8 @@ impl Snapshot {
 
     /// Records that `pod` is nominated to `node` (after preempting for it),
     /// replacing an earlier nomination of the same pod.
-    pub fn nominate(&mut self, pod: Pod, node: &str) {
-        let info = Arc::new(PodInfo::new_lenient(Arc::new(pod)));
+    pub fn nominate(&mut self, pod: impl Into<Arc<Pod>>, node: &str) {
+        let info = Arc::new(PodInfo::new_lenient(pod.into()));
         let (namespace, name) = info.key();
         let (namespace, name) = (namespace.to_string(), name.to_string());
         self.clear_nomination(&namespace, &name);
@@ -528,6 +528,9 @@ impl Snapshot {
 
     /// Forgets a pod's nomination (bound, deleted or nominated elsewhere).
     pub fn clear_nomination(&mut self, namespace: &str, name: &str) {
+        if self.nominated.is_empty() {
+            return;
+        }
         for pods in self.nominated.values_mut() {
             pods.retain(|p| p.key() != (namespace, name));
         }
@@ -757,7 +760,8 @@ impl Snapshot {
     /// Accounts a pod on the node named by `spec.nodeName` (as binding
     /// does); false when the pod names no known node. Terminal pods
     /// (Succeeded/Failed) are not accounted.
-    pub fn add_pod(&mut self, pod: Pod) -> bool {
+    pub fn add_pod(&mut self, pod: impl Into<Arc<Pod>>) -> bool {
+        let pod = pod.into();
         if ksim_core::status::is_pod_terminal(&pod) {
             return false;
         }
@@ -767,7 +771,7 @@ impl Snapshot {
         let Some(&i) = self.index.get(&node_name) else {
             return false;
         };
-        let info = PodInfo::new_lenient(Arc::new(pod));
+        let info = PodInfo::new_lenient(pod);
         let (namespace, name) = info.key();
         let key = (namespace.to_string(), name.to_string());
         if !self.nominated.is_empty() {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, WeightedPodAffinityTerm};
-use ksim_core::resources::{PodResourcesOptions, RESOURCE_CPU, RESOURCE_MEMORY, pod_requests};
+use ksim_core::resources::{RESOURCE_CPU, RESOURCE_MEMORY, pod_requests_and_non_zero};
 
 pub use ksim_core::resources::Resource;
 
@@ -112,8 +112,8 @@ impl PodInfo {
                     .as_ref()
             }),
         )?;
-        let requests = Resource::from_list(&pod_requests(&pod, &PodResourcesOptions::default()));
-        let non_zero = pod_requests(&pod, &PodResourcesOptions::non_zero());
+        let (requests, non_zero) = pod_requests_and_non_zero(&pod);
+        let non_zero = non_zero.as_ref().unwrap_or(&requests);
         let non_zero_milli_cpu = non_zero
             .get(RESOURCE_CPU)
             .map(|q| q.milli_value())
@@ -122,6 +122,7 @@ impl PodInfo {
             .get(RESOURCE_MEMORY)
             .map(|q| q.value())
             .unwrap_or(0);
+        let requests = Resource::from_list(&requests);
         let host_ports = host_ports(&pod);
         Ok(PodInfo {
             pod,

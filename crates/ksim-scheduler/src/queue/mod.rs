@@ -178,9 +178,9 @@ impl SchedulingQueue {
     }
 
     /// A new pending pod, or an update of a queued one.
-    pub fn add_or_update(&mut self, pod: Pod, now: Duration) {
+    pub fn add_or_update(&mut self, pod: impl Into<Arc<Pod>>, now: Duration) {
+        let pod = pod.into();
         let key = key_of(&pod);
-        let pod = Arc::new(pod);
         let gate = self.pre_enqueue.run_pre_enqueue_plugins(&pod);
         if let Some(entry) = self.entries.get_mut(&key)
             && matches!(
@@ -248,6 +248,11 @@ impl SchedulingQueue {
 
     /// Forgets a pod (deleted or bound).
     pub fn delete(&mut self, namespace: &str, name: &str) {
+        // Every bound pod of a (re)list passes here: no key is built for
+        // an empty queue.
+        if self.entries.is_empty() {
+            return;
+        }
         self.entries
             .remove(&(namespace.to_string(), name.to_string()));
     }

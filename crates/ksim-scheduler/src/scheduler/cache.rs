@@ -7,6 +7,7 @@
 //! does, 0 when unset.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -39,7 +40,7 @@ pub struct Cache {
     /// Pods assumed on a node (binding in flight) → that node.
     assumed: HashMap<PodKey, String>,
     /// Pods bound to a node the cache does not know (yet), by node.
-    waiting_for_node: HashMap<String, BTreeMap<PodKey, Pod>>,
+    waiting_for_node: HashMap<String, BTreeMap<PodKey, Arc<Pod>>>,
     /// Bound pods' nodes, to find pods waiting for a node.
     bound: HashMap<PodKey, String>,
     disruption_budgets: BTreeMap<PodKey, DisruptionBudget>,
@@ -73,7 +74,8 @@ impl Cache {
 
     /// A bound pod was added or updated. Returns true when room may have
     /// appeared (the pod finished).
-    pub fn upsert_bound_pod(&mut self, pod: Pod) -> bool {
+    pub fn upsert_bound_pod(&mut self, pod: impl Into<Arc<Pod>>) -> bool {
+        let pod = pod.into();
         let key = pod_key(&pod);
         self.assumed.remove(&key);
         if is_terminal(&pod) {
@@ -140,15 +142,12 @@ impl Cache {
     /// A node was deleted: its pods wait for it to come back (or to be deleted).
     pub fn remove_node(&mut self, name: &str) {
         if let Some(info) = self.snapshot.get(name) {
-            let pods: Vec<(PodKey, Pod)> = info
+            let pods: Vec<(PodKey, Arc<Pod>)> = info
                 .pods
                 .iter()
                 .map(|p| {
                     let (namespace, pod_name) = p.key();
-                    (
-                        (namespace.to_string(), pod_name.to_string()),
-                        (*p.pod).clone(),
-                    )
+                    ((namespace.to_string(), pod_name.to_string()), p.pod.clone())
                 })
                 .collect();
             if !pods.is_empty() {

@@ -4,6 +4,7 @@
 //! finished, a binding that failed).
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 
@@ -69,7 +70,7 @@ impl Scheduler {
         self.synced.count_ones() as usize >= informers::INFORMERS
     }
 
-    fn pod_change(&mut self, change: Change<Pod>) {
+    fn pod_change(&mut self, change: Change<Arc<Pod>>) {
         let now = self.now();
         match change {
             Change::Apply(pod) => self.pod_applied(pod),
@@ -79,7 +80,7 @@ impl Scheduler {
                 // first list (a restored cluster's 100,000 pods) builds no
                 // set of keys.
                 if self.cache.has_bound_pods() || !self.queue.is_empty() {
-                    let listed: HashSet<PodKey> = pods.iter().map(pod_key).collect();
+                    let listed: HashSet<PodKey> = pods.iter().map(|pod| pod_key(pod)).collect();
                     for key in self.cache.bound_pod_keys() {
                         if !listed.contains(&key) && !self.cache.is_assumed(&key) {
                             self.pod_deleted(&key);
@@ -100,7 +101,7 @@ impl Scheduler {
         }
     }
 
-    fn pod_applied(&mut self, pod: Pod) {
+    fn pod_applied(&mut self, pod: Arc<Pod>) {
         let key = pod_key(&pod);
         let now = self.now();
         if node_name(&pod).is_some() {

@@ -7,7 +7,9 @@
 //! has applied it, so a virtual cluster does not settle with changes the
 //! scheduler has not seen.
 
+use std::convert::identity;
 use std::fmt::Debug;
+use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
@@ -22,6 +24,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
 
 use super::BindOutcome;
+use super::lean_pod::PodForScheduling;
 
 /// One change of one kind.
 #[derive(Debug)]
@@ -113,7 +116,7 @@ impl<'a, K> IntoIterator for &'a Listed<K> {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Message {
-    Pod(Change<Pod>),
+    Pod(Change<Arc<Pod>>),
     Node(Change<Node>),
     Namespace(Change<Namespace>),
     DisruptionBudget(Change<PodDisruptionBudget>),
@@ -160,15 +163,20 @@ impl From<crate::framework::WorkloadKind> for Informer {
 /// which no scheduling decision reads (as kube-scheduler's informers trim
 /// them), so that decoding is cheaper and the objects the cache, the queue and
 /// assumed bindings keep and clone stay small.
-fn spawn_one<K>(
+///
+/// `decoded` turns each decoded object into what the loop receives (the
+/// object itself but for pods, see [`PodForScheduling`]).
+fn spawn_one<K, T>(
     client: &kube::Client,
     clock: &Clock,
     tx: UnboundedSender<Envelope>,
-    wrap: fn(Change<K>) -> Message,
+    decoded: fn(K) -> T,
+    wrap: fn(Change<T>) -> Message,
 ) -> JoinHandle<()>
 where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     K::DynamicType: Default,
+    T: Send + 'static,
 {
     let api: Api<WithoutManagedFields<K>> = Api::all(client.clone());
     let clock = clock.clone();
@@ -178,17 +186,17 @@ where
         let mut stream =
             ksim_runtime::informer::backoff_on(watcher(api, watcher::Config::default()), &clock)
                 .boxed();
-        let mut listed: Listed<K> = Listed::default();
+        let mut listed: Listed<T> = Listed::default();
         while let Some(event) = stream.next().await {
             let change = match event {
-                Ok(watcher::Event::Apply(object)) => Change::Apply(object.0),
-                Ok(watcher::Event::Delete(object)) => Change::Delete(object.0),
+                Ok(watcher::Event::Apply(object)) => Change::Apply(decoded(object.0)),
+                Ok(watcher::Event::Delete(object)) => Change::Delete(decoded(object.0)),
                 Ok(watcher::Event::Init) => {
                     listed = Listed::default();
                     continue;
                 }
                 Ok(watcher::Event::InitApply(object)) => {
-                    listed.push(object.0);
+                    listed.push(decoded(object.0));
                     continue;
                 }
                 Ok(watcher::Event::InitDone) => Change::Relist(std::mem::take(&mut listed)),
@@ -219,19 +227,32 @@ pub fn spawn_all(
     tx: &UnboundedSender<Envelope>,
 ) -> Vec<JoinHandle<()>> {
     vec![
-        spawn_one::<Pod>(client, clock, tx.clone(), Message::Pod),
-        spawn_one::<Node>(client, clock, tx.clone(), Message::Node),
-        spawn_one::<Namespace>(client, clock, tx.clone(), Message::Namespace),
-        spawn_one::<PodDisruptionBudget>(client, clock, tx.clone(), Message::DisruptionBudget),
-        spawn_one::<Service>(client, clock, tx.clone(), Message::Service),
-        spawn_one::<ReplicationController>(
+        spawn_one::<PodForScheduling, Arc<Pod>>(
             client,
             clock,
             tx.clone(),
+            PodForScheduling::into_shared_pod,
+            Message::Pod,
+        ),
+        spawn_one::<Node, _>(client, clock, tx.clone(), identity, Message::Node),
+        spawn_one::<Namespace, _>(client, clock, tx.clone(), identity, Message::Namespace),
+        spawn_one::<PodDisruptionBudget, _>(
+            client,
+            clock,
+            tx.clone(),
+            identity,
+            Message::DisruptionBudget,
+        ),
+        spawn_one::<Service, _>(client, clock, tx.clone(), identity, Message::Service),
+        spawn_one::<ReplicationController, _>(
+            client,
+            clock,
+            tx.clone(),
+            identity,
             Message::ReplicationController,
         ),
-        spawn_one::<ReplicaSet>(client, clock, tx.clone(), Message::ReplicaSet),
-        spawn_one::<StatefulSet>(client, clock, tx.clone(), Message::StatefulSet),
+        spawn_one::<ReplicaSet, _>(client, clock, tx.clone(), identity, Message::ReplicaSet),
+        spawn_one::<StatefulSet, _>(client, clock, tx.clone(), identity, Message::StatefulSet),
     ]
 }
 

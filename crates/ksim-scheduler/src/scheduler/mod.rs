@@ -19,6 +19,7 @@ mod cache;
 mod decisions;
 mod handlers;
 mod informers;
+mod lean_pod;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -395,7 +396,7 @@ impl Scheduler {
             return;
         }
         let now = self.now();
-        self.queue.add_or_update((*outcome.pod).clone(), now);
+        self.queue.add_or_update(outcome.pod.clone(), now);
         self.queue.add_unschedulable(&outcome.pod, true, now);
         self.report_failure(
             &outcome.pod,
@@ -448,7 +449,7 @@ impl Scheduler {
             nominated = None;
         }
         if let Some((node, victims)) = nominated.take() {
-            self.cache.snapshot.nominate((*pod).clone(), &node);
+            self.cache.snapshot.nominate(pod.clone(), &node);
             let client = self.client.clone();
             let scheduler_name = profile.scheduler_name.clone();
             let sink = self.events.clone();
