@@ -8,6 +8,7 @@ pub mod apply;
 pub mod crds;
 pub mod duration;
 mod error;
+pub mod json_text;
 pub mod node_affinity;
 pub mod patch;
 pub mod pod_affinity;

@@ -486,7 +486,7 @@ fn write_json(out: &mut Vec<u8>, value: &Value) {
 
 /// Appends a JSON string (see [`write_json`]).
 fn write_str(out: &mut Vec<u8>, text: &str) {
-    if !text.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+    if !ksim_core::json_text::needs_escape(text) {
         out.reserve(text.len() + 2);
         out.push(b'"');
         out.extend_from_slice(text.as_bytes());

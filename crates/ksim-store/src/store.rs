@@ -6,7 +6,7 @@
 //! its object before taking the lock and only splices its revision in under
 //! it; versions that fall out of a history are freed after it is released.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque, btree_map};
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -192,10 +192,19 @@ struct Inner {
 
 impl Inner {
     fn collection(&mut self, name: &str) -> &mut Collection {
-        let revision = self.revision;
+        self.collection_at(name, self.revision)
+    }
+
+    /// [`Self::collection`], a new one first touched at `revision`.
+    fn collection_at(&mut self, name: &str, revision: u64) -> &mut Collection {
+        // Looked up first: the name is copied only for a new collection.
+        if !self.collections.contains_key(name) {
+            self.collections
+                .insert(name.to_string(), Collection::new(revision));
+        }
         self.collections
-            .entry(name.to_string())
-            .or_insert_with(|| Collection::new(revision))
+            .get_mut(name)
+            .expect("the collection was just made")
     }
 }
 
@@ -285,23 +294,32 @@ impl Store {
     ) -> Result<Arc<StoredObject>, StoreError> {
         let mut dropped = Vec::new();
         let mut inner = self.lock();
-        if inner
-            .collections
-            .get(collection)
-            .is_some_and(|c| c.objects.contains_key(&key))
-        {
-            return Err(StoreError::AlreadyExists);
-        }
-        inner.revision += 1;
-        let stored = Arc::new(prepared.stamp(inner.revision, key.clone()));
-        let target = inner.collection(collection);
-        target.insert(key, stored.clone());
+        let revision = inner.revision + 1;
+        // One search of the collection's objects finds whether the key is
+        // taken and where a new object goes.
+        let target = inner.collection_at(collection, revision);
+        let stored = match target.objects.entry(key) {
+            btree_map::Entry::Occupied(_) => return Err(StoreError::AlreadyExists),
+            btree_map::Entry::Vacant(place) => {
+                let stored = Arc::new(prepared.stamp(revision, place.key().clone()));
+                let namespace = &place.key().0;
+                match target.namespace_counts.get_mut(namespace) {
+                    Some(count) => *count += 1,
+                    None => {
+                        target.namespace_counts.insert(namespace.clone(), 1);
+                    }
+                }
+                place.insert(stored.clone());
+                stored
+            }
+        };
         let event = WatchEvent {
             kind: EventKind::Added,
             object: stored.clone(),
             previous: None,
         };
-        self.record(inner.collection(collection), event, &mut dropped);
+        self.record(target, event, &mut dropped);
+        inner.revision = revision;
         drop(inner);
         drop(dropped);
         Ok(stored)

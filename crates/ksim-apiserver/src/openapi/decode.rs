@@ -346,11 +346,11 @@ impl<'v> Walk<'v, '_> {
 
     /// `resource.Quantity`'s UnmarshalJSON: strings and bare literals parse as quantities.
     fn quantity(&mut self, value: &Value) {
-        let text = match value {
-            Value::String(s) => s.trim().to_string(),
-            other => other.to_string(),
+        let parsed = match value {
+            Value::String(s) => Quantity::parse(s.trim()),
+            other => Quantity::parse(&other.to_string()),
         };
-        if let Err(error) = Quantity::parse(&text) {
+        if let Err(error) = parsed {
             self.fatal = Some(error.to_string());
         }
     }

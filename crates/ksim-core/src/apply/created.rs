@@ -370,7 +370,7 @@ fn open_child(out: &mut Vec<u8>, children: usize, member: bool) {
 
 /// Appends `"f:<name>"`, escaped as JSON.
 fn write_field_key(out: &mut Vec<u8>, name: &str) {
-    if !needs_escape(name) {
+    if !crate::json_text::needs_escape(name) {
         out.reserve(name.len() + 4);
         out.extend_from_slice(b"\"f:");
         out.extend_from_slice(name.as_bytes());
@@ -385,7 +385,7 @@ fn write_field_key(out: &mut Vec<u8>, name: &str) {
 
 /// Appends a JSON string as serde_json writes it.
 fn write_json_str(out: &mut Vec<u8>, text: &str) {
-    if !needs_escape(text) {
+    if !crate::json_text::needs_escape(text) {
         out.reserve(text.len() + 2);
         out.push(b'"');
         out.extend_from_slice(text.as_bytes());
@@ -396,12 +396,6 @@ fn write_json_str(out: &mut Vec<u8>, text: &str) {
         // Writing into a Vec cannot fail.
         out.extend_from_slice(b"\"\"");
     }
-}
-
-/// Whether JSON escapes a character of `text` (a quote, a backslash or a
-/// control character); other text is written as it is.
-fn needs_escape(text: &str) -> bool {
-    text.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20)
 }
 
 #[cfg(test)]

@@ -103,7 +103,7 @@ fn json_string(s: &str) -> String {
 /// Appends `text` as a JSON string exactly as serde_json writes it (only
 /// quotes, backslashes and control characters are escaped, by serde_json).
 pub(crate) fn write_json_str(out: &mut String, text: &str) {
-    if text.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+    if crate::json_text::needs_escape(text) {
         out.push_str(&json_string(text));
     } else {
         out.reserve(text.len() + 2);

@@ -199,22 +199,19 @@ fn admit_new_object(
     admit_priority(state, resource, &mut object, None)?;
     let metadata = &mut object["metadata"];
     let has_name = metadata["name"].as_str().is_some_and(|n| !n.is_empty());
-    let scope = format!(
-        "{}/{}",
-        resource.plural,
-        metadata["namespace"].as_str().unwrap_or_default()
-    );
+    // The uid's key, `uid:<plural>/<namespace>/<name>`, written once; its
+    // scope (without `uid:`) keys a generated name.
+    let mut key = String::with_capacity(64);
+    key.push_str("uid:");
+    key.push_str(&resource.plural);
+    key.push('/');
+    key.push_str(metadata["namespace"].as_str().unwrap_or_default());
     if !has_name && let Some(prefix) = metadata["generateName"].as_str().map(str::to_string) {
-        metadata["name"] = json!(generated_name(state, &scope, &prefix));
+        metadata["name"] = json!(generated_name(state, &key["uid:".len()..], &prefix));
     }
-    let uid = state
-        .clock
-        .random()
-        .keyed(&format!(
-            "uid:{scope}/{}",
-            metadata["name"].as_str().unwrap_or_default()
-        ))
-        .uuid();
+    key.push('/');
+    key.push_str(metadata["name"].as_str().unwrap_or_default());
+    let uid = state.clock.random().keyed(&key).uuid();
     let now = state.now();
     strategy::prepare_for_create(resource, &mut object, &uid, &now);
     let openapi = state.openapi();
