@@ -110,7 +110,7 @@ async fn start(nodes: usize, pods: usize, load_only: bool) {
     }
 
     let client = ksim_runtime::client::in_process(&server);
-    let (cpu, wall) = (process_cpu(), Instant::now());
+    let (cpu, wall) = (process_cpu(), Instant::now()); // wall-clock: the example times the start
     let scheduler = tokio::spawn(run(client.clone(), SchedulerOptions::default()));
     let api: Api<Pod> = Api::namespaced(client, "default");
     let probe: Pod = serde_json::from_value(json!({
