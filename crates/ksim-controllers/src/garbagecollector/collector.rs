@@ -400,6 +400,27 @@ impl Collector {
                 let Some(api) = self.api_for(node.resource, node.namespace.as_deref()) else {
                     return Ok(());
                 };
+                // The graph may lag the object (an owner reference just
+                // removed by an orphaning deletion, whose owner's own
+                // deletion arrived first on another watch): as upstream,
+                // the object is read as it is now, and deleted only if it
+                // still names the owners the graph does, unchanged since.
+                let Some(latest) = api.get_metadata_opt(&node.name).await? else {
+                    return Ok(());
+                };
+                let owners_now = latest
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .map(|owner| owner.uid.as_str());
+                let owners_seen = node.owners.iter().map(|owner| owner.uid.as_str());
+                if latest.metadata.uid.as_deref() != Some(node.uid.as_str())
+                    || !owners_now.eq(owners_seen)
+                {
+                    tracing::debug!(name = %node.name, "owners changed since the graph saw them: not deleted");
+                    return Ok(());
+                }
                 let params = DeleteParams {
                     propagation_policy: Some(if foreground {
                         PropagationPolicy::Foreground
@@ -408,7 +429,7 @@ impl Collector {
                     }),
                     preconditions: Some(Preconditions {
                         uid: Some(node.uid.clone()),
-                        resource_version: None,
+                        resource_version: latest.metadata.resource_version.clone(),
                     }),
                     ..DeleteParams::default()
                 };
