@@ -32,6 +32,7 @@ use crate::common::{
     controller_of, controller_reference, key_of, parse_selector, selector_matches, update_status,
     watch_all,
 };
+use crate::controller_ref::{ControllerRefManager, Owner};
 use crate::events::Events;
 use crate::informer::SharedInformers;
 use ksim_runtime::clock::Clock;
@@ -223,7 +224,7 @@ async fn reconcile(cached: Arc<Deployment>, context: Arc<Context>) -> Result<Act
         (0, 0)
     };
 
-    let owned = claim_replica_sets(&replica_sets, &d, &selector).await?;
+    let owned = claim_replica_sets(&replica_sets, &deployments, &d, &selector).await?;
     let template = template_without_hash(Some(&spec.template));
     let mut sorted = owned;
     sorted.sort_by(by_creation);
@@ -271,61 +272,30 @@ async fn reconcile(cached: Arc<Deployment>, context: Arc<Context>) -> Result<Act
     Ok(sync.requeue())
 }
 
-/// Adopts matching orphan ReplicaSets, releases owned ones that stopped
-/// matching, and returns those the Deployment controls.
+/// Adopts matching orphan ReplicaSets (after a fresh read shows the
+/// Deployment is not being deleted), releases owned ones that stopped
+/// matching, and returns those the Deployment controls (upstream's
+/// `ClaimReplicaSets`, through the shared [`ControllerRefManager`]).
 async fn claim_replica_sets(
     api: &Api<ReplicaSet>,
+    deployments: &Api<Deployment>,
     d: &Deployment,
     selector: &ksim_core::selector::LabelSelectorRequirements,
 ) -> Result<Vec<ReplicaSet>, Error> {
     let owner = controller_reference("apps/v1", "Deployment", &d.metadata);
-    let deleting = d.metadata.deletion_timestamp.is_some();
-    let mut owned = Vec::new();
-    for rs in api.list(&ListParams::default()).await?.items {
-        let matches = selector_matches(selector, rs.metadata.labels.as_ref());
-        match controller_of(&rs.metadata) {
-            Some(r) if r.uid == owner.uid => {
-                if matches || deleting {
-                    owned.push(rs);
-                } else {
-                    let references: Vec<_> = rs
-                        .metadata
-                        .owner_references
-                        .iter()
-                        .flatten()
-                        .filter(|r| r.uid != owner.uid)
-                        .collect();
-                    let patch = json!({"metadata": {"ownerReferences": references, "uid": rs.metadata.uid}});
-                    ignore_not_found(
-                        api.patch(
-                            &rs.name_any(),
-                            &PatchParams::default(),
-                            &Patch::Merge(patch),
-                        )
-                        .await,
-                    )?;
-                }
-            }
-            None if matches && !deleting && rs.metadata.deletion_timestamp.is_none() => {
-                let mut references = rs.metadata.owner_references.clone().unwrap_or_default();
-                references.push(owner.clone());
-                let patch =
-                    json!({"metadata": {"ownerReferences": references, "uid": rs.metadata.uid}});
-                if let Some(adopted) = ignore_not_found(
-                    api.patch(
-                        &rs.name_any(),
-                        &PatchParams::default(),
-                        &Patch::Merge(patch),
-                    )
-                    .await,
-                )? {
-                    owned.push(adopted);
-                }
-            }
-            _ => {}
-        }
-    }
-    Ok(owned)
+    let namespace = d.metadata.namespace.clone().unwrap_or_default();
+    let mut manager = ControllerRefManager::new(
+        Owner {
+            reference: &owner,
+            namespace: &namespace,
+            deleting: d.metadata.deletion_timestamp.is_some(),
+        },
+        "Deployment",
+        deployments.clone(),
+        selector,
+    );
+    let replica_sets = api.list(&ListParams::default()).await?.items;
+    manager.claim(api, replica_sets, |_| true).await
 }
 
 fn ignore_not_found<T>(result: Result<T, kube::Error>) -> Result<Option<T>, Error> {
