@@ -390,6 +390,25 @@ async fn reconcile(cached: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Act
         };
         (owned, orphans)
     };
+    // As upstream's `RecheckDeletionTimestamp`: orphans are adopted only
+    // if the set, read afresh after the pods were, is the same and not
+    // being deleted (an orphaning deletion releases its pods: a sync begun
+    // before it must not adopt them back).
+    if orphans
+        .iter()
+        .any(|pod| pod.metadata.deletion_timestamp.is_none())
+    {
+        match replica_sets.get_opt(&name).await? {
+            Some(fresh)
+                if fresh.metadata.uid == rs.metadata.uid
+                    && fresh.metadata.deletion_timestamp.is_none() => {}
+            _ => {
+                return Err(Error::Invalid(format!(
+                    "can't adopt pods of replicaset {namespace}/{name}: it is gone or being deleted"
+                )));
+            }
+        }
+    }
     for pod in orphans {
         if pod.metadata.deletion_timestamp.is_some() {
             continue;
